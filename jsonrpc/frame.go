@@ -1,0 +1,237 @@
+package jsonrpc
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// readBufferSize is the initial read buffer of a Reader. A daemon holds one
+// per session, so it is small; frames longer than this grow a separate slice.
+const readBufferSize = 4 << 10
+
+// maxCapturedID bounds the id bytes kept while skipping an oversized frame.
+const maxCapturedID = 1 << 10
+
+// TooLargeError reports a frame longer than the reader's limit. The frame was
+// consumed through its newline without being held in memory; the stream is
+// still usable.
+type TooLargeError struct {
+	Size  int64           // bytes in the frame, newline excluded
+	Limit int             // the limit it broke
+	ID    json.RawMessage // its top-level id, when the skipping scan found exactly one valid id; else nil
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("jsonrpc: message of %d bytes is over the limit of %d", e.Size, e.Limit)
+}
+
+// Reader reads newline-delimited frames.
+type Reader struct {
+	br    *bufio.Reader
+	limit int
+}
+
+// NewReader returns a Reader that refuses frames longer than limit bytes.
+func NewReader(r io.Reader, limit int) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, readBufferSize), limit: limit}
+}
+
+// Read returns the next non-blank line, without its line ending, in a slice
+// the caller owns. A line over the limit is skipped and reported as a
+// *TooLargeError, after which Read may be called again. Any other error
+// (io.EOF when the peer hung up) ends the stream.
+func (r *Reader) Read() ([]byte, error) {
+	for {
+		frame, err := r.readLine()
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(frame)) > 0 {
+			return frame, nil
+		}
+	}
+}
+
+func (r *Reader) readLine() ([]byte, error) {
+	var (
+		frame []byte
+		size  int64
+		scan  *idScanner
+	)
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		size += int64(len(chunk))
+		if scan == nil && len(frame)+len(chunk) > r.limit+2 { // room for "\r\n"
+			scan = new(idScanner)
+			scan.feed(frame)
+			frame = nil
+		}
+		if scan != nil {
+			scan.feed(chunk)
+		} else if len(chunk) > 0 {
+			if frame == nil && err == nil {
+				// The common case: the whole line fits in the buffer.
+				frame = make([]byte, 0, len(chunk))
+			}
+			frame = append(frame, chunk...) // ReadSlice's buffer is reused
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err != nil && !(errors.Is(err, io.EOF) && size > 0):
+			return nil, err
+		}
+		frame = trimEOL(frame)
+		if scan == nil && len(frame) <= r.limit {
+			return frame, nil
+		}
+		if scan == nil { // over the limit by its last byte or two
+			scan = new(idScanner)
+			scan.feed(frame)
+			scan.feed([]byte("\n"))
+			size = int64(len(frame)) + 1
+		}
+		return nil, &TooLargeError{Size: size - int64(scan.eol()), Limit: r.limit, ID: scan.id()}
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	return bytes.TrimSuffix(b, []byte("\r"))
+}
+
+// idScanner finds the top-level "id" member of a JSON object fed to it in
+// pieces, holding only a bounded copy of that member's value. It assumes
+// nothing about the input's validity and gives up (no id) on anything odd.
+type idScanner struct {
+	started, bad bool
+	depth        int
+	inStr, esc   bool
+	expectKey    bool // at depth 1, the next string is a member name
+	inKey        bool
+	key          []byte
+	keyEscaped   bool
+	afterKey     bool // a member name was read; its ':' is next
+	capturing    bool
+	val          []byte
+	valLong      bool
+	found        int
+	lastTwo      [2]byte
+}
+
+func (s *idScanner) feed(p []byte) {
+	for _, b := range p {
+		s.lastTwo[0], s.lastTwo[1] = s.lastTwo[1], b
+		if s.bad {
+			continue
+		}
+		if !s.started {
+			switch b {
+			case ' ', '\t', '\r', '\n':
+			case '{':
+				s.started, s.depth, s.expectKey = true, 1, true
+			default:
+				s.bad = true
+			}
+			continue
+		}
+		if s.capturing && !s.inStr && s.depth == 1 && (b == ',' || b == '}') {
+			s.capturing = false
+		}
+		if s.capturing {
+			if len(s.val) < maxCapturedID {
+				s.val = append(s.val, b)
+			} else {
+				s.valLong = true
+			}
+		}
+		if s.inStr {
+			switch {
+			case s.esc:
+				s.esc = false
+			case b == '\\':
+				s.esc = true
+				if s.inKey {
+					s.keyEscaped = true
+				}
+			case b == '"':
+				s.inStr = false
+				if s.inKey {
+					s.inKey, s.afterKey = false, true
+				}
+			case s.inKey && len(s.key) < 8:
+				s.key = append(s.key, b)
+			case s.inKey:
+				s.keyEscaped = true // too long to be "id"
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			s.inStr = true
+			if s.depth == 1 && s.expectKey {
+				s.inKey, s.expectKey, s.keyEscaped = true, false, false
+				s.key = s.key[:0]
+			}
+		case ':':
+			if s.depth == 1 && s.afterKey {
+				s.afterKey = false
+				if string(s.key) == "id" && !s.keyEscaped {
+					s.found++
+					s.capturing, s.val, s.valLong = true, s.val[:0], false
+				}
+			}
+		case '{', '[':
+			s.depth++
+		case '}', ']':
+			s.depth--
+			if s.depth < 0 {
+				s.bad = true
+			}
+		case ',':
+			if s.depth == 1 {
+				s.expectKey = true
+			}
+		}
+	}
+}
+
+// eol reports how many line-ending bytes ("\n" or "\r\n") ended the input.
+func (s *idScanner) eol() int {
+	switch {
+	case s.lastTwo[1] != '\n':
+		return 0
+	case s.lastTwo[0] == '\r':
+		return 2
+	}
+	return 1
+}
+
+func (s *idScanner) id() json.RawMessage {
+	if s.bad || s.found != 1 || s.valLong || s.capturing {
+		return nil
+	}
+	v := bytes.TrimSpace(s.val)
+	if validID(v) {
+		return json.RawMessage(bytes.Clone(v))
+	}
+	return nil
+}
+
+// validID reports whether v is an id MCP allows: a JSON string or integer.
+func validID(v []byte) bool {
+	if len(v) == 0 || !json.Valid(v) {
+		return false
+	}
+	switch v[0] {
+	case '"':
+		return true
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return bytes.IndexAny(v, ".eE") < 0
+	}
+	return false
+}

@@ -1,0 +1,417 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
+
+// Kind is what a message is, by its envelope.
+type Kind uint8
+
+const (
+	KindInvalid      Kind = iota
+	KindRequest           // method and id
+	KindNotification      // method, no id
+	KindResult            // id and result
+	KindError             // id (possibly null) and error
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRequest:
+		return "request"
+	case KindNotification:
+		return "notification"
+	case KindResult:
+		return "result"
+	case KindError:
+		return "error"
+	}
+	return "invalid"
+}
+
+// Span is a half-open byte range [Start, End) inside a frame.
+type Span struct{ Start, End int }
+
+// Message is a parsed envelope. Its raw fields are subslices of Frame and
+// must not be modified; rewrites go through Splice and make a new frame.
+type Message struct {
+	Frame  []byte
+	Kind   Kind
+	Method string
+	ID     json.RawMessage // nil when absent; "null" only on an error response
+	Params json.RawMessage // nil when absent
+	Result json.RawMessage
+	Error  json.RawMessage
+
+	idSpan     Span
+	paramsSpan Span
+}
+
+// reserved member names, in the exact case the protocol spells them.
+var reserved = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// Parse parses one frame strictly. On failure the error is a *Error whose
+// Reason is parse_error or invalid_request; the returned *Message is then
+// still non-nil and carries the frame's id if one was readable and valid, so
+// that the caller can address its error response.
+func Parse(frame []byte) (*Message, error) {
+	m := &Message{Frame: frame}
+	if !utf8.Valid(frame) || !json.Valid(frame) {
+		return m, &Error{Code: CodeParseError, Message: "parse error: not valid UTF-8 JSON", Reason: ReasonParseError}
+	}
+	i := skipSpace(frame, 0)
+	if frame[i] != '{' {
+		if frame[i] == '[' {
+			return m, invalid("a batch is not allowed here")
+		}
+		return m, invalid("a message must be a JSON object")
+	}
+
+	var seen [len(reserved)]Span
+	var have [len(reserved)]bool
+	var problem string
+	ambiguousID := false // two ids: answer with null rather than guess
+	err := eachMember(frame, i, func(key []byte, escaped bool, v Span) bool {
+		name := string(key)
+		if escaped {
+			var s string
+			if json.Unmarshal(key, &s) != nil {
+				problem = "member name is not a valid string"
+				return false
+			}
+			name = s
+		}
+		for r, want := range reserved {
+			switch {
+			case name == want:
+				if have[r] {
+					problem = "member " + strconvQuote(want) + " appears twice"
+					if r == 1 {
+						ambiguousID = true
+					}
+					return false
+				}
+				have[r], seen[r] = true, v
+			case strings.EqualFold(name, want):
+				problem = "member " + strconvQuote(name) + " is a miscased " + strconvQuote(want)
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return m, err
+	}
+	const (
+		rJSONRPC = iota
+		rID
+		rMethod
+		rParams
+		rResult
+		rError
+	)
+	val := func(r int) []byte { return frame[seen[r].Start:seen[r].End] }
+
+	// The id first, so that every later complaint can be addressed.
+	if have[rID] && !ambiguousID {
+		id := val(rID)
+		if validID(id) {
+			m.ID, m.idSpan = id, seen[rID]
+		} else if !(string(id) == "null" && have[rError] && !have[rMethod]) {
+			if problem == "" {
+				problem = "id must be a string or an integer"
+			}
+		} else {
+			m.ID, m.idSpan = id, seen[rID]
+		}
+	}
+	if problem != "" {
+		return m, invalid(problem)
+	}
+	if !have[rJSONRPC] {
+		return m, invalid(`member "jsonrpc" is missing`)
+	}
+	if v := val(rJSONRPC); string(v) != `"2.0"` {
+		var s string
+		if json.Unmarshal(v, &s) != nil || s != "2.0" {
+			return m, invalid(`member "jsonrpc" must be "2.0"`)
+		}
+	}
+	if have[rParams] {
+		v := val(rParams)
+		if v[0] != '{' && v[0] != '[' {
+			return m, invalid(`member "params" must be an object or an array`)
+		}
+		m.Params, m.paramsSpan = v, seen[rParams]
+	}
+
+	if have[rMethod] {
+		v := val(rMethod)
+		if v[0] != '"' {
+			return m, invalid(`member "method" must be a string`)
+		}
+		if have[rResult] || have[rError] {
+			return m, invalid(`a message with "method" cannot carry "result" or "error"`)
+		}
+		if err := json.Unmarshal(v, &m.Method); err != nil {
+			return m, invalid(`member "method" is not a valid string`)
+		}
+		if have[rID] {
+			m.Kind = KindRequest
+		} else {
+			m.Kind = KindNotification
+		}
+		return m, nil
+	}
+	if have[rParams] {
+		return m, invalid(`member "params" is only allowed with "method"`)
+	}
+	switch {
+	case have[rResult] && have[rError]:
+		return m, invalid(`a response cannot carry both "result" and "error"`)
+	case !have[rResult] && !have[rError]:
+		return m, invalid(`member "method" is missing`)
+	case !have[rID]:
+		return m, invalid(`a response must carry "id"`)
+	case have[rResult]:
+		if string(m.ID) == "null" {
+			return m, invalid("id must be a string or an integer")
+		}
+		m.Kind, m.Result = KindResult, val(rResult)
+	default:
+		v := val(rError)
+		if v[0] != '{' {
+			return m, invalid(`member "error" must be an object`)
+		}
+		m.Kind, m.Error = KindError, v
+	}
+	return m, nil
+}
+
+func invalid(detail string) *Error {
+	return &Error{Code: CodeInvalidRequest, Message: "invalid request: " + detail, Reason: ReasonInvalidRequest}
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// IDSpan is where the id value sits in Frame; ok is false when there is none.
+func (m *Message) IDSpan() (Span, bool) { return m.idSpan, m.ID != nil }
+
+// ParamsPath finds the value at a path of member names inside params, such as
+// ("_meta", "progressToken"), and returns its span in Frame. Where a name
+// appears more than once in an object, the last one counts, as it does for
+// most JSON decoders.
+func (m *Message) ParamsPath(path ...string) (Span, bool) {
+	if m.Params == nil {
+		return Span{}, false
+	}
+	s, ok := FindPath(m.Params, path...)
+	if !ok {
+		return Span{}, false
+	}
+	off := m.paramsSpan.Start
+	return Span{s.Start + off, s.End + off}, true
+}
+
+// IsBatch reports whether a frame (assumed valid JSON) is an array.
+func IsBatch(frame []byte) bool {
+	i := skipSpace(frame, 0)
+	return i < len(frame) && frame[i] == '['
+}
+
+// SplitBatch returns the elements of a batch frame, as subslices of it. An
+// empty array, or a frame that is not valid UTF-8 JSON, is an error.
+func SplitBatch(frame []byte) ([][]byte, error) {
+	if !utf8.Valid(frame) || !json.Valid(frame) {
+		return nil, &Error{Code: CodeParseError, Message: "parse error: not valid UTF-8 JSON", Reason: ReasonParseError}
+	}
+	i := skipSpace(frame, 0)
+	if frame[i] != '[' {
+		return nil, invalid("not a batch")
+	}
+	var elems [][]byte
+	i = skipSpace(frame, i+1)
+	for frame[i] != ']' {
+		end := skipValue(frame, i)
+		elems = append(elems, frame[i:end])
+		i = skipSpace(frame, end)
+		if frame[i] == ',' {
+			i = skipSpace(frame, i+1)
+		}
+	}
+	if len(elems) == 0 {
+		return nil, invalid("empty batch")
+	}
+	return elems, nil
+}
+
+// FindPath walks a valid JSON value through a path of object member names
+// and returns the span of the value it reaches, relative to v.
+func FindPath(v []byte, path ...string) (Span, bool) {
+	cur := Span{skipSpace(v, 0), len(v)}
+	for _, name := range path {
+		if cur.Start >= len(v) || v[cur.Start] != '{' {
+			return Span{}, false
+		}
+		var found Span
+		ok := false
+		eachMember(v, cur.Start, func(key []byte, escaped bool, val Span) bool {
+			if keyEquals(key, escaped, name) {
+				found, ok = val, true
+			}
+			return true
+		})
+		if !ok {
+			return Span{}, false
+		}
+		cur = found
+	}
+	return cur, true
+}
+
+func keyEquals(key []byte, escaped bool, name string) bool {
+	if !escaped {
+		return string(key) == name
+	}
+	var s string
+	return json.Unmarshal(key, &s) == nil && s == name
+}
+
+// eachMember calls fn for each member of the object starting at v[start],
+// which must be valid JSON. key is the member name without its quotes
+// (escaped reports a backslash in it; then key is the quoted JSON string).
+func eachMember(v []byte, start int, fn func(key []byte, escaped bool, val Span) bool) error {
+	i := skipSpace(v, start+1)
+	for i < len(v) && v[i] != '}' {
+		kEnd := skipString(v, i)
+		key, escaped := v[i+1:kEnd-1], false
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key, escaped = v[i:kEnd], true
+		}
+		i = skipSpace(v, kEnd)
+		i = skipSpace(v, i+1) // the colon
+		end := skipValue(v, i)
+		if !fn(key, escaped, Span{i, end}) {
+			return nil
+		}
+		i = skipSpace(v, end)
+		if i < len(v) && v[i] == ',' {
+			i = skipSpace(v, i+1)
+		}
+	}
+	return nil
+}
+
+func skipSpace(v []byte, i int) int {
+	for i < len(v) {
+		switch v[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index just past the string that opens at v[i].
+func skipString(v []byte, i int) int {
+	i++
+	for {
+		j := bytes.IndexByte(v[i:], '"')
+		if j < 0 {
+			return len(v)
+		}
+		i += j
+		// Count the backslashes before the quote: an odd number escapes it.
+		n := 0
+		for k := i - 1; k >= 0 && v[k] == '\\'; k-- {
+			n++
+		}
+		i++
+		if n%2 == 0 {
+			return i
+		}
+	}
+}
+
+// skipValue returns the index just past the valid JSON value at v[i].
+func skipValue(v []byte, i int) int {
+	switch v[i] {
+	case '"':
+		return skipString(v, i)
+	case '{', '[':
+		depth := 0
+		for i < len(v) {
+			switch v[i] {
+			case '"':
+				i = skipString(v, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(v) {
+		switch v[i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// Edit replaces a span of a frame with new bytes.
+type Edit struct {
+	Span
+	Value []byte
+}
+
+// Splice returns a copy of frame with the edits applied. The edits must not
+// overlap; they may come in any order.
+func Splice(frame []byte, edits ...Edit) []byte {
+	n := len(frame)
+	for _, e := range edits {
+		n += len(e.Value) - (e.End - e.Start)
+	}
+	if len(edits) == 2 && edits[0].Start > edits[1].Start {
+		edits[0], edits[1] = edits[1], edits[0]
+	} else if len(edits) > 2 {
+		sortEdits(edits)
+	}
+	out := make([]byte, 0, n)
+	last := 0
+	for _, e := range edits {
+		out = append(out, frame[last:e.Start]...)
+		out = append(out, e.Value...)
+		last = e.End
+	}
+	return append(out, frame[last:]...)
+}
+
+func sortEdits(edits []Edit) {
+	for i := 1; i < len(edits); i++ {
+		for j := i; j > 0 && edits[j].Start < edits[j-1].Start; j-- {
+			edits[j], edits[j-1] = edits[j-1], edits[j]
+		}
+	}
+}
+
+// WithID returns a copy of the message's frame with its id replaced.
+func (m *Message) WithID(id []byte) []byte {
+	return Splice(m.Frame, Edit{m.idSpan, id})
+}
