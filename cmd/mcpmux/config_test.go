@@ -1,0 +1,478 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestParseConfigFull sets every key and checks the whole result.
+func TestParseConfigFull(t *testing.T) {
+	dir := t.TempDir()
+	cwd := t.TempDir()
+	doc := fmt.Sprintf(`# every key there is
+[daemon]
+log_level = "debug"
+log_format = "json"
+
+[listen]
+socket_dir = "run/sockets"
+http = "127.0.0.1:7878"
+http_token = "s3cret"
+http_origins = ["https://app.example", "http://localhost:3000"]
+max_inflight = 32
+outbox_high_water = "512KiB"
+outbox_max = 8388608
+
+[servers.memory]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-memory"]
+env = { MEMORY_FILE_PATH = "/home/me/memory.json", EMPTY = "" }
+inherit_env = ["LANG", "HTTPS_PROXY"]
+cwd = %q
+stderr = "file:logs/memory.log"
+stdin_grace = "250ms"
+term_grace = "1m30s"
+start_timeout = "5s"
+max_message_bytes = "2MB"
+max_junk_lines = 0
+write_queue_bytes = "1GiB"
+
+[servers."alpha.v2"]
+command = "bin/alpha"
+stderr = "discard"
+max_message_bytes = 4096
+write_queue_bytes = "8kib"
+`, cwd)
+
+	cfg, err := parseConfig([]byte(doc), "mux.toml", dir)
+	require.NoError(t, err)
+
+	want := &config{
+		Path:   filepath.Join(dir, "mux.toml"),
+		Daemon: daemonConfig{LogLevel: slog.LevelDebug, LogFormat: "json"},
+		Listen: listenConfig{
+			SocketDir:       filepath.Join(dir, "run", "sockets"),
+			HTTP:            "127.0.0.1:7878",
+			HTTPToken:       "s3cret",
+			HTTPOrigins:     []string{"https://app.example", "http://localhost:3000"},
+			MaxInflight:     32,
+			OutboxHighWater: 512 << 10,
+			OutboxMax:       8 << 20,
+		},
+		Servers: []serverConfig{
+			{
+				Name:            "alpha.v2",
+				Command:         filepath.Join(dir, "bin", "alpha"),
+				Stderr:          "discard",
+				StdinGrace:      2 * time.Second,
+				TermGrace:       2 * time.Second,
+				StartTimeout:    30 * time.Second,
+				MaxMessageBytes: 4096,
+				MaxJunkLines:    10,
+				WriteQueueBytes: 8 << 10,
+			},
+			{
+				Name:            "memory",
+				Command:         "npx",
+				Args:            []string{"-y", "@modelcontextprotocol/server-memory"},
+				Env:             map[string]string{"MEMORY_FILE_PATH": "/home/me/memory.json", "EMPTY": ""},
+				InheritEnv:      []string{"LANG", "HTTPS_PROXY"},
+				Cwd:             cwd,
+				Stderr:          "file",
+				StderrPath:      filepath.Join(dir, "logs", "memory.log"),
+				StdinGrace:      250 * time.Millisecond,
+				TermGrace:       90 * time.Second,
+				StartTimeout:    5 * time.Second,
+				MaxMessageBytes: 2_000_000,
+				MaxJunkLines:    0,
+				WriteQueueBytes: 1 << 30,
+			},
+		},
+	}
+	assert.Equal(t, want, cfg, "full config:\n%s", doc)
+}
+
+// TestParseConfigDefaults checks what absent keys become.
+func TestParseConfigDefaults(t *testing.T) {
+	server := func(name, command string) serverConfig {
+		return serverConfig{
+			Name:            name,
+			Command:         command,
+			Stderr:          "log",
+			StdinGrace:      2 * time.Second,
+			TermGrace:       2 * time.Second,
+			StartTimeout:    30 * time.Second,
+			MaxMessageBytes: 16 << 20,
+			MaxJunkLines:    10,
+			WriteQueueBytes: 64 << 20,
+		}
+	}
+	listen := func(socketDir string) listenConfig {
+		return listenConfig{
+			SocketDir:       socketDir,
+			MaxInflight:     256,
+			OutboxHighWater: 1 << 20,
+			OutboxMax:       64 << 20,
+		}
+	}
+	daemon := daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text"}
+	tmpDir := fmt.Sprintf("/tmp/mcpmux-%d", os.Getuid())
+
+	tests := []struct {
+		name       string
+		runtimeDir string // XDG_RUNTIME_DIR
+		doc        string
+		want       *config
+	}{
+		{
+			name: "empty file",
+			doc:  "",
+			want: &config{Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(tmpDir)},
+		},
+		{
+			name:       "XDG_RUNTIME_DIR gives the socket folder",
+			runtimeDir: "/run/user/4242",
+			doc:        "[servers.memory]\ncommand = \"npx\"\n",
+			want: &config{
+				Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen("/run/user/4242/mcpmux"),
+				Servers: []serverConfig{server("memory", "npx")},
+			},
+		},
+		{
+			name:       "a relative XDG_RUNTIME_DIR is ignored",
+			runtimeDir: "run/user",
+			doc:        "[servers.memory]\ncommand = \"npx\"\n",
+			want: &config{
+				Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(tmpDir),
+				Servers: []serverConfig{server("memory", "npx")},
+			},
+		},
+		{
+			name: "empty tables, servers sorted by name, other spellings of tables",
+			doc: `servers.beta.command = "b"
+servers.zeta = { command = "z" }
+[daemon]
+[listen]
+[servers.alpha]
+command = "a"
+`,
+			want: &config{
+				Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(tmpDir),
+				Servers: []serverConfig{server("alpha", "a"), server("beta", "b"), server("zeta", "z")},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("XDG_RUNTIME_DIR", tt.runtimeDir)
+			cfg, err := parseConfig([]byte(tt.doc), "mux.toml", "/etc/mcpmux")
+			require.NoError(t, err, "doc:\n%s", tt.doc)
+			assert.Equal(t, tt.want, cfg, "doc:\n%s", tt.doc)
+		})
+	}
+}
+
+// TestParseConfigPaths checks how each kind of path in the file is resolved
+// against the config's folder.
+func TestParseConfigPaths(t *testing.T) {
+	const dir = "/etc/mcpmux"
+	tests := []struct {
+		value string // the value in the file
+		want  string
+	}{
+		{"server", "server"}, // bare command: PATH lookup at start, kept as is
+		{"./server", "/etc/mcpmux/server"},
+		{"bin/server", "/etc/mcpmux/bin/server"},
+		{"../bin/server", "/etc/bin/server"},
+		{"/usr/local/bin/server", "/usr/local/bin/server"},
+		{"/opt/My Tools//server", "/opt/My Tools/server"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			doc := fmt.Sprintf("[listen]\nsocket_dir = %q\n[servers.s]\ncommand = %q\nstderr = \"file:%s\"\n",
+				tt.value, tt.value, tt.value)
+			cfg, err := parseConfig([]byte(doc), "mux.toml", dir)
+			require.NoError(t, err, "doc:\n%s", doc)
+			require.Len(t, cfg.Servers, 1)
+
+			// socket_dir and file: paths are always paths, even without a slash.
+			wantPath := tt.want
+			if !filepath.IsAbs(wantPath) {
+				wantPath = filepath.Join(dir, wantPath)
+			}
+			got := [4]string{cfg.Servers[0].Command, cfg.Listen.SocketDir, cfg.Servers[0].Stderr, cfg.Servers[0].StderrPath}
+			assert.Equal(t, [4]string{tt.want, wantPath, "file", wantPath}, got, "value %q", tt.value)
+		})
+	}
+}
+
+// TestParseConfigErrors checks that each kind of problem is reported as
+// exactly one error naming the file, the line and the key.
+func TestParseConfigErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "regular-file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	missing := filepath.Join(t.TempDir(), "missing")
+
+	tests := []struct {
+		name string
+		doc  string
+		want string // "line: key: message" or a start of it
+	}{
+		// Unknown and misplaced keys.
+		{"unknown top-level key", "foo = 1\n", `1: foo: unknown key (the file has [daemon], [listen] and [servers.NAME] tables)`},
+		{"top-level key of another table", "\nlog_level = \"debug\"\n", `2: log_level: unknown key here (it belongs in [daemon])`},
+		{"unknown top-level table", "[deamon]\nlog_level = \"debug\"\n", `1: deamon: unknown key`},
+		{"unknown daemon key", "[daemon]\nlevel = \"debug\"\n", `2: daemon.level: unknown key`},
+		{"server key under daemon", "[daemon]\nstdin_grace = \"1s\"\n", `2: daemon.stdin_grace: unknown key here (it belongs in [servers.NAME])`},
+		{"unknown listen key", "[listen]\n\nsocket = \"/run\"\n", `3: listen.socket: unknown key`},
+		{"command under listen", "[listen]\ncommand = \"npx\"\n", `2: listen.command: unknown key here (it belongs in [servers.NAME])`},
+		{"unknown server key", "[servers.memory]\ncommand = \"npx\"\ncomand = \"npx\"\n", `3: servers.memory.comand: unknown key`},
+		{"listen key under a server", "[servers.memory]\ncommand = \"npx\"\nsocket_dir = \"/run\"\n", `3: servers.memory.socket_dir: unknown key here (it belongs in [listen])`},
+		{"sub-table of a server", "[servers.x]\ncommand = \"a\"\n\n[servers.x.foo]\nbar = 1\n", `4: servers.x.foo: unknown key`},
+		{"dotted unknown key", "servers.x.command = \"a\"\nservers.x.bogus = 1\n", `2: servers.x.bogus: unknown key`},
+		{"unknown key in an inline table", "[servers]\nx = { command = \"a\",\n  bogus = 1 }\n", `3: servers.x.bogus: unknown key`},
+
+		// Wrong types.
+		{"daemon not a table", "daemon = 1\n", `1: daemon: must be a table (got an integer)`},
+		{"daemon as array of tables", "[[daemon]]\nlog_level = \"info\"\n", `1: daemon: must be a table (got an array)`},
+		{"servers not a table", "servers = [1]\n", `1: servers: must be a table (got an array)`},
+		{"server not a table", "[servers]\nx = \"npx\"\n", `2: servers.x: must be a [servers.NAME] table (got a string)`},
+		{"server as array of tables", "[[servers.x]]\ncommand = \"a\"\n", `1: servers.x: must be a [servers.NAME] table (got an array)`},
+		{"string: log_level", "[daemon]\nlog_level = 1\n", `2: daemon.log_level: must be a string (got an integer)`},
+		{"string: log_format date", "[daemon]\nlog_format = 1979-05-27\n", `2: daemon.log_format: must be a string (got a date or time)`},
+		{"string: http_token", "[listen]\nhttp_token = true\n", `2: listen.http_token: must be a string (got a boolean)`},
+		{"string: command", "[servers.x]\ncommand = [\"npx\"]\n", `2: servers.x.command: must be a string (got an array)`},
+		{"string: cwd", "[servers.x]\ncommand = \"a\"\ncwd = 1\n", `3: servers.x.cwd: must be a string (got an integer)`},
+		{"string: stderr", "[servers.x]\ncommand = \"a\"\nstderr = false\n", `3: servers.x.stderr: must be a string (got a boolean)`},
+		{"strings: args not an array", "[servers.x]\ncommand = \"a\"\nargs = \"-y\"\n", `3: servers.x.args: must be an array of strings (got a string)`},
+		{"strings: args element", "[servers.x]\ncommand = \"a\"\nargs = [\n  \"-y\",\n  2,\n]\n", `3: servers.x.args: must be an array of strings (element 1 is an integer)`},
+		{"strings: http_origins", "[listen]\nhttp_origins = \"*\"\n", `2: listen.http_origins: must be an array of strings (got a string)`},
+		{"strings: inherit_env", "[servers.x]\ncommand = \"a\"\ninherit_env = [1]\n", `3: servers.x.inherit_env: must be an array of strings (element 0 is an integer)`},
+		{"table: env", "[servers.x]\ncommand = \"a\"\nenv = \"A=1\"\n", `3: servers.x.env: must be a table (got a string)`},
+		{"string: env value", "[servers.x]\ncommand = \"a\"\nenv = { A = \"1\",\n  B = 2 }\n", `4: servers.x.env.B: must be a string (got an integer)`},
+		{"duration: integer", "[servers.x]\ncommand = \"a\"\nstdin_grace = 2\n", `3: servers.x.stdin_grace: must be a duration string such as "2s" or "250ms" (got an integer)`},
+		{"size: float", "[servers.x]\ncommand = \"a\"\nmax_message_bytes = 1.5\n", `3: servers.x.max_message_bytes: must be a size: an integer number of bytes or a string such as "16MiB" (got a float)`},
+		{"size: boolean", "[listen]\noutbox_max = true\n", `2: listen.outbox_max: must be a size`},
+		{"integer: string", "[listen]\nmax_inflight = \"3\"\n", `2: listen.max_inflight: must be an integer (got a string)`},
+		{"integer: float", "[servers.x]\ncommand = \"a\"\nmax_junk_lines = 1.0\n", `3: servers.x.max_junk_lines: must be an integer (got a float)`},
+
+		// Bad values.
+		{"bad log_level", "[daemon]\nlog_level = \"verbose\"\n", `2: daemon.log_level: invalid log level "verbose"`},
+		{"bad log_format", "[daemon]\nlog_format = \"xml\"\n", `2: daemon.log_format: invalid log format "xml"`},
+		{"empty socket_dir", "[listen]\nsocket_dir = \"\"\n", `2: listen.socket_dir: must not be empty`},
+		{"http without port", "[listen]\nhttp = \"localhost\"\n", `2: listen.http: invalid address "localhost"`},
+		{"http with empty port", "[listen]\nhttp = \"localhost:\"\n", `2: listen.http: invalid address "localhost:"`},
+		{"empty origin", "[listen]\nhttp_origins = [\"\"]\n", `2: listen.http_origins: origins must not be empty strings`},
+		{"max_inflight zero", "[listen]\nmax_inflight = 0\n", `2: listen.max_inflight: must be at least 1 (got 0)`},
+		{"outbox_max not above high water", "[listen]\noutbox_high_water = \"2MiB\"\noutbox_max = \"2MiB\"\n", `3: listen.outbox_max: 2MiB must be larger than outbox_high_water (2MiB)`},
+		{"outbox_high_water above default max", "[listen]\noutbox_high_water = \"64MiB\"\n", `2: listen.outbox_high_water: 64MiB must be smaller than outbox_max (default 64MiB)`},
+		{"bad duration", "[servers.memory]\ncommand = \"npx\"\nstdin_grace = \"2 s\"\n", `3: servers.memory.stdin_grace: invalid duration "2 s"`},
+		{"duration without unit", "[servers.memory]\ncommand = \"npx\"\nterm_grace = \"2\"\n", `3: servers.memory.term_grace: invalid duration "2"`},
+		{"negative duration", "[servers.memory]\ncommand = \"npx\"\nterm_grace = \"-1s\"\n", `3: servers.memory.term_grace: negative duration "-1s"`},
+		{"zero start_timeout", "[servers.memory]\ncommand = \"npx\"\nstart_timeout = \"0s\"\n", `3: servers.memory.start_timeout: must be longer than zero`},
+		{"size with space", "[servers.x]\ncommand = \"a\"\nmax_message_bytes = \"16 MiB\"\n", `3: servers.x.max_message_bytes: invalid size "16 MiB"`},
+		{"size with unknown unit", "[servers.x]\ncommand = \"a\"\nmax_message_bytes = \"16XB\"\n", `3: servers.x.max_message_bytes: invalid size "16XB"`},
+		{"size with fraction", "[servers.x]\ncommand = \"a\"\nmax_message_bytes = \"1.5MiB\"\n", `3: servers.x.max_message_bytes: invalid size "1.5MiB"`},
+		{"negative size string", "[servers.x]\ncommand = \"a\"\nmax_message_bytes = \"-1MiB\"\n", `3: servers.x.max_message_bytes: invalid size "-1MiB"`},
+		{"negative size integer", "[servers.x]\ncommand = \"a\"\nwrite_queue_bytes = -5\n", `3: servers.x.write_queue_bytes: negative size -5`},
+		{"size unit alone", "[servers.x]\ncommand = \"a\"\nmax_message_bytes = \"MiB\"\n", `3: servers.x.max_message_bytes: invalid size "MiB"`},
+		{"empty size", "[listen]\noutbox_max = \"\"\n", `2: listen.outbox_max: invalid size ""`},
+		{"size overflow by digits", "[listen]\noutbox_max = \"99999999999999999999\"\n", `2: listen.outbox_max: size "99999999999999999999" is too large`},
+		{"size overflow by unit", "[listen]\noutbox_max = \"9000000000GiB\"\n", `2: listen.outbox_max: size "9000000000GiB" is too large`},
+		{"max_message_bytes too small", "[servers.x]\ncommand = \"a\"\nmax_message_bytes = 100\n", `3: servers.x.max_message_bytes: 100B is out of range: want 1KiB to 1GiB`},
+		{"max_message_bytes too large", "[servers.x]\ncommand = \"a\"\nmax_message_bytes = \"2GiB\"\nwrite_queue_bytes = \"4GiB\"\n", `3: servers.x.max_message_bytes: 2GiB is out of range`},
+		{"write_queue_bytes below twice the message", "[servers.x]\ncommand = \"a\"\n\nwrite_queue_bytes = \"16MiB\"\n", `4: servers.x.write_queue_bytes: 16MiB must be at least twice max_message_bytes (16MiB)`},
+		{"max_message_bytes above half the default queue", "[servers.x]\ncommand = \"a\"\nmax_message_bytes = \"64MiB\"\n", `3: servers.x.max_message_bytes: 64MiB needs write_queue_bytes of at least twice that`},
+		{"negative max_junk_lines", "[servers.x]\ncommand = \"a\"\nmax_junk_lines = -1\n", `3: servers.x.max_junk_lines: must not be negative (got -1)`},
+		{"bad stderr", "[servers.x]\ncommand = \"a\"\nstderr = \"syslog\"\n", `3: servers.x.stderr: invalid value "syslog"`},
+		{"stderr file without path", "[servers.x]\ncommand = \"a\"\nstderr = \"file:\"\n", `3: servers.x.stderr: "file:" needs a path`},
+		{"env name with =", "[servers.x]\ncommand = \"a\"\n[servers.x.env]\nOK = \"1\"\n\"A=B\" = \"x\"\n", `5: servers.x.env."A=B": invalid variable name`},
+		{"empty env name", "[servers.x]\ncommand = \"a\"\nenv = { \"\" = \"x\" }\n", `3: servers.x.env."": invalid variable name`},
+		{"env value with NUL", "[servers.x]\ncommand = \"a\"\nenv.A = \"x\\u0000y\"\n", `3: servers.x.env.A: must not contain NUL bytes`},
+		{"inherit_env name with =", "[servers.x]\ncommand = \"a\"\ninherit_env = [\"LANG\", \"A=B\"]\n", `3: servers.x.inherit_env: invalid variable name "A=B"`},
+		{"arg with NUL", "[servers.x]\ncommand = \"a\"\nargs = [\"x\\u0000\"]\n", `3: servers.x.args: arguments must not contain NUL bytes`},
+		{"relative cwd", "[servers.x]\ncommand = \"a\"\ncwd = \"work\"\n", `3: servers.x.cwd: "work" must be an absolute path`},
+		{"nonexistent cwd", fmt.Sprintf("[servers.x]\ncommand = \"a\"\ncwd = %q\n", missing), fmt.Sprintf(`3: servers.x.cwd: %q does not exist`, missing)},
+		{"cwd is a file", fmt.Sprintf("[servers.x]\ncommand = \"a\"\ncwd = %q\n", file), fmt.Sprintf(`3: servers.x.cwd: %q is not a directory`, file)},
+		{"empty command", "[servers.x]\ncommand = \"\"\n", `2: servers.x.command: must not be empty`},
+		{"blank command", "[servers.x]\ncommand = \"  \"\n", `2: servers.x.command: must not be empty`},
+		{"missing command", "\n[servers.x]\nargs = [\"-y\"]\n", `2: servers.x.command: missing: every server needs a command`},
+		{"command with arguments", "[servers.x]\ncommand = \"npx -y server\"\n", `2: servers.x.command: "npx -y server": command must be a single executable; put arguments in args`},
+		{"command with a tab", "[servers.x]\ncommand = \"npx\\tserver\"\n", `2: servers.x.command: "npx\tserver": command must be a single executable`},
+		{"server name with a space", "[servers.\"bad name\"]\ncommand = \"a\"\n", `1: servers."bad name": invalid server name`},
+		{"server name starting with _", "[servers]\n_x.command = \"a\"\n", `2: servers._x: invalid server name`},
+		{"server name starting with .", "[servers.\".x\"]\ncommand = \"a\"\n", `1: servers.".x": invalid server name`},
+		{"server name too long", "[servers." + strings.Repeat("a", 65) + "]\ncommand = \"a\"\n", `1: servers.` + strings.Repeat("a", 65) + `: invalid server name`},
+		{"non-ASCII server name", "[servers.\"mémoire\"]\ncommand = \"a\"\n", `1: servers."mémoire": invalid server name`},
+
+		// TOML itself.
+		{"syntax: missing value", "[servers.x]\ncommand = \n", `2: invalid TOML: `},
+		{"syntax: unclosed table header", "[daemon]\nlog_level = \"info\"\n[listen\n", `3: invalid TOML: `},
+		{"syntax: unterminated string", "[daemon]\n\nlog_level = \"info\n", `3: invalid TOML: `},
+		{"duplicate key", "[servers.x]\ncommand = \"a\"\ncommand = \"b\"\n", `3: servers.x.command: key command is already defined`},
+		{"duplicate dotted key", "[servers]\nx.command = \"a\"\nx.command = \"b\"\n", `3: servers.x.command: key command is already defined`},
+		{"duplicate key in inline table", "[servers.x]\ncommand = \"a\"\nenv = { A = \"1\", A = \"2\" }\n", `3: servers.x.env: key A is already defined`},
+		{"duplicate table", "[servers.x]\ncommand = \"a\"\n[servers.x]\n", `3: servers.x: table x already exists`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseConfig([]byte(tt.doc), "mux.toml", "/etc/mcpmux")
+			require.Error(t, err, "doc:\n%s", tt.doc)
+			assert.Nil(t, cfg, "doc:\n%s", tt.doc)
+			got := err.Error()
+			assert.True(t, strings.HasPrefix(got, "mux.toml:"+tt.want), "doc:\n%s\nerror: %s\nwant:  mux.toml:%s", tt.doc, got, tt.want)
+			assert.NotContains(t, got, "\n", "doc:\n%s\nwant exactly one error", tt.doc)
+		})
+	}
+}
+
+// TestParseConfigManyErrors checks that all problems are reported, in line order.
+func TestParseConfigManyErrors(t *testing.T) {
+	doc := `[servers.b]
+command = "b"
+term_grace = "forever"
+
+[daemon]
+log_level = "loud"
+
+[servers.a]
+stderr = "nowhere"
+`
+	_, err := parseConfig([]byte(doc), "", "/etc/mcpmux")
+	require.Error(t, err)
+	want := strings.Join([]string{
+		`line 3: servers.b.term_grace: invalid duration "forever"`,
+		`line 6: daemon.log_level: invalid log level "loud": want "debug", "info", "warn" or "error"`,
+		`line 8: servers.a.command: missing: every server needs a command`,
+		`line 9: servers.a.stderr: invalid value "nowhere": want "log", "inherit", "discard" or "file:PATH"`,
+	}, "\n")
+	assert.Equal(t, want, err.Error(), "doc:\n%s", doc)
+}
+
+// TestLoadConfig checks reading from disk: the path in the result and in errors.
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+		return path
+	}
+
+	t.Run("valid", func(t *testing.T) {
+		path := write("ok.toml", "[servers.tool]\ncommand = \"./tool\"\n")
+		cfg, err := loadConfig(path)
+		require.NoError(t, err)
+		assert.Equal(t, [2]string{path, filepath.Join(dir, "tool")}, [2]string{cfg.Path, cfg.Servers[0].Command}, "config %s", path)
+	})
+	t.Run("relative path", func(t *testing.T) {
+		write("rel.toml", "[servers.tool]\ncommand = \"bin/tool\"\n")
+		t.Chdir(dir)
+		cfg, err := loadConfig("rel.toml")
+		require.NoError(t, err)
+		assert.Equal(t, [2]string{filepath.Join(dir, "rel.toml"), filepath.Join(dir, "bin", "tool")},
+			[2]string{cfg.Path, cfg.Servers[0].Command}, "config rel.toml in %s", dir)
+	})
+
+	tests := []struct {
+		name    string
+		path    string
+		wantErr string
+	}{
+		{"bad value", write("bad.toml", "[daemon]\nlog_level = \"loud\"\n"), filepath.Join(dir, "bad.toml") + `:2: daemon.log_level: invalid log level "loud"`},
+		{"syntax", write("syntax.toml", "[daemon\n"), filepath.Join(dir, "syntax.toml") + `:1: invalid TOML: `},
+		{"missing", filepath.Join(dir, "missing.toml"), "load config: open " + filepath.Join(dir, "missing.toml") + ": no such file or directory"},
+		{"too large", write("big.toml", "# "+strings.Repeat("x", 1<<20)+"\n"), filepath.Join(dir, "big.toml") + ": config file is larger than 1MiB"},
+		{"a folder", dir, "load config: read " + dir + ": "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := loadConfig(tt.path)
+			require.Error(t, err, "config %s", tt.path)
+			assert.Nil(t, cfg)
+			assert.True(t, strings.HasPrefix(err.Error(), tt.wantErr), "config %s\nerror: %s\nwant:  %s", tt.path, err, tt.wantErr)
+		})
+	}
+}
+
+// TestDefaultConfigPath checks the order in which the environment is consulted.
+func TestDefaultConfigPath(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    string
+		wantErr bool
+	}{
+		{"MCPMUX_CONFIG wins", map[string]string{"MCPMUX_CONFIG": "my.toml", "XDG_CONFIG_HOME": "/xdg", "HOME": "/home/me"}, "my.toml", false},
+		{"then XDG_CONFIG_HOME", map[string]string{"XDG_CONFIG_HOME": "/xdg", "HOME": "/home/me"}, "/xdg/mcpmux/mux.toml", false},
+		{"relative XDG_CONFIG_HOME is ignored", map[string]string{"XDG_CONFIG_HOME": "xdg", "HOME": "/home/me"}, "/home/me/.config/mcpmux/mux.toml", false},
+		{"then HOME", map[string]string{"HOME": "/home/me"}, "/home/me/.config/mcpmux/mux.toml", false},
+		{"nothing set", map[string]string{}, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := defaultConfigPath(func(k string) string { return tt.env[k] })
+			if tt.wantErr {
+				assert.Error(t, err, "env %v", tt.env)
+				return
+			}
+			require.NoError(t, err, "env %v", tt.env)
+			assert.Equal(t, tt.want, got, "env %v", tt.env)
+		})
+	}
+}
+
+// TestConfigParseSize covers the size syntax on its own.
+func TestConfigParseSize(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{"0", 0, false},
+		{"1024", 1024, false},
+		{"100B", 100, false},
+		{"100b", 100, false},
+		{"2KB", 2000, false},
+		{"2MB", 2_000_000, false},
+		{"1GB", 1_000_000_000, false},
+		{"512KiB", 512 << 10, false},
+		{"16MiB", 16 << 20, false},
+		{"16mib", 16 << 20, false},
+		{"1GiB", 1 << 30, false},
+		{"007KiB", 7 << 10, false},
+		{"9223372036854775807", 1<<63 - 1, false},
+		{"9223372036854775808", 0, true},
+		{"8589934592GiB", 0, true},
+		{"", 0, true},
+		{"MiB", 0, true},
+		{"1.5MiB", 0, true},
+		{"-1", 0, true},
+		{"+1", 0, true},
+		{"1_000", 0, true},
+		{" 1MiB", 0, true},
+		{"1MiB ", 0, true},
+		{"1 MiB", 0, true},
+		{"1M", 0, true},
+		{"1TiB", 0, true},
+		{"0x10", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parseSize(tt.in)
+			if tt.wantErr {
+				assert.Error(t, err, "parseSize(%q) = %d", tt.in, got)
+				return
+			}
+			require.NoError(t, err, "parseSize(%q)", tt.in)
+			assert.Equal(t, tt.want, got, "parseSize(%q)", tt.in)
+		})
+	}
+}

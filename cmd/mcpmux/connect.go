@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+func newConnectCmd() *cobra.Command {
+	var drain time.Duration
+	cmd := &cobra.Command{
+		Use:   "connect NAME",
+		Short: "Bridge stdin/stdout to the shared server NAME (for clients that can only spawn a command)",
+		Args:  cobra.ExactArgs(1),
+	}
+	load := configFlag(cmd)
+	cmd.Flags().DurationVar(&drain, "drain", 5*time.Second, "after stdin closes, how long to wait for the answers still due")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cfg, err := load()
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(cfg.Listen.SocketDir, args[0]+".sock")
+		return bridge(cmd.Context(), path, drain, cmd.InOrStdin(), cmd.OutOrStdout())
+	}
+	return cmd
+}
+
+// bridgeLineLimit bounds the lines the bridge holds to learn their ids; a
+// longer line is passed through in pieces, untracked.
+const bridgeLineLimit = 64 << 20
+
+// bridge copies stdin to the socket at path and the socket to stdout, line
+// by line and byte for byte. On stdin EOF it waits, at most drain, for the
+// answers to the requests it forwarded, then closes the socket.
+func bridge(ctx context.Context, path string, drain time.Duration, stdin io.Reader, stdout io.Writer) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return fmt.Errorf("no mcpmux daemon is serving %s: %w", path, unwrapSyscall(err))
+	}
+	uc := conn.(*net.UnixConn)
+	defer uc.Close()
+
+	var t tracker
+	t.init()
+	stdinDone := make(chan error, 1)
+	socketDone := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { stdinDone <- copyLines(uc, stdin, true, t.sent) })
+	wg.Go(func() { socketDone <- copyLines(stdout, uc, false, t.answered) })
+	defer wg.Wait()
+
+	select {
+	case err := <-socketDone:
+		uc.Close()
+		if err == nil {
+			return fmt.Errorf("the daemon closed the session on %s", path)
+		}
+		return fmt.Errorf("session on %s: %w", path, err)
+	case err := <-stdinDone:
+		if err != nil {
+			uc.Close()
+			return fmt.Errorf("read stdin: %w", err)
+		}
+	case <-ctx.Done():
+		uc.Close()
+		return nil
+	}
+
+	// stdin is done: wait for what is still due, then hang up.
+	timer := time.NewTimer(drain)
+	defer timer.Stop()
+	select {
+	case <-t.idle():
+	case <-timer.C:
+	case <-ctx.Done():
+	case err := <-socketDone:
+		if !t.isIdle() {
+			if err == nil {
+				return fmt.Errorf("the daemon closed the session on %s with answers still due", path)
+			}
+			return fmt.Errorf("session on %s: %w", path, err)
+		}
+	}
+	uc.Close()
+	return nil
+}
+
+func unwrapSyscall(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		var se *os.SyscallError
+		if errors.As(op.Err, &se) {
+			return se.Err
+		}
+		return op.Err
+	}
+	return err
+}
+
+// copyLines copies newline-terminated lines from r to w unchanged, calling
+// seen with each line short enough to hold. It returns nil at EOF; with
+// terminate, a last line that lacks its newline gets one, so that
+// `printf '{...}' | mcpmux connect NAME` is answered.
+func copyLines(w io.Writer, r io.Reader, terminate bool, seen func([]byte)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	held := true
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			if _, werr := w.Write(chunk); werr != nil {
+				return werr
+			}
+			if held {
+				if len(line)+len(chunk) <= bridgeLineLimit {
+					line = append(line, chunk...)
+				} else {
+					held, line = false, line[:0]
+				}
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == nil || (errors.Is(err, io.EOF) && len(chunk) > 0):
+			if err != nil && terminate {
+				if _, werr := w.Write([]byte{'\n'}); werr != nil {
+					return werr
+				}
+			}
+			if held {
+				seen(line)
+			}
+			line, held = line[:0], true
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return err
+		}
+	}
+}
+
+// tracker knows which requests the bridge forwarded are still unanswered.
+type tracker struct {
+	mu      sync.Mutex
+	pending map[string]bool
+	idleCh  chan struct{} // closed while nothing is pending
+}
+
+func (t *tracker) init() {
+	t.pending = make(map[string]bool)
+	t.idleCh = make(chan struct{})
+	close(t.idleCh)
+}
+
+func (t *tracker) sent(line []byte) {
+	for _, m := range messages(line) {
+		if m.Kind == jsonrpc.KindNotification && m.Method == "notifications/cancelled" {
+			// A cancelled request gets no answer: stop waiting for it.
+			if span, ok := m.ParamsPath("requestId"); ok {
+				t.settle(m.Frame[span.Start:span.End])
+			}
+		}
+		if m.Kind == jsonrpc.KindRequest {
+			t.mu.Lock()
+			if len(t.pending) == 0 {
+				t.idleCh = make(chan struct{})
+			}
+			t.pending[string(m.ID)] = true
+			t.mu.Unlock()
+		}
+	}
+}
+
+func (t *tracker) answered(line []byte) {
+	for _, m := range messages(line) {
+		if m.Kind != jsonrpc.KindResult && m.Kind != jsonrpc.KindError {
+			continue
+		}
+		t.settle(m.ID)
+	}
+}
+
+func (t *tracker) settle(id []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending[string(id)] {
+		delete(t.pending, string(id))
+		if len(t.pending) == 0 {
+			close(t.idleCh)
+		}
+	}
+}
+
+func (t *tracker) idle() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.idleCh
+}
+
+func (t *tracker) isIdle() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending) == 0
+}
+
+// messages parses a line, or each element of a batch, ignoring what does
+// not parse: the daemon answers that itself.
+func messages(line []byte) []*jsonrpc.Message {
+	if jsonrpc.IsBatch(line) {
+		elems, err := jsonrpc.SplitBatch(line)
+		if err != nil {
+			return nil
+		}
+		var out []*jsonrpc.Message
+		for _, el := range elems {
+			if m, err := jsonrpc.Parse(el); err == nil {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	m, err := jsonrpc.Parse(line)
+	if err != nil {
+		return nil
+	}
+	return []*jsonrpc.Message{m}
+}

@@ -1,0 +1,149 @@
+// Package idmap holds the rewrite tables of one shared server: which session
+// sent each request that is in flight upstream, under which id, and with which
+// progress token. It is pure data: no I/O, no goroutines.
+//
+// Every request forwarded to a server gets a fresh upstream id from a counter
+// that never repeats for the life of the Table. The session's own id is kept
+// as the exact bytes it sent, so that 7 and "7", or an integer too large for
+// a float64, come back as they were. The upstream id doubles as the progress
+// token mcpmux puts in the request, so one table answers both "whose response
+// is this?" and "whose progress is this?".
+package idmap
+
+import (
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+)
+
+var (
+	// ErrDuplicate: the session already has a request with this id in flight.
+	ErrDuplicate = errors.New("idmap: request id already in flight on this session")
+)
+
+// Route is where the answer to one upstream request goes.
+type Route struct {
+	Session uint64          // the session that sent it; 0 is mcpmux itself
+	ID      json.RawMessage // its id exactly as sent
+	Method  string
+	Token   json.RawMessage // its progress token exactly as sent; nil when it had none
+	Started time.Time
+	Data    any // the caller's; carried untouched
+}
+
+type key struct {
+	session uint64
+	id      string
+}
+
+// Table maps upstream ids to routes. It is safe for concurrent use; the zero
+// value is an empty table.
+type Table struct {
+	mu     sync.Mutex
+	next   int64
+	routes map[int64]Route
+	byKey  map[key]int64
+}
+
+// Add records a route and returns the upstream id to send the request under.
+func (t *Table) Add(r Route) (int64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.routes == nil {
+		t.routes, t.byKey = make(map[int64]Route), make(map[key]int64)
+	}
+	k := key{r.Session, string(r.ID)}
+	if _, dup := t.byKey[k]; dup {
+		return 0, ErrDuplicate
+	}
+	t.next++
+	t.routes[t.next], t.byKey[k] = r, t.next
+	return t.next, nil
+}
+
+// Take removes and returns the route of an upstream id. ok is false for an id
+// that is not in flight: a late answer after a cancellation or a restart.
+func (t *Table) Take(up int64) (r Route, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok = t.routes[up]; ok {
+		delete(t.routes, up)
+		delete(t.byKey, key{r.Session, string(r.ID)})
+	}
+	return r, ok
+}
+
+// Get returns the route of an upstream id without removing it.
+func (t *Table) Get(up int64) (r Route, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok = t.routes[up]
+	return r, ok
+}
+
+// Cancel removes the request a session sent under id and returns its
+// upstream id. ok is false when that session has no such request in flight,
+// so a session can only ever cancel its own requests.
+func (t *Table) Cancel(session uint64, id json.RawMessage) (up int64, r Route, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := key{session, string(id)}
+	if up, ok = t.byKey[k]; ok {
+		r = t.routes[up]
+		delete(t.routes, up)
+		delete(t.byKey, k)
+	}
+	return up, r, ok
+}
+
+// DropSession removes every request of a session and returns their upstream
+// ids, in no particular order.
+func (t *Table) DropSession(session uint64) map[int64]Route {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out map[int64]Route
+	for k, up := range t.byKey {
+		if k.session != session {
+			continue
+		}
+		if out == nil {
+			out = make(map[int64]Route)
+		}
+		out[up] = t.routes[up]
+		delete(t.routes, up)
+		delete(t.byKey, k)
+	}
+	return out
+}
+
+// Reset removes every route and returns them, keyed by upstream id. The
+// counter goes on: ids are never reused, across restarts of the server too.
+func (t *Table) Reset() map[int64]Route {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := t.routes
+	t.routes, t.byKey = nil, nil
+	return out
+}
+
+// Len is the number of requests in flight.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.routes)
+}
+
+// Latest returns the session whose in-flight request started last among
+// those for which keep returns true; ok is false when there is none.
+func (t *Table) Latest(keep func(Route) bool) (session uint64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var best time.Time
+	for _, r := range t.routes {
+		if r.Session != 0 && keep(r) && (!ok || r.Started.After(best)) {
+			session, best, ok = r.Session, r.Started, true
+		}
+	}
+	return session, ok
+}

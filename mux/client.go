@@ -1,0 +1,310 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcpmux/mcpmux/idmap"
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/session"
+)
+
+// client is the hub's side of one session: the MCP state the protocol keeps
+// per connection, which mcpmux must keep per session.
+type client struct {
+	h    *Hub
+	sess *session.Session
+	ctx  context.Context
+
+	mu          sync.Mutex
+	initialized bool // answered its initialize
+	ready       bool // sent notifications/initialized
+	version     string
+	clientInfo  json.RawMessage
+	caps        json.RawMessage
+}
+
+func (c *client) isReady() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ready
+}
+
+// Serve runs a session on this hub until it ends, then cancels upstream what
+// it left in flight.
+func (h *Hub) Serve(ctx context.Context, t session.Transport) error {
+	cfg := h.cfg.Session
+	cfg.ID = h.ids.Add(1)
+	cfg.Logger = h.log
+	sess := session.New(cfg, t)
+	c := &client{h: h, sess: sess, ctx: ctx}
+	h.mu.Lock()
+	h.clients[cfg.ID] = c
+	h.mu.Unlock()
+	sess.Logger().Debug("session attached")
+
+	err := sess.Run(ctx, c)
+
+	h.mu.Lock()
+	delete(h.clients, cfg.ID)
+	h.mu.Unlock()
+	h.detach(c)
+	sess.Logger().Debug("session ended", "reason", sess.Err())
+	if errors.Is(err, session.ErrClosed) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// detach cancels upstream every request a departed session left in flight.
+func (h *Hub) detach(c *client) {
+	routes := h.reqs.DropSession(c.sess.ID())
+	if len(routes) == 0 {
+		return
+	}
+	h.mu.Lock()
+	proc := h.proc
+	h.mu.Unlock()
+	for up := range routes {
+		if proc == nil {
+			break
+		}
+		proc.Send(cancelFrame(up, "client disconnected"))
+	}
+	c.sess.Logger().Debug("cancelled requests of a departed session", "count", len(routes))
+}
+
+func cancelFrame(up int64, reason string) []byte {
+	n, _ := jsonrpc.Notification("notifications/cancelled", map[string]any{"requestId": up, "reason": reason})
+	return n
+}
+
+// WaitRoom implements session.Handler: a session reads on only while the
+// server's write queue has room.
+func (c *client) WaitRoom(ctx context.Context) error {
+	c.h.mu.Lock()
+	proc := c.h.proc
+	c.h.mu.Unlock()
+	if proc == nil {
+		return nil
+	}
+	if err := proc.WaitWritable(ctx); err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
+}
+
+// HandleMessage implements session.Handler.
+func (c *client) HandleMessage(s *session.Session, m *jsonrpc.Message) {
+	c.handle(m, c)
+}
+
+// sink is where the answers to a message go: the session, or the batch the
+// message came in.
+type sink interface {
+	reply(frame []byte)
+	// pending counts an answer that will come later (a forwarded request).
+	pending()
+}
+
+func (c *client) reply(frame []byte) { c.sess.Send(frame) }
+func (c *client) pending()           {}
+
+func (c *client) fail(out sink, id json.RawMessage, e *jsonrpc.Error) {
+	out.reply(e.WithServer(c.h.cfg.Name).Response(id))
+}
+
+func (c *client) handle(m *jsonrpc.Message, out sink) {
+	switch m.Kind {
+	case jsonrpc.KindRequest:
+		c.handleRequest(m, out)
+	case jsonrpc.KindNotification:
+		c.handleNotification(m)
+	default:
+		// Answers to server-to-client requests: none are routed to sessions yet.
+		c.sess.Logger().Debug("dropped a response to nothing", "id", string(m.ID))
+	}
+}
+
+func (c *client) handleRequest(m *jsonrpc.Message, out sink) {
+	switch m.Method {
+	case "ping":
+		out.reply(jsonrpc.Response(m.ID, json.RawMessage("{}")))
+		return
+	case "initialize":
+		c.handleInitialize(m, out)
+		return
+	case "server/discover":
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "server/discover is not supported; use initialize", Reason: jsonrpc.ReasonNotSupported})
+		return
+	}
+	c.mu.Lock()
+	initialized := c.initialized
+	c.mu.Unlock()
+	if !initialized {
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not initialized: send initialize first", Reason: jsonrpc.ReasonNotInitialized})
+		return
+	}
+	c.forward(m, out)
+}
+
+func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
+	c.mu.Lock()
+	already := c.initialized
+	c.mu.Unlock()
+	if already {
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session already initialized", Reason: jsonrpc.ReasonAlreadyInitialized})
+		return
+	}
+	var p struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+		ClientInfo      json.RawMessage `json:"clientInfo"`
+	}
+	if m.Params != nil && m.Params[0] == '{' {
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid initialize params: " + err.Error(), Reason: jsonrpc.ReasonInvalidRequest})
+			return
+		}
+	}
+	_, res, err := c.h.waitReady(c.ctx)
+	if err != nil {
+		var e *jsonrpc.Error
+		if errors.As(err, &e) {
+			c.fail(out, m.ID, e)
+		}
+		return
+	}
+	version := res.negotiate(p.ProtocolVersion)
+	body, err := res.forSession(version)
+	if err != nil {
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot build the initialize result: " + err.Error(), Reason: jsonrpc.ReasonInternal})
+		return
+	}
+	c.mu.Lock()
+	c.initialized, c.version, c.caps, c.clientInfo = true, version, p.Capabilities, p.ClientInfo
+	c.mu.Unlock()
+	c.sess.Logger().Info("session initialized", "protocol", version, "client", string(p.ClientInfo))
+	out.reply(jsonrpc.Response(m.ID, body))
+}
+
+// forward sends a session's request to the server under a fresh id, with its
+// progress token replaced by that id.
+func (c *client) forward(m *jsonrpc.Message, out sink) {
+	proc, _, err := c.h.waitReady(c.ctx)
+	if err != nil {
+		var e *jsonrpc.Error
+		if errors.As(err, &e) {
+			c.fail(out, m.ID, e)
+		}
+		return
+	}
+	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Started: time.Now()}
+	if b, ok := out.(*batch); ok {
+		route.Data = b
+	}
+	tokSpan, hasToken := m.ParamsPath("_meta", "progressToken")
+	if hasToken {
+		tok := m.Frame[tokSpan.Start:tokSpan.End]
+		if tok[0] == '"' || (tok[0] >= '0' && tok[0] <= '9') || tok[0] == '-' {
+			route.Token = tok
+		} else {
+			hasToken = false // not a token MCP allows; pass it as it is
+		}
+	}
+	c.sess.Begin()
+	up, err := c.h.reqs.Add(route)
+	if errors.Is(err, idmap.ErrDuplicate) {
+		c.sess.End()
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "request id " + string(m.ID) + " is already in flight on this session", Reason: jsonrpc.ReasonDuplicateID})
+		return
+	}
+	upID := []byte(strconv.FormatInt(up, 10))
+	idSpan, _ := m.IDSpan()
+	edits := []jsonrpc.Edit{{Span: idSpan, Value: upID}}
+	if hasToken {
+		edits = append(edits, jsonrpc.Edit{Span: tokSpan, Value: upID})
+	}
+	frame := jsonrpc.Splice(m.Frame, edits...)
+	out.pending()
+	if err := proc.Send(frame); err != nil {
+		if r, ok := c.h.reqs.Take(up); ok {
+			c.h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server cannot take the request: %v", err), Reason: jsonrpc.ReasonUpstreamUnavailable})
+		}
+	}
+}
+
+// deliver sends the answer to one of this session's requests and counts the
+// request out of flight.
+func (c *client) deliver(r idmap.Route, frame []byte) {
+	if b, ok := r.Data.(*batch); ok {
+		b.reply(frame)
+		b.done()
+	} else {
+		c.sess.Send(frame)
+	}
+	c.sess.End()
+}
+
+// settle counts out of flight a request that gets no answer (cancelled).
+func (c *client) settle(r idmap.Route) {
+	if b, ok := r.Data.(*batch); ok {
+		b.done()
+	}
+	c.sess.End()
+}
+
+func (c *client) handleNotification(m *jsonrpc.Message) {
+	switch m.Method {
+	case "notifications/initialized":
+		c.mu.Lock()
+		c.ready = c.initialized
+		c.mu.Unlock()
+		return
+	case "notifications/cancelled":
+		c.handleCancel(m)
+		return
+	}
+	c.mu.Lock()
+	initialized := c.initialized
+	c.mu.Unlock()
+	if !initialized {
+		c.sess.Logger().Debug("dropped a notification sent before initialize", "method", m.Method)
+		return
+	}
+	c.h.mu.Lock()
+	proc := c.h.proc
+	c.h.mu.Unlock()
+	if proc == nil {
+		return
+	}
+	proc.Send(m.Frame)
+}
+
+// handleCancel translates a session's cancellation of its own request. A
+// cancellation of anything else is dropped: a session cannot cancel another
+// session's request, whatever id it names.
+func (c *client) handleCancel(m *jsonrpc.Message) {
+	span, ok := m.ParamsPath("requestId")
+	if !ok {
+		return
+	}
+	id := m.Frame[span.Start:span.End]
+	up, r, ok := c.h.reqs.Cancel(c.sess.ID(), id)
+	if !ok {
+		c.sess.Logger().Debug("dropped a cancellation of a request not in flight", "id", string(id))
+		return
+	}
+	c.settle(r)
+	c.h.mu.Lock()
+	proc := c.h.proc
+	c.h.mu.Unlock()
+	if proc != nil {
+		proc.Send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: []byte(strconv.FormatInt(up, 10))}))
+	}
+}

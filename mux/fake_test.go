@@ -1,0 +1,322 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/upstream"
+)
+
+// fakeServer is an in-process MCP server behind the process interface: the
+// hub tests drive the router without spawning anything.
+type fakeServer struct {
+	mu       sync.Mutex
+	received []*jsonrpc.Message // every message the hub sent, in order
+	procs    []*fakeProc
+	caps     string // capabilities JSON of the InitializeResult
+	version  string
+}
+
+func newFakeServer() *fakeServer {
+	return &fakeServer{
+		caps:    `{"tools":{},"prompts":{"listChanged":false},"resources":{"subscribe":true},"tasks":{"list":{},"cancel":{}}}`,
+		version: "2025-11-25",
+	}
+}
+
+func (f *fakeServer) start(cfg upstream.Config, h upstream.Handler) (process, error) {
+	p := &fakeProc{srv: f, h: h, in: make(chan []byte, 1<<16), done: make(chan struct{}), kill: make(chan string, 1)}
+	f.mu.Lock()
+	f.procs = append(f.procs, p)
+	p.pid = len(f.procs)
+	f.mu.Unlock()
+	go p.run()
+	return p, nil
+}
+
+// count returns how many received messages satisfy keep.
+func (f *fakeServer) count(keep func(*jsonrpc.Message) bool) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, m := range f.received {
+		if keep(m) {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fakeServer) messages(method string) []*jsonrpc.Message {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*jsonrpc.Message
+	for _, m := range f.received {
+		if m.Method == method {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (f *fakeServer) current() *fakeProc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.procs[len(f.procs)-1]
+}
+
+type fakeProc struct {
+	srv  *fakeServer
+	h    upstream.Handler
+	pid  int
+	in   chan []byte
+	done chan struct{}
+	kill chan string
+
+	closed   atomic.Bool
+	exitOnce sync.Once
+	exit     upstream.Exit
+}
+
+func (p *fakeProc) Pid() int { return p.pid }
+
+func (p *fakeProc) Send(frame []byte) error {
+	if p.closed.Load() {
+		return upstream.ErrClosed
+	}
+	select {
+	case p.in <- frame:
+		return nil
+	default:
+		return upstream.ErrQueueFull
+	}
+}
+
+func (p *fakeProc) WaitWritable(ctx context.Context) error { return nil }
+func (p *fakeProc) Done() <-chan struct{}                  { return p.done }
+func (p *fakeProc) Exit() upstream.Exit                    { return p.exit }
+
+func (p *fakeProc) Stop(ctx context.Context) error {
+	p.crash("stopped")
+	<-p.done
+	return nil
+}
+
+// crash ends the process as if it died.
+func (p *fakeProc) crash(reason string) {
+	select {
+	case p.kill <- reason:
+	default:
+	}
+}
+
+func (p *fakeProc) run() {
+	defer close(p.done)
+	for {
+		select {
+		case reason := <-p.kill:
+			p.closed.Store(true)
+			p.exit = upstream.Exit{Code: -1, Signal: "killed", Reason: reason}
+			return
+		case frame := <-p.in:
+			m, err := jsonrpc.Parse(frame)
+			if err != nil {
+				panic(fmt.Sprintf("hub sent an invalid frame %q: %v", frame, err))
+			}
+			p.srv.mu.Lock()
+			p.srv.received = append(p.srv.received, m)
+			p.srv.mu.Unlock()
+			if m.Kind == jsonrpc.KindRequest {
+				p.answer(m)
+			}
+		}
+	}
+}
+
+func (p *fakeProc) reply(frame []byte) {
+	m, err := jsonrpc.Parse(frame)
+	if err != nil {
+		panic(err)
+	}
+	p.h.HandleMessage(m)
+}
+
+// answer plays the server: the method says what to do.
+func (p *fakeProc) answer(m *jsonrpc.Message) {
+	switch m.Method {
+	case "initialize":
+		p.reply(jsonrpc.Response(m.ID, json.RawMessage(fmt.Sprintf(
+			`{"protocolVersion":%q,"capabilities":%s,"serverInfo":{"name":"fake","version":"1"}}`, p.srv.version, p.srv.caps))))
+	case "echo":
+		params := m.Params
+		if params == nil {
+			params = json.RawMessage("null")
+		}
+		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"params":`+string(params)+`}`)))
+	case "progress":
+		span, ok := m.ParamsPath("_meta", "progressToken")
+		if ok {
+			tok := string(m.Frame[span.Start:span.End])
+			for i := 1; i <= 3; i++ {
+				p.reply([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + tok + `,"progress":` + strconv.Itoa(i) + `,"total":3}}`))
+			}
+		}
+		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{}`)))
+	case "hang":
+		// never answered
+	case "big":
+		var n struct {
+			Bytes int `json:"bytes"`
+		}
+		json.Unmarshal(m.Params, &n)
+		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"text":"`+string(make([]byte, 0))+repeatX(n.Bytes)+`"}`)))
+	case "crash":
+		p.crash("exited")
+	default:
+		p.reply((&jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no " + m.Method}).Response(m.ID))
+	}
+}
+
+func repeatX(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'x'
+	}
+	return string(b)
+}
+
+// harness runs a hub on a fake server for one test.
+type harness struct {
+	t   *testing.T
+	hub *Hub
+	srv *fakeServer
+	ctx context.Context
+	wg  sync.WaitGroup
+}
+
+func newHarness(t *testing.T, tweak func(*Config)) *harness {
+	t.Helper()
+	srv := newFakeServer()
+	cfg := Config{
+		Name:           "fake",
+		Upstream:       upstream.Config{MaxMessageBytes: 1 << 20},
+		RestartBackoff: time.Millisecond,
+		start:          srv.start,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{t: t, hub: New(cfg), srv: srv, ctx: ctx}
+	h.wg.Go(func() { h.hub.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		h.wg.Wait()
+	})
+	return h
+}
+
+// connect attaches a new session over a socket pair and returns the
+// client's end.
+func (h *harness) connect() *testClient {
+	h.t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	require.NoError(h.t, err)
+	conns := make([]net.Conn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		conns[i], err = net.FileConn(f)
+		f.Close()
+		require.NoError(h.t, err)
+	}
+	h.wg.Go(func() {
+		h.hub.Serve(h.ctx, session.NewStream(conns[0], h.hub.MaxMessageBytes()))
+	})
+	c := &testClient{t: h.t, conn: conns[1], r: jsonrpc.NewReader(conns[1], 64<<20)}
+	h.t.Cleanup(func() { c.conn.Close() })
+	return c
+}
+
+// session connects and initializes a session.
+func (h *harness) session(version string) *testClient {
+	c := h.connect()
+	c.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"test","version":"0"}}}`)
+	m := c.recv()
+	require.Equal(h.t, jsonrpc.KindResult, m.Kind, "initialize answer: %s", m.Frame)
+	// A ping round trip proves the notification was handled: the session is ready.
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, `{"jsonrpc":"2.0","id":"ready?","method":"ping"}`)
+	require.Equal(h.t, `"ready?"`, string(c.recv().ID))
+	return c
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+type testClient struct {
+	t    *testing.T
+	conn net.Conn
+	r    *jsonrpc.Reader
+	mu   sync.Mutex
+}
+
+func (c *testClient) send(lines ...string) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range lines {
+		_, err := c.conn.Write([]byte(l + "\n"))
+		require.NoError(c.t, err)
+	}
+}
+
+// recv reads the next message; it fails the test after 5 s.
+func (c *testClient) recv() *jsonrpc.Message {
+	c.t.Helper()
+	frame, err := c.recvFrame()
+	require.NoError(c.t, err)
+	m, err := jsonrpc.Parse(frame)
+	require.NoError(c.t, err, "mcpmux sent an invalid frame: %s", frame)
+	return m
+}
+
+func (c *testClient) recvFrame() ([]byte, error) {
+	c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	return c.r.Read()
+}
+
+// errorOf decodes an error response.
+func errorOf(t *testing.T, m *jsonrpc.Message) (code int, reason string) {
+	t.Helper()
+	require.Equal(t, jsonrpc.KindError, m.Kind, "want an error, got %s", m.Frame)
+	var e struct {
+		Code int `json:"code"`
+		Data struct {
+			Reason string `json:"reason"`
+			Server string `json:"server"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(m.Error, &e))
+	return e.Code, e.Data.Reason
+}

@@ -1,0 +1,462 @@
+// Package mux is the router of one shared server: it joins the supervised
+// server process, the sessions connected to it, and the tables that rewrite
+// ids and progress tokens between them. Every MCP rule that comes from
+// sharing one server among many clients lives here: initialize answered from
+// a cache, ids made unique upstream and restored exactly downstream,
+// cancellations and progress translated, notifications fanned out by rule,
+// and every request answered when its server dies.
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpmux/mcpmux/idmap"
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/upstream"
+)
+
+// Config configures a Hub.
+type Config struct {
+	Name     string
+	Upstream upstream.Config
+	Session  session.Config // limits for each session; ID and Server are set by the hub
+
+	StartTimeout      time.Duration // how long sessions wait for a starting server; 0 means 30s
+	RestartBackoff    time.Duration // first delay before a restart; 0 means 250ms
+	RestartBackoffMax time.Duration // cap of the delay; 0 means 30s
+	RestartWindow     time.Duration // uptime that resets the backoff; 0 means 60s
+
+	Version string // mcpmux's version, sent upstream in clientInfo
+	Logger  *slog.Logger
+
+	// IDs hands out session ids; sessions of all hubs share one counter so
+	// that logs name each session once. Nil means a counter of the hub's own.
+	IDs *atomic.Uint64
+
+	// start replaces upstream.Start in tests.
+	start func(upstream.Config, upstream.Handler) (process, error)
+}
+
+// process is what the hub needs of a running server.
+type process interface {
+	Pid() int
+	Send(frame []byte) error
+	WaitWritable(ctx context.Context) error
+	Done() <-chan struct{}
+	Exit() upstream.Exit
+	Stop(ctx context.Context) error
+}
+
+// State is where a hub's server is in its life.
+type State string
+
+const (
+	StateStarting State = "starting"
+	StateReady    State = "ready"
+	StateBackoff  State = "backoff"
+	StateStopped  State = "stopped"
+)
+
+// Hub routes between one server process and its sessions.
+type Hub struct {
+	cfg   Config
+	log   *slog.Logger
+	reqs  idmap.Table
+	ids   *atomic.Uint64
+	calls atomic.Uint64
+
+	mu       sync.Mutex
+	clients  map[uint64]*client
+	proc     process
+	state    State
+	ready    chan struct{} // closed while a server is initialized; replaced when it goes
+	init     *initResult   // the server's InitializeResult, cached
+	waiters  map[int64]chan *jsonrpc.Message
+	restarts int
+	lastExit string
+	started  time.Time
+}
+
+// New returns a hub; Run starts its server.
+func New(cfg Config) *Hub {
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	if cfg.RestartBackoff <= 0 {
+		cfg.RestartBackoff = 250 * time.Millisecond
+	}
+	if cfg.RestartBackoffMax <= 0 {
+		cfg.RestartBackoffMax = 30 * time.Second
+	}
+	if cfg.RestartWindow <= 0 {
+		cfg.RestartWindow = time.Minute
+	}
+	if cfg.start == nil {
+		cfg.start = func(c upstream.Config, h upstream.Handler) (process, error) { return upstream.Start(c, h) }
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ids := cfg.IDs
+	if ids == nil {
+		ids = new(atomic.Uint64)
+	}
+	cfg.Session.Server = cfg.Name
+	cfg.Upstream.Name = cfg.Name
+	cfg.Upstream.Logger = log
+	return &Hub{
+		cfg:     cfg,
+		log:     log.With("server", cfg.Name),
+		ids:     ids,
+		clients: make(map[uint64]*client),
+		state:   StateStarting,
+		ready:   make(chan struct{}),
+		waiters: make(map[int64]chan *jsonrpc.Message),
+	}
+}
+
+// Name is the server's configured name.
+func (h *Hub) Name() string { return h.cfg.Name }
+
+// Run keeps the server running until ctx is done: it starts the process,
+// initializes it, and restarts it with backoff when it exits. When ctx is
+// done it stops the process with the configured escalation and returns.
+func (h *Hub) Run(ctx context.Context) error {
+	backoff := h.cfg.RestartBackoff
+	for {
+		proc, err := h.startOnce(ctx)
+		if err == nil {
+			up := time.Now()
+			select {
+			case <-proc.Done():
+			case <-ctx.Done():
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.Upstream.StdinGrace+h.cfg.Upstream.TermGrace+5*time.Second)
+				proc.Stop(sctx)
+				cancel()
+			}
+			h.exited(proc)
+			if time.Since(up) >= h.cfg.RestartWindow {
+				backoff = h.cfg.RestartBackoff
+			}
+		} else if ctx.Err() == nil {
+			h.log.Error("server did not start", "error", err)
+			h.mu.Lock()
+			h.lastExit = err.Error()
+			h.mu.Unlock()
+		}
+		if ctx.Err() != nil {
+			h.mu.Lock()
+			h.state = StateStopped
+			h.mu.Unlock()
+			h.closeAll(errors.New("daemon is shutting down"))
+			return nil
+		}
+		h.setState(StateBackoff)
+		delay := jitter(backoff)
+		h.log.Info("restarting server", "in", delay.Round(time.Millisecond))
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		backoff = min(2*backoff, h.cfg.RestartBackoffMax)
+		h.mu.Lock()
+		h.restarts++
+		h.mu.Unlock()
+	}
+}
+
+// jitter spreads a delay over [d/2, d) so that servers restarted together do
+// not return in lockstep.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}
+
+func (h *Hub) setState(s State) {
+	h.mu.Lock()
+	h.state = s
+	h.mu.Unlock()
+}
+
+// startOnce starts a process and initializes it. On success the process is
+// published and sessions may use it.
+func (h *Hub) startOnce(ctx context.Context) (process, error) {
+	h.setState(StateStarting)
+	proc, err := h.cfg.start(h.cfg.Upstream, (*upstreamHandler)(h))
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.proc = proc // for the hub's own requests; sessions wait for ready
+	h.mu.Unlock()
+
+	res, err := h.initialize(ctx, proc)
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.Upstream.StdinGrace+h.cfg.Upstream.TermGrace+5*time.Second)
+		proc.Stop(sctx)
+		cancel()
+		h.exited(proc)
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+
+	h.mu.Lock()
+	prev := h.init
+	h.init = res
+	h.state = StateReady
+	h.started = time.Now()
+	close(h.ready)
+	h.mu.Unlock()
+	h.log.Info("server ready", "pid", proc.Pid(), "protocol", res.version, "name", res.serverName)
+
+	if prev != nil {
+		h.afterRestart(prev, res)
+	}
+	return proc, nil
+}
+
+// afterRestart keeps the sessions on a server that came back the same, and
+// tells them to refresh their lists; a server that came back different closes
+// them, because a legacy client cannot renegotiate mid-session.
+func (h *Hub) afterRestart(prev, cur *initResult) {
+	if why := prev.incompatible(cur); why != "" {
+		h.log.Warn("server came back changed; closing its sessions", "why", why)
+		h.closeAll(fmt.Errorf("server %s restarted with %s", h.cfg.Name, why))
+		return
+	}
+	for _, kind := range []string{"tools", "prompts", "resources"} {
+		if !cur.has(kind) {
+			continue
+		}
+		n, _ := jsonrpc.Notification("notifications/"+kind+"/list_changed", nil)
+		h.broadcast(n)
+	}
+}
+
+// exited retires a process: every request in flight on it gets an error now.
+func (h *Hub) exited(proc process) {
+	exit := proc.Exit()
+	h.mu.Lock()
+	if h.proc == proc {
+		h.proc = nil
+	}
+	select {
+	case <-h.ready:
+		h.ready = make(chan struct{})
+	default:
+	}
+	h.lastExit = exit.String()
+	waiters := h.waiters
+	h.waiters = make(map[int64]chan *jsonrpc.Message)
+	h.mu.Unlock()
+	for _, w := range waiters {
+		close(w)
+	}
+
+	reason, code := jsonrpc.ReasonUpstreamExited, "server exited"
+	if exit.Reason == "stalled" {
+		reason, code = jsonrpc.ReasonUpstreamStalled, "server stalled"
+	}
+	routes := h.reqs.Reset()
+	if len(routes) > 0 || exit.Reason != "stopped" {
+		h.log.Warn("server exited", "exit", exit.String(), "failed_requests", len(routes))
+	}
+	for _, r := range routes {
+		if r.Session == 0 {
+			continue
+		}
+		h.fail(r, &jsonrpc.Error{
+			Code:    jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("%s (%s) with the request in flight", code, exit.String()),
+			Reason:  reason,
+			Extra:   map[string]any{"exit": exit.String()},
+		})
+	}
+}
+
+// fail answers a request that will get no answer from the server.
+func (h *Hub) fail(r idmap.Route, e *jsonrpc.Error) {
+	c := h.client(r.Session)
+	if c == nil {
+		return
+	}
+	c.deliver(r, e.WithServer(h.cfg.Name).Response(r.ID))
+}
+
+// initialize opens the server the one time mcpmux does it: the sessions'
+// own initialize requests are answered from what this returns.
+func (h *Hub) initialize(ctx context.Context, proc process) (*initResult, error) {
+	params := map[string]any{
+		"protocolVersion": LatestVersion,
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": "mcpmux", "version": h.cfg.Version},
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.StartTimeout)
+	defer cancel()
+	m, err := h.call(ctx, proc, "initialize", params)
+	if err != nil {
+		return nil, err
+	}
+	res, err := parseInitResult(m.Result)
+	if err != nil {
+		return nil, err
+	}
+	n, _ := jsonrpc.Notification("notifications/initialized", nil)
+	if err := proc.Send(n); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// call sends a request of mcpmux's own and waits for its answer.
+func (h *Hub) call(ctx context.Context, proc process, method string, params any) (*jsonrpc.Message, error) {
+	own := json.RawMessage(strconv.FormatUint(h.calls.Add(1), 10)) // unique among mcpmux's own requests
+	up, err := h.reqs.Add(idmap.Route{Session: 0, ID: own, Method: method, Started: time.Now()})
+	if err != nil {
+		return nil, err
+	}
+	frame, err := jsonrpc.Request(json.RawMessage(strconv.FormatInt(up, 10)), method, params)
+	if err != nil {
+		h.reqs.Take(up)
+		return nil, err
+	}
+	w := make(chan *jsonrpc.Message, 1)
+	h.mu.Lock()
+	h.waiters[up] = w
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.waiters, up)
+		h.mu.Unlock()
+		h.reqs.Take(up)
+	}()
+	if err := proc.Send(frame); err != nil {
+		return nil, err
+	}
+	select {
+	case m, ok := <-w:
+		if !ok {
+			return nil, fmt.Errorf("%s: server exited (%s)", method, proc.Exit())
+		}
+		if m.Kind == jsonrpc.KindError {
+			return nil, fmt.Errorf("%s: server answered %s", method, m.Error)
+		}
+		return m, nil
+	case <-proc.Done():
+		return nil, fmt.Errorf("%s: server exited (%s)", method, proc.Exit())
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: no answer: %w", method, context.Cause(ctx))
+	}
+}
+
+// waitReady waits until a server is initialized and returns it with its
+// cached InitializeResult.
+func (h *Hub) waitReady(ctx context.Context) (process, *initResult, error) {
+	t := time.NewTimer(h.cfg.StartTimeout)
+	defer t.Stop()
+	for {
+		h.mu.Lock()
+		ready, proc, res, last := h.ready, h.proc, h.init, h.lastExit
+		h.mu.Unlock()
+		select {
+		case <-ready:
+			if proc != nil {
+				return proc, res, nil
+			}
+		default:
+		}
+		select {
+		case <-ready:
+		case <-t.C:
+			msg := fmt.Sprintf("server %s is not ready", h.cfg.Name)
+			if last != "" {
+				msg += " (last exit: " + last + ")"
+			}
+			return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg, Reason: jsonrpc.ReasonUpstreamUnavailable}
+		case <-ctx.Done():
+			return nil, nil, context.Cause(ctx)
+		}
+	}
+}
+
+// broadcast sends a frame to every ready session.
+func (h *Hub) broadcast(frame []byte) {
+	for _, c := range h.readyClients() {
+		c.sess.Send(frame)
+	}
+}
+
+func (h *Hub) readyClients() []*client {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*client, 0, len(h.clients))
+	for _, c := range h.clients {
+		if c.isReady() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (h *Hub) client(id uint64) *client {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.clients[id]
+}
+
+func (h *Hub) closeAll(reason error) {
+	h.mu.Lock()
+	cs := make([]*client, 0, len(h.clients))
+	for _, c := range h.clients {
+		cs = append(cs, c)
+	}
+	h.mu.Unlock()
+	for _, c := range cs {
+		c.sess.Close(reason)
+	}
+}
+
+// Status is a snapshot of a hub for `mcpmux status`.
+type Status struct {
+	Name     string `json:"name"`
+	State    State  `json:"state"`
+	Pid      int    `json:"pid,omitempty"`
+	Uptime   string `json:"uptime,omitempty"`
+	Restarts int    `json:"restarts"`
+	Sessions int    `json:"sessions"`
+	Inflight int    `json:"inflight"`
+	LastExit string `json:"last_exit,omitempty"`
+}
+
+// Status reports the hub's state.
+func (h *Hub) Status() Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := Status{
+		Name:     h.cfg.Name,
+		State:    h.state,
+		Restarts: h.restarts,
+		Sessions: len(h.clients),
+		Inflight: h.reqs.Len(),
+		LastExit: h.lastExit,
+	}
+	if h.proc != nil && h.state == StateReady {
+		s.Pid = h.proc.Pid()
+		s.Uptime = time.Since(h.started).Round(time.Second).String()
+	}
+	return s
+}
+
+// MaxMessageBytes is the size limit of one message, both directions.
+func (h *Hub) MaxMessageBytes() int { return h.cfg.Upstream.MaxMessageBytes }

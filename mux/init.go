@@ -1,0 +1,130 @@
+package mux
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// LatestVersion is the newest legacy protocol revision mcpmux speaks; it
+// asks the server for this one.
+const LatestVersion = "2025-11-25"
+
+// knownVersions are the legacy revisions, oldest first. Their names sort in
+// date order, so comparing strings compares revisions.
+var knownVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
+
+func knownVersion(v string) bool { return slices.Contains(knownVersions, v) }
+
+// initResult is a server's InitializeResult, kept whole, with the parts the
+// hub looks at.
+type initResult struct {
+	raw        map[string]json.RawMessage
+	caps       map[string]json.RawMessage
+	version    string
+	serverName string
+}
+
+func parseInitResult(raw json.RawMessage) (*initResult, error) {
+	r := &initResult{}
+	if err := json.Unmarshal(raw, &r.raw); err != nil {
+		return nil, fmt.Errorf("InitializeResult is not an object: %w", err)
+	}
+	if err := json.Unmarshal(r.raw["protocolVersion"], &r.version); err != nil {
+		return nil, fmt.Errorf("InitializeResult has no protocolVersion string")
+	}
+	if !knownVersion(r.version) {
+		return nil, fmt.Errorf("server chose protocol version %q, which mcpmux does not speak", r.version)
+	}
+	if c := r.raw["capabilities"]; len(c) > 0 && string(c) != "null" {
+		if err := json.Unmarshal(c, &r.caps); err != nil {
+			return nil, fmt.Errorf("InitializeResult capabilities is not an object: %w", err)
+		}
+	}
+	var info struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal(r.raw["serverInfo"], &info)
+	r.serverName = info.Name
+	return r, nil
+}
+
+func (r *initResult) has(capability string) bool {
+	v, ok := r.caps[capability]
+	return ok && string(v) != "null"
+}
+
+// incompatible says why sessions that negotiated against r cannot stay on a
+// server that now answers cur; "" when they can.
+func (r *initResult) incompatible(cur *initResult) string {
+	if r.version != cur.version {
+		return fmt.Sprintf("protocol version %s instead of %s", cur.version, r.version)
+	}
+	for name := range r.caps {
+		if r.has(name) && !cur.has(name) {
+			return fmt.Sprintf("capability %q gone", name)
+		}
+	}
+	return ""
+}
+
+// negotiate picks the version a session gets: its own if mcpmux knows it and
+// the server speaks it or newer, else the server's (the client decides).
+func (r *initResult) negotiate(requested string) string {
+	if knownVersion(requested) && requested <= r.version {
+		return requested
+	}
+	return r.version
+}
+
+// forSession is the InitializeResult a session receives: the server's, with
+// the session's version, and capabilities edited to what mcpmux can promise:
+// listChanged on every list it has (mcpmux sends those after a restart), and
+// no tasks.list (the server would list every session's tasks).
+func (r *initResult) forSession(version string) (json.RawMessage, error) {
+	out := make(map[string]json.RawMessage, len(r.raw))
+	for k, v := range r.raw {
+		out[k] = v
+	}
+	v, _ := json.Marshal(version)
+	out["protocolVersion"] = v
+
+	caps := make(map[string]json.RawMessage, len(r.caps))
+	for name, c := range r.caps {
+		caps[name] = c
+	}
+	for _, name := range []string{"tools", "prompts", "resources"} {
+		if !r.has(name) {
+			continue
+		}
+		edited, err := setMember(caps[name], "listChanged", json.RawMessage("true"))
+		if err != nil {
+			return nil, fmt.Errorf("capability %s: %w", name, err)
+		}
+		caps[name] = edited
+	}
+	if r.has("tasks") {
+		var tasks map[string]json.RawMessage
+		if json.Unmarshal(caps["tasks"], &tasks) == nil {
+			delete(tasks, "list")
+			caps["tasks"], _ = json.Marshal(tasks)
+		}
+	}
+	b, err := json.Marshal(caps)
+	if err != nil {
+		return nil, err
+	}
+	out["capabilities"] = b
+	return json.Marshal(out)
+}
+
+func setMember(obj json.RawMessage, key string, val json.RawMessage) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(obj) > 0 && string(obj) != "null" {
+		if err := json.Unmarshal(obj, &m); err != nil {
+			return nil, err
+		}
+	}
+	m[key] = val
+	return json.Marshal(m)
+}

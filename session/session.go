@@ -1,0 +1,367 @@
+// Package session is one downstream MCP connection as mcpmux serves it: a
+// read loop that no input can kill, one writer, and an outbox bounded in
+// bytes. What the messages mean is not its business; it hands each valid
+// message to a Handler (the hub) and answers malformed ones itself.
+//
+// Flow control comes before eviction. While a session has its maximum of
+// requests in flight, or its outbox is above the high-water mark, or the
+// Handler says the server cannot take more, the session simply stops reading
+// its client, so a client that pipelines is slowed, never dropped. Only a
+// client whose outbox passes the hard maximum, because it stopped reading
+// altogether, is disconnected.
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+var (
+	// ErrSlowClient: the outbox passed its maximum; the client stopped reading.
+	ErrSlowClient = errors.New("session: client is not reading its answers")
+	// ErrClosed: the session has ended.
+	ErrClosed = errors.New("session: closed")
+)
+
+// Transport carries whole frames to and from one client.
+type Transport interface {
+	// ReadFrame returns the next frame. A *jsonrpc.TooLargeError means a
+	// frame was skipped and the transport is still usable; any other error
+	// ends the session.
+	ReadFrame() ([]byte, error)
+	// WriteFrame writes one frame. Only the session's writer calls it.
+	WriteFrame(frame []byte) error
+	// Close ends the transport and unblocks ReadFrame and WriteFrame.
+	Close() error
+}
+
+// Handler is what a session hands its messages to. Its methods run on the
+// session's read goroutine, one at a time.
+type Handler interface {
+	// HandleMessage is called with each valid message.
+	HandleMessage(s *Session, m *jsonrpc.Message)
+	// HandleBatch is called with a frame that is a JSON array.
+	HandleBatch(s *Session, frame []byte)
+	// WaitRoom returns once the session may read another frame as far as the
+	// Handler is concerned (the server has room for more), or ctx is done.
+	WaitRoom(ctx context.Context) error
+}
+
+// Config sets a session's limits.
+type Config struct {
+	ID              uint64
+	Server          string // named in the errors the session emits
+	MaxInflight     int    // requests in flight before reading pauses; 0 means 256
+	OutboxHighWater int    // bytes queued before reading pauses; 0 means 1 MiB
+	OutboxMax       int    // bytes queued before the client is evicted; 0 means 64 MiB
+	Logger          *slog.Logger
+}
+
+// Session is one downstream connection.
+type Session struct {
+	cfg Config
+	t   Transport
+	log *slog.Logger
+
+	done      chan struct{} // closed once, by closeWith
+	closeOnce sync.Once
+	err       error // why it ended; set before done is closed
+
+	mu       sync.Mutex
+	queue    [][]byte
+	queued   int
+	inflight int
+	ready    chan struct{} // 1-buffered: the queue is not empty
+	room     chan struct{} // 1-buffered: the outbox drained or a request ended
+}
+
+// New returns a session over t; Run starts it.
+func New(cfg Config, t Transport) *Session {
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = 256
+	}
+	if cfg.OutboxHighWater <= 0 {
+		cfg.OutboxHighWater = 1 << 20
+	}
+	if cfg.OutboxMax <= 0 {
+		cfg.OutboxMax = 64 << 20
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Session{
+		cfg:   cfg,
+		t:     t,
+		log:   log.With("session", cfg.ID),
+		done:  make(chan struct{}),
+		ready: make(chan struct{}, 1),
+		room:  make(chan struct{}, 1),
+	}
+}
+
+// ID is the session's number, unique within the daemon.
+func (s *Session) ID() uint64 { return s.cfg.ID }
+
+// Logger is the session's logger, tagged with its id.
+func (s *Session) Logger() *slog.Logger { return s.log }
+
+// Done is closed when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err says why the session ended; nil before Done is closed.
+func (s *Session) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// Run serves the session until the client leaves, ctx is done, or Close is
+// called. It returns after its goroutines have, with the transport closed.
+func (s *Session) Run(ctx context.Context, h Handler) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.closeWith(s.readLoop(ctx, h)) })
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+			s.closeWith(context.Cause(ctx))
+		case <-s.done:
+		}
+	})
+	err := s.writeLoop()
+	s.closeWith(err)
+	s.t.Close() // unblocks the reader
+	cancel()
+	wg.Wait()
+	if errors.Is(s.err, io.EOF) || errors.Is(s.err, net.ErrClosed) {
+		return nil
+	}
+	return s.err
+}
+
+// Close ends the session with the given reason (nil for a plain close).
+func (s *Session) Close(reason error) {
+	if reason == nil {
+		reason = ErrClosed
+	}
+	s.closeWith(reason)
+}
+
+func (s *Session) closeWith(err error) {
+	if err == nil {
+		err = ErrClosed
+	}
+	s.closeOnce.Do(func() {
+		s.err = err
+		close(s.done)
+	})
+}
+
+// Send queues a frame for the client. It never blocks. A client whose
+// outbox would pass its maximum is evicted: Send returns ErrSlowClient and
+// the session ends.
+func (s *Session) Send(frame []byte) error {
+	select {
+	case <-s.done:
+		return ErrClosed
+	default:
+	}
+	s.mu.Lock()
+	if s.queued+len(frame) > s.cfg.OutboxMax {
+		queued := s.queued
+		s.mu.Unlock()
+		s.log.Warn("evicting a client that stopped reading", "queued_bytes", queued, "outbox_max", s.cfg.OutboxMax)
+		s.closeWith(ErrSlowClient)
+		return ErrSlowClient
+	}
+	s.queue = append(s.queue, frame)
+	s.queued += len(frame)
+	s.mu.Unlock()
+	notify(s.ready)
+	return nil
+}
+
+// Reply sends an error that mcpmux emits, naming the server.
+func (s *Session) Reply(id json.RawMessage, e *jsonrpc.Error) {
+	s.Send(e.WithServer(s.cfg.Server).Response(id))
+}
+
+// Begin counts a request into flight; End counts it out. While MaxInflight
+// requests are in flight the session reads nothing more from its client.
+func (s *Session) Begin() {
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
+}
+
+// End counts a request out of flight.
+func (s *Session) End() {
+	s.mu.Lock()
+	s.inflight--
+	s.mu.Unlock()
+	notify(s.room)
+}
+
+// Inflight is the number of requests the session has in flight.
+func (s *Session) Inflight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight
+}
+
+func (s *Session) readLoop(ctx context.Context, h Handler) error {
+	for {
+		if err := s.waitForRoom(ctx); err != nil {
+			return err
+		}
+		if err := h.WaitRoom(ctx); err != nil {
+			return err
+		}
+		frame, err := s.t.ReadFrame()
+		var tooLarge *jsonrpc.TooLargeError
+		switch {
+		case errors.As(err, &tooLarge):
+			s.log.Warn("client sent a message over the size limit", "bytes", tooLarge.Size, "limit", tooLarge.Limit)
+			s.Reply(tooLarge.ID, &jsonrpc.Error{
+				Code:    jsonrpc.CodeInvalidRequest,
+				Message: fmt.Sprintf("message of %d bytes is over the limit of %d", tooLarge.Size, tooLarge.Limit),
+				Reason:  jsonrpc.ReasonTooLarge,
+			})
+			continue
+		case err != nil:
+			return err
+		}
+		s.handle(h, frame)
+	}
+}
+
+// handle is the unit of failure: a panic while handling one message becomes
+// an internal error for that message, and the session reads its next one.
+func (s *Session) handle(h Handler, frame []byte) {
+	var id json.RawMessage
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic while handling a message", "panic", p, "stack", string(debug.Stack()))
+			s.Reply(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error", Reason: jsonrpc.ReasonInternal})
+		}
+	}()
+	if jsonrpc.IsBatch(frame) {
+		h.HandleBatch(s, frame)
+		return
+	}
+	m, err := jsonrpc.Parse(frame)
+	if err != nil {
+		var e *jsonrpc.Error
+		errors.As(err, &e)
+		s.log.Debug("client sent a malformed message", "error", err)
+		s.Reply(m.ID, e)
+		return
+	}
+	if m.Kind == jsonrpc.KindRequest {
+		id = m.ID
+	}
+	h.HandleMessage(s, m)
+}
+
+// waitForRoom returns once the outbox is at or below its high-water mark and
+// fewer than MaxInflight requests are in flight.
+func (s *Session) waitForRoom(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		ok := s.queued <= s.cfg.OutboxHighWater && s.inflight < s.cfg.MaxInflight
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-s.room:
+		case <-s.done:
+			return s.err
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// flushTimeout bounds how long a closing session keeps writing what it had
+// queued before the connection is closed.
+const flushTimeout = 2 * time.Second
+
+// writeLoop is the only code that writes to the client.
+func (s *Session) writeLoop() error {
+	for {
+		select {
+		case <-s.ready:
+		case <-s.done:
+			if errors.Is(s.err, io.EOF) {
+				s.flush()
+			}
+			return nil
+		}
+		if err := s.writeQueued(); err != nil {
+			return fmt.Errorf("write to client: %w", err)
+		}
+	}
+}
+
+func (s *Session) writeQueued() error {
+	s.mu.Lock()
+	batch := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	for i, frame := range batch {
+		err := s.t.WriteFrame(frame)
+		batch[i] = nil
+		s.mu.Lock()
+		s.queued -= len(frame)
+		room := s.queued <= s.cfg.OutboxHighWater
+		s.mu.Unlock()
+		if room {
+			notify(s.room)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush writes what is queued when the client half-closed: answers already
+// on their way still reach it. Bounded, because it may not be reading.
+func (s *Session) flush() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.writeQueued()
+	}()
+	t := time.NewTimer(flushTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.t.Close()
+		<-done
+	}
+}
+
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
