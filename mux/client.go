@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpmux/mcpmux/idmap"
@@ -46,6 +47,10 @@ func (h *Hub) Serve(ctx context.Context, t session.Transport) error {
 	h.mu.Lock()
 	h.clients[cfg.ID] = c
 	h.mu.Unlock()
+	notify(h.sessions)
+	if h.cfg.Lazy || h.cfg.IdleTimeout > 0 {
+		notify(h.demand)
+	}
 	sess.Logger().Debug("session attached")
 
 	err := sess.Run(ctx, c)
@@ -53,6 +58,7 @@ func (h *Hub) Serve(ctx context.Context, t session.Transport) error {
 	h.mu.Lock()
 	delete(h.clients, cfg.ID)
 	h.mu.Unlock()
+	notify(h.sessions)
 	h.detach(c)
 	sess.Logger().Debug("session ended", "reason", sess.Err())
 	if errors.Is(err, session.ErrClosed) || errors.Is(err, context.Canceled) {
@@ -205,8 +211,10 @@ func (c *client) forward(m *jsonrpc.Message, out sink) {
 		return
 	}
 	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Started: time.Now()}
-	if b, ok := out.(*batch); ok {
-		route.Data = b
+	var data *routeData
+	if b, ok := out.(*batch); ok || c.h.cfg.RequestTimeout > 0 {
+		data = &routeData{batch: b}
+		route.Data = data
 	}
 	tokSpan, hasToken := m.ParamsPath("_meta", "progressToken")
 	if hasToken {
@@ -232,6 +240,9 @@ func (c *client) forward(m *jsonrpc.Message, out sink) {
 	}
 	frame := jsonrpc.Splice(m.Frame, edits...)
 	out.pending()
+	if c.h.cfg.RequestTimeout > 0 {
+		data.timer.Store(time.AfterFunc(c.h.cfg.RequestTimeout, func() { c.h.timeout(up) }))
+	}
 	if err := proc.Send(frame); err != nil {
 		if r, ok := c.h.reqs.Take(up); ok {
 			c.h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server cannot take the request: %v", err), Reason: jsonrpc.ReasonUpstreamUnavailable})
@@ -242,7 +253,7 @@ func (c *client) forward(m *jsonrpc.Message, out sink) {
 // deliver sends the answer to one of this session's requests and counts the
 // request out of flight.
 func (c *client) deliver(r idmap.Route, frame []byte) {
-	if b, ok := r.Data.(*batch); ok {
+	if b := dataOf(r).settle(); b != nil {
 		b.reply(frame)
 		b.done()
 	} else {
@@ -253,10 +264,52 @@ func (c *client) deliver(r idmap.Route, frame []byte) {
 
 // settle counts out of flight a request that gets no answer (cancelled).
 func (c *client) settle(r idmap.Route) {
-	if b, ok := r.Data.(*batch); ok {
+	if b := dataOf(r).settle(); b != nil {
 		b.done()
 	}
 	c.sess.End()
+}
+
+// routeData is what the hub keeps with a route beyond the table's fields.
+type routeData struct {
+	batch *batch                     // the batch the request came in, if any
+	timer atomic.Pointer[time.Timer] // its request_timeout, if any
+}
+
+func dataOf(r idmap.Route) *routeData {
+	d, _ := r.Data.(*routeData)
+	return d
+}
+
+// settle stops the request's timer and returns its batch; nil-safe.
+func (d *routeData) settle() *batch {
+	if d == nil {
+		return nil
+	}
+	if t := d.timer.Load(); t != nil {
+		t.Stop()
+	}
+	return d.batch
+}
+
+// timeout fails a request that outlived request_timeout and cancels it
+// upstream, unless its answer won the race.
+func (h *Hub) timeout(up int64) {
+	r, ok := h.reqs.Take(up)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	proc := h.proc
+	h.mu.Unlock()
+	if proc != nil {
+		proc.Send(cancelFrame(up, "timeout"))
+	}
+	h.fail(r, &jsonrpc.Error{
+		Code:    jsonrpc.CodeInternalError,
+		Message: fmt.Sprintf("no answer within request_timeout (%s); the request was cancelled", h.cfg.RequestTimeout),
+		Reason:  jsonrpc.ReasonTimeout,
+	})
 }
 
 func (c *client) handleNotification(m *jsonrpc.Message) {

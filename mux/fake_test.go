@@ -23,11 +23,13 @@ import (
 // fakeServer is an in-process MCP server behind the process interface: the
 // hub tests drive the router without spawning anything.
 type fakeServer struct {
-	mu       sync.Mutex
-	received []*jsonrpc.Message // every message the hub sent, in order
-	procs    []*fakeProc
-	caps     string // capabilities JSON of the InitializeResult
-	version  string
+	mu        sync.Mutex
+	received  []*jsonrpc.Message // every message the hub sent, in order
+	procs     []*fakeProc
+	caps      string // capabilities JSON of the InitializeResult
+	version   string
+	crashInit bool // die on initialize, for crash loops
+	deaf      bool // answer nothing at all, for liveness pings
 }
 
 func newFakeServer() *fakeServer {
@@ -106,6 +108,8 @@ func (p *fakeProc) Send(frame []byte) error {
 }
 
 func (p *fakeProc) WaitWritable(ctx context.Context) error { return nil }
+func (p *fakeProc) Kill(reason string)                     { p.crash(reason) }
+func (p *fakeProc) StderrTail() []string                   { return nil }
 func (p *fakeProc) Done() <-chan struct{}                  { return p.done }
 func (p *fakeProc) Exit() upstream.Exit                    { return p.exit }
 
@@ -156,10 +160,20 @@ func (p *fakeProc) reply(frame []byte) {
 
 // answer plays the server: the method says what to do.
 func (p *fakeProc) answer(m *jsonrpc.Message) {
+	p.srv.mu.Lock()
+	crashInit, deaf, version, caps := p.srv.crashInit, p.srv.deaf, p.srv.version, p.srv.caps
+	p.srv.mu.Unlock()
+	if deaf && m.Method != "initialize" {
+		return
+	}
 	switch m.Method {
 	case "initialize":
+		if crashInit {
+			p.crash("exited")
+			return
+		}
 		p.reply(jsonrpc.Response(m.ID, json.RawMessage(fmt.Sprintf(
-			`{"protocolVersion":%q,"capabilities":%s,"serverInfo":{"name":"fake","version":"1"}}`, p.srv.version, p.srv.caps))))
+			`{"protocolVersion":%q,"capabilities":%s,"serverInfo":{"name":"fake","version":"1"}}`, version, caps))))
 	case "echo":
 		params := m.Params
 		if params == nil {
@@ -319,4 +333,11 @@ func errorOf(t *testing.T, m *jsonrpc.Message) (code int, reason string) {
 	}
 	require.NoError(t, json.Unmarshal(m.Error, &e))
 	return e.Code, e.Data.Reason
+}
+
+// set changes the fake server's behaviour under its lock.
+func (f *fakeServer) set(fn func(*fakeServer)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
 }

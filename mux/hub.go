@@ -10,7 +10,6 @@ package mux
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -34,7 +33,13 @@ type Config struct {
 	StartTimeout      time.Duration // how long sessions wait for a starting server; 0 means 30s
 	RestartBackoff    time.Duration // first delay before a restart; 0 means 250ms
 	RestartBackoffMax time.Duration // cap of the delay; 0 means 30s
-	RestartWindow     time.Duration // uptime that resets the backoff; 0 means 60s
+	RestartWindow     time.Duration // uptime that resets the backoff, and the window of MaxRestarts; 0 means 60s
+	MaxRestarts       int           // crashes within RestartWindow before the server is failed; 0 means no limit
+	RequestTimeout    time.Duration // a request unanswered this long fails with "timeout" and is cancelled upstream; 0 means none
+	PingInterval      time.Duration // liveness pings to the server; 0 means none
+	PingFailures      int           // missed pings in a row that restart the server; 0 means 3
+	Lazy              bool          // start the server at the first session rather than at once
+	IdleTimeout       time.Duration // stop the server after this long without sessions; 0 means never
 
 	Version string // mcpmux's version, sent upstream in clientInfo
 	Logger  *slog.Logger
@@ -55,15 +60,19 @@ type process interface {
 	Done() <-chan struct{}
 	Exit() upstream.Exit
 	Stop(ctx context.Context) error
+	Kill(reason string)
+	StderrTail() []string
 }
 
 // State is where a hub's server is in its life.
 type State string
 
 const (
+	StateIdle     State = "idle" // not started yet (lazy), or stopped for want of sessions
 	StateStarting State = "starting"
 	StateReady    State = "ready"
-	StateBackoff  State = "backoff"
+	StateBackoff  State = "backoff" // waiting to restart after a crash
+	StateFailed   State = "failed"  // crashed too often; waits for `mcpmux restart`
 	StateStopped  State = "stopped"
 )
 
@@ -75,16 +84,22 @@ type Hub struct {
 	ids   *atomic.Uint64
 	calls atomic.Uint64
 
-	mu       sync.Mutex
-	clients  map[uint64]*client
-	proc     process
-	state    State
-	ready    chan struct{} // closed while a server is initialized; replaced when it goes
-	init     *initResult   // the server's InitializeResult, cached
-	waiters  map[int64]chan *jsonrpc.Message
-	restarts int
-	lastExit string
-	started  time.Time
+	mu         sync.Mutex
+	clients    map[uint64]*client
+	proc       process
+	state      State
+	ready      chan struct{} // closed while a server is initialized; replaced when it goes
+	init       *initResult   // the server's InitializeResult, cached
+	waiters    map[int64]chan *jsonrpc.Message
+	restarts   int
+	lastExit   string
+	started    time.Time
+	failedAt   string // why the server is failed, for its errors
+	lastStderr []string
+
+	kick     chan struct{} // 1-buffered: restart the server now
+	demand   chan struct{} // 1-buffered: a session wants the server
+	sessions chan struct{} // 1-buffered: a session came or went
 }
 
 // New returns a hub; Run starts its server.
@@ -101,6 +116,9 @@ func New(cfg Config) *Hub {
 	if cfg.RestartWindow <= 0 {
 		cfg.RestartWindow = time.Minute
 	}
+	if cfg.PingFailures <= 0 {
+		cfg.PingFailures = 3
+	}
 	if cfg.start == nil {
 		cfg.start = func(c upstream.Config, h upstream.Handler) (process, error) { return upstream.Start(c, h) }
 	}
@@ -115,68 +133,26 @@ func New(cfg Config) *Hub {
 	cfg.Session.Server = cfg.Name
 	cfg.Upstream.Name = cfg.Name
 	cfg.Upstream.Logger = log
+	state := StateStarting
+	if cfg.Lazy {
+		state = StateIdle
+	}
 	return &Hub{
-		cfg:     cfg,
-		log:     log.With("server", cfg.Name),
-		ids:     ids,
-		clients: make(map[uint64]*client),
-		state:   StateStarting,
-		ready:   make(chan struct{}),
-		waiters: make(map[int64]chan *jsonrpc.Message),
+		cfg:      cfg,
+		log:      log.With("server", cfg.Name),
+		ids:      ids,
+		clients:  make(map[uint64]*client),
+		state:    state,
+		ready:    make(chan struct{}),
+		waiters:  make(map[int64]chan *jsonrpc.Message),
+		kick:     make(chan struct{}, 1),
+		demand:   make(chan struct{}, 1),
+		sessions: make(chan struct{}, 1),
 	}
 }
 
 // Name is the server's configured name.
 func (h *Hub) Name() string { return h.cfg.Name }
-
-// Run keeps the server running until ctx is done: it starts the process,
-// initializes it, and restarts it with backoff when it exits. When ctx is
-// done it stops the process with the configured escalation and returns.
-func (h *Hub) Run(ctx context.Context) error {
-	backoff := h.cfg.RestartBackoff
-	for {
-		proc, err := h.startOnce(ctx)
-		if err == nil {
-			up := time.Now()
-			select {
-			case <-proc.Done():
-			case <-ctx.Done():
-				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.Upstream.StdinGrace+h.cfg.Upstream.TermGrace+5*time.Second)
-				proc.Stop(sctx)
-				cancel()
-			}
-			h.exited(proc)
-			if time.Since(up) >= h.cfg.RestartWindow {
-				backoff = h.cfg.RestartBackoff
-			}
-		} else if ctx.Err() == nil {
-			h.log.Error("server did not start", "error", err)
-			h.mu.Lock()
-			h.lastExit = err.Error()
-			h.mu.Unlock()
-		}
-		if ctx.Err() != nil {
-			h.mu.Lock()
-			h.state = StateStopped
-			h.mu.Unlock()
-			h.closeAll(errors.New("daemon is shutting down"))
-			return nil
-		}
-		h.setState(StateBackoff)
-		delay := jitter(backoff)
-		h.log.Info("restarting server", "in", delay.Round(time.Millisecond))
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-		backoff = min(2*backoff, h.cfg.RestartBackoffMax)
-		h.mu.Lock()
-		h.restarts++
-		h.mu.Unlock()
-	}
-}
 
 // jitter spreads a delay over [d/2, d) so that servers restarted together do
 // not return in lockstep.
@@ -257,6 +233,7 @@ func (h *Hub) exited(proc process) {
 	default:
 	}
 	h.lastExit = exit.String()
+	h.lastStderr = proc.StderrTail()
 	waiters := h.waiters
 	h.waiters = make(map[int64]chan *jsonrpc.Message)
 	h.mu.Unlock()
@@ -308,6 +285,9 @@ func (h *Hub) initialize(ctx context.Context, proc process) (*initResult, error)
 	if err != nil {
 		return nil, err
 	}
+	if m.Kind == jsonrpc.KindError {
+		return nil, fmt.Errorf("server answered %s", m.Error)
+	}
 	res, err := parseInitResult(m.Result)
 	if err != nil {
 		return nil, err
@@ -319,7 +299,8 @@ func (h *Hub) initialize(ctx context.Context, proc process) (*initResult, error)
 	return res, nil
 }
 
-// call sends a request of mcpmux's own and waits for its answer.
+// call sends a request of mcpmux's own and waits for its answer, which may
+// be an error response.
 func (h *Hub) call(ctx context.Context, proc process, method string, params any) (*jsonrpc.Message, error) {
 	own := json.RawMessage(strconv.FormatUint(h.calls.Add(1), 10)) // unique among mcpmux's own requests
 	up, err := h.reqs.Add(idmap.Route{Session: 0, ID: own, Method: method, Started: time.Now()})
@@ -349,10 +330,7 @@ func (h *Hub) call(ctx context.Context, proc process, method string, params any)
 		if !ok {
 			return nil, fmt.Errorf("%s: server exited (%s)", method, proc.Exit())
 		}
-		if m.Kind == jsonrpc.KindError {
-			return nil, fmt.Errorf("%s: server answered %s", method, m.Error)
-		}
-		return m, nil
+		return m, nil // an error answer too: the caller decides
 	case <-proc.Done():
 		return nil, fmt.Errorf("%s: server exited (%s)", method, proc.Exit())
 	case <-ctx.Done():
@@ -367,7 +345,7 @@ func (h *Hub) waitReady(ctx context.Context) (process, *initResult, error) {
 	defer t.Stop()
 	for {
 		h.mu.Lock()
-		ready, proc, res, last := h.ready, h.proc, h.init, h.lastExit
+		ready, proc, res, last, state, failed := h.ready, h.proc, h.init, h.lastExit, h.state, h.failedAt
 		h.mu.Unlock()
 		select {
 		case <-ready:
@@ -375,6 +353,12 @@ func (h *Hub) waitReady(ctx context.Context) (process, *initResult, error) {
 				return proc, res, nil
 			}
 		default:
+		}
+		switch state {
+		case StateFailed:
+			return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server %s is failed: %s; `mcpmux restart %s` starts it again", h.cfg.Name, failed, h.cfg.Name), Reason: jsonrpc.ReasonUpstreamUnavailable, Extra: map[string]any{"last_exit": last}}
+		case StateIdle:
+			notify(h.demand)
 		}
 		select {
 		case <-ready:
@@ -429,14 +413,15 @@ func (h *Hub) closeAll(reason error) {
 
 // Status is a snapshot of a hub for `mcpmux status`.
 type Status struct {
-	Name     string `json:"name"`
-	State    State  `json:"state"`
-	Pid      int    `json:"pid,omitempty"`
-	Uptime   string `json:"uptime,omitempty"`
-	Restarts int    `json:"restarts"`
-	Sessions int    `json:"sessions"`
-	Inflight int    `json:"inflight"`
-	LastExit string `json:"last_exit,omitempty"`
+	Name     string   `json:"name"`
+	State    State    `json:"state"`
+	Pid      int      `json:"pid,omitempty"`
+	Uptime   string   `json:"uptime,omitempty"`
+	Restarts int      `json:"restarts"`
+	Sessions int      `json:"sessions"`
+	Inflight int      `json:"inflight"`
+	LastExit string   `json:"last_exit,omitempty"`
+	Stderr   []string `json:"stderr,omitempty"` // the server's last stderr lines
 }
 
 // Status reports the hub's state.
@@ -454,6 +439,11 @@ func (h *Hub) Status() Status {
 	if h.proc != nil && h.state == StateReady {
 		s.Pid = h.proc.Pid()
 		s.Uptime = time.Since(h.started).Round(time.Second).String()
+	}
+	if h.proc != nil {
+		s.Stderr = h.proc.StderrTail()
+	} else {
+		s.Stderr = h.lastStderr
 	}
 	return s
 }

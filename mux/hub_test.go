@@ -180,6 +180,7 @@ func TestCancellation(t *testing.T) {
 	h := newHarness(t, nil)
 	a, b := h.session("2025-11-25"), h.session("2025-11-25")
 	a.send(`{"jsonrpc":"2.0","id":7,"method":"hang"}`)
+	eventually(t, "A's request upstream", func() bool { return len(h.srv.messages("hang")) == 1 })
 	b.send(`{"jsonrpc":"2.0","id":7,"method":"hang"}`)
 	eventually(t, "both requests upstream", func() bool { return len(h.srv.messages("hang")) == 2 })
 	upOf := func(i int) string { return string(h.srv.messages("hang")[i].ID) }

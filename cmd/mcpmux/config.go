@@ -92,6 +92,17 @@ type serverConfig struct {
 	MaxMessageBytes int               // max_message_bytes: largest message either way; default 16MiB
 	MaxJunkLines    int               // max_junk_lines: non-JSON-RPC stdout lines tolerated in a row; default 10
 	WriteQueueBytes int               // write_queue_bytes: bytes queued towards the server's stdin; default 64MiB
+
+	RestartBackoff    time.Duration // restart_backoff: first delay before a restart; default 250ms
+	RestartBackoffMax time.Duration // restart_backoff_max: cap of that delay; default 30s
+	RestartWindow     time.Duration // restart_window: uptime that resets the backoff, and the crash-loop window; default 60s
+	MaxRestarts       int           // max_restarts: crashes within restart_window before the server is failed; default 5, 0 = no limit
+	WriteStallTimeout time.Duration // write_stall_timeout: a server that accepts no input for this long is stalled; default 60s, 0 = off
+	PingInterval      time.Duration // ping_interval: liveness pings; default 0 = off
+	PingFailures      int           // ping_failures: missed pings in a row that restart the server; default 3
+	RequestTimeout    time.Duration // request_timeout: fail and cancel a request unanswered this long; default 0 = none
+	Lazy              bool          // start: "eager" (default) or "lazy" (at the first session)
+	IdleTimeout       time.Duration // idle_timeout: stop the server after this long without sessions; default 0 = never
 }
 
 // defaultConfigPath returns where the config is read from when no path is
@@ -367,7 +378,9 @@ func (d *decoder) unknown(path keyPath) {
 	case "socket_dir", "http", "http_token", "http_origins", "max_inflight", "outbox_high_water", "outbox_max":
 		home = "[listen]"
 	case "command", "args", "env", "inherit_env", "cwd", "stderr", "stdin_grace", "term_grace",
-		"start_timeout", "max_message_bytes", "max_junk_lines", "write_queue_bytes":
+		"start_timeout", "max_message_bytes", "max_junk_lines", "write_queue_bytes",
+		"restart_backoff", "restart_backoff_max", "restart_window", "max_restarts", "write_stall_timeout",
+		"ping_interval", "ping_failures", "request_timeout", "start", "idle_timeout":
 		home = "[servers.NAME]"
 	}
 	switch {
@@ -563,6 +576,13 @@ func (d *decoder) server(path keyPath, name string, t map[string]any) (s serverC
 		MaxMessageBytes: defaultMaxMessageBytes,
 		MaxJunkLines:    defaultMaxJunkLines,
 		WriteQueueBytes: defaultWriteQueueBytes,
+
+		RestartBackoff:    250 * time.Millisecond,
+		RestartBackoffMax: 30 * time.Second,
+		RestartWindow:     60 * time.Second,
+		MaxRestarts:       5,
+		WriteStallTimeout: 60 * time.Second,
+		PingFailures:      3,
 	}
 	if _, set := t["command"]; !set {
 		d.errorf(path.with("command"), "missing: every server needs a command")
@@ -639,9 +659,58 @@ func (d *decoder) server(path keyPath, name string, t map[string]any) (s serverC
 			if n, ok := d.size(p, v); ok {
 				s.WriteQueueBytes = n
 			}
+		case "restart_backoff", "restart_backoff_max", "restart_window", "write_stall_timeout",
+			"ping_interval", "request_timeout", "idle_timeout":
+			dur, ok := d.duration(p, v)
+			if !ok {
+				break
+			}
+			if dur == 0 && (key == "restart_backoff" || key == "restart_backoff_max" || key == "restart_window") {
+				d.errorf(p, "must be longer than zero")
+				break
+			}
+			*map[string]*time.Duration{
+				"restart_backoff":     &s.RestartBackoff,
+				"restart_backoff_max": &s.RestartBackoffMax,
+				"restart_window":      &s.RestartWindow,
+				"write_stall_timeout": &s.WriteStallTimeout,
+				"ping_interval":       &s.PingInterval,
+				"request_timeout":     &s.RequestTimeout,
+				"idle_timeout":        &s.IdleTimeout,
+			}[key] = dur
+		case "max_restarts", "ping_failures":
+			n, ok := d.integer(p, v)
+			if !ok {
+				break
+			}
+			if n < 0 || (key == "ping_failures" && n == 0) {
+				d.errorf(p, "must be a positive number (got %d)", n)
+				break
+			}
+			if key == "max_restarts" {
+				s.MaxRestarts = n
+			} else {
+				s.PingFailures = n
+			}
+		case "start":
+			if mode, ok := d.str(p, v); ok {
+				switch mode {
+				case "eager":
+				case "lazy":
+					s.Lazy = true
+				default:
+					d.errorf(p, "invalid value %q: want \"eager\" or \"lazy\"", mode)
+				}
+			}
 		default:
 			d.unknown(p)
 		}
+	}
+	if len(d.errs) == nerrs && s.RestartBackoffMax < s.RestartBackoff {
+		d.errorf(path.with("restart_backoff_max"), "%s is shorter than restart_backoff (%s)", s.RestartBackoffMax, s.RestartBackoff)
+	}
+	if len(d.errs) == nerrs && s.RestartBackoffMax < s.RestartBackoff {
+		d.errorf(path.with("restart_backoff_max"), "%s is shorter than restart_backoff (%s)", s.RestartBackoffMax, s.RestartBackoff)
 	}
 	// Compare the two only when both are known to be what the user meant.
 	if len(d.errs) == nerrs && int64(s.WriteQueueBytes) < 2*int64(s.MaxMessageBytes) {

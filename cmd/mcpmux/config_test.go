@@ -44,6 +44,16 @@ start_timeout = "5s"
 max_message_bytes = "2MB"
 max_junk_lines = 0
 write_queue_bytes = "1GiB"
+restart_backoff = "10ms"
+restart_backoff_max = "1s"
+restart_window = "10s"
+max_restarts = 0
+write_stall_timeout = "0s"
+ping_interval = "15s"
+ping_failures = 2
+request_timeout = "2m"
+start = "lazy"
+idle_timeout = "10m"
 
 [servers."alpha.v2"]
 command = "bin/alpha"
@@ -78,6 +88,13 @@ write_queue_bytes = "8kib"
 				MaxMessageBytes: 4096,
 				MaxJunkLines:    10,
 				WriteQueueBytes: 8 << 10,
+
+				RestartBackoff:    250 * time.Millisecond,
+				RestartBackoffMax: 30 * time.Second,
+				RestartWindow:     time.Minute,
+				MaxRestarts:       5,
+				WriteStallTimeout: time.Minute,
+				PingFailures:      3,
 			},
 			{
 				Name:            "memory",
@@ -94,6 +111,17 @@ write_queue_bytes = "8kib"
 				MaxMessageBytes: 2_000_000,
 				MaxJunkLines:    0,
 				WriteQueueBytes: 1 << 30,
+
+				RestartBackoff:    10 * time.Millisecond,
+				RestartBackoffMax: time.Second,
+				RestartWindow:     10 * time.Second,
+				MaxRestarts:       0,
+				WriteStallTimeout: 0,
+				PingInterval:      15 * time.Second,
+				PingFailures:      2,
+				RequestTimeout:    2 * time.Minute,
+				Lazy:              true,
+				IdleTimeout:       10 * time.Minute,
 			},
 		},
 	}
@@ -113,6 +141,13 @@ func TestParseConfigDefaults(t *testing.T) {
 			MaxMessageBytes: 16 << 20,
 			MaxJunkLines:    10,
 			WriteQueueBytes: 64 << 20,
+
+			RestartBackoff:    250 * time.Millisecond,
+			RestartBackoffMax: 30 * time.Second,
+			RestartWindow:     time.Minute,
+			MaxRestarts:       5,
+			WriteStallTimeout: time.Minute,
+			PingFailures:      3,
 		}
 	}
 	listen := func(socketDir string) listenConfig {

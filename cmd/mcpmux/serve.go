@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -57,7 +58,15 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 		l   *socket.Listener
 	}
 	var all []served
+	// The control socket first: it is the daemon's lock on socket_dir.
+	ctl, err := listenControl(dir, log)
+	if errors.Is(err, socket.ErrInUse) {
+		return fmt.Errorf("another mcpmux is already serving %s", dir)
+	} else if err != nil {
+		return err
+	}
 	closeAll := func() {
+		ctl.Close()
 		for _, s := range all {
 			s.l.Close()
 		}
@@ -80,6 +89,15 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	log.Info("mcpmux serving", "version", mcpmuxVersion(), "socket_dir", dir, "servers", len(all))
 
 	var wg sync.WaitGroup
+	hubs := make([]*mux.Hub, len(all))
+	for i, s := range all {
+		hubs[i] = s.hub
+	}
+	wg.Go(func() {
+		if err := serveControl(ctx, ctl, controlHandler(hubs, time.Now()), log); err != nil {
+			log.Error("control socket failed", "error", err)
+		}
+	})
 	for _, s := range all {
 		maxBytes := s.hub.MaxMessageBytes()
 		wg.Go(func() { s.hub.Run(ctx) })
@@ -126,15 +144,26 @@ func hubConfig(cfg *config, sc serverConfig, env daemonEnv, log *slog.Logger, id
 			MaxMessageBytes: sc.MaxMessageBytes,
 			MaxJunkLines:    sc.MaxJunkLines,
 			WriteQueueBytes: sc.WriteQueueBytes,
+
+			WriteStallTimeout: sc.WriteStallTimeout,
 		},
 		Session: session.Config{
 			MaxInflight:     cfg.Listen.MaxInflight,
 			OutboxHighWater: cfg.Listen.OutboxHighWater,
 			OutboxMax:       cfg.Listen.OutboxMax,
 		},
-		StartTimeout: sc.StartTimeout,
-		Version:      mcpmuxVersion(),
-		Logger:       log,
-		IDs:          ids,
+		StartTimeout:      sc.StartTimeout,
+		RestartBackoff:    sc.RestartBackoff,
+		RestartBackoffMax: sc.RestartBackoffMax,
+		RestartWindow:     sc.RestartWindow,
+		MaxRestarts:       sc.MaxRestarts,
+		RequestTimeout:    sc.RequestTimeout,
+		PingInterval:      sc.PingInterval,
+		PingFailures:      sc.PingFailures,
+		Lazy:              sc.Lazy,
+		IdleTimeout:       sc.IdleTimeout,
+		Version:           mcpmuxVersion(),
+		Logger:            log,
+		IDs:               ids,
 	}
 }

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/socket"
+)
+
+// controlSocket is the daemon's control endpoint inside socket_dir: HTTP
+// over a Unix socket, with the same owner-only checks as every socket.
+const controlSocket = ".control.sock"
+
+// statusReply is the body of GET /status.
+type statusReply struct {
+	Version string       `json:"version"`
+	Pid     int          `json:"pid"`
+	Uptime  string       `json:"uptime"`
+	Servers []mux.Status `json:"servers"`
+}
+
+// controlHandler serves the control endpoint for a running daemon.
+func controlHandler(hubs []*mux.Hub, started time.Time) http.Handler {
+	byName := make(map[string]*mux.Hub, len(hubs))
+	for _, h := range hubs {
+		byName[h.Name()] = h
+	}
+	m := http.NewServeMux()
+	m.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		reply := statusReply{
+			Version: mcpmuxVersion(),
+			Pid:     os.Getpid(),
+			Uptime:  time.Since(started).Round(time.Second).String(),
+			Servers: make([]mux.Status, 0, len(hubs)),
+		}
+		for _, h := range hubs {
+			reply.Servers = append(reply.Servers, h.Status())
+		}
+		writeJSON(w, http.StatusOK, reply)
+	})
+	m.HandleFunc("POST /servers/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
+		h := byName[r.PathValue("name")]
+		if h == nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no server named %q", r.PathValue("name"))})
+			return
+		}
+		h.Restart()
+		writeJSON(w, http.StatusOK, map[string]string{"restarting": h.Name()})
+	})
+	return m
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// serveControl serves the control endpoint until ctx is done.
+func serveControl(ctx context.Context, l net.Listener, h http.Handler, log *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// controlClient talks to the daemon whose socket_dir is dir.
+func controlClient(dir string) (*http.Client, string) {
+	path := filepath.Join(dir, controlSocket)
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", path)
+			},
+		},
+	}, path
+}
+
+// control sends one request to the daemon and decodes its JSON answer.
+func control(ctx context.Context, dir, method, urlPath string, out any) error {
+	c, path := controlClient(dir)
+	req, err := http.NewRequestWithContext(ctx, method, "http://mcpmux"+urlPath, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("no mcpmux daemon answers on %s: %w", path, unwrapSyscall(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("read the daemon's answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return errors.New(e.Error)
+		}
+		return fmt.Errorf("the daemon answered %s", resp.Status)
+	}
+	return json.Unmarshal(body, out)
+}
+
+func newStatusCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the daemon's servers: state, pid, uptime, restarts, sessions, last exit, last stderr lines",
+		Args:  cobra.NoArgs,
+	}
+	load := configFlag(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := load()
+		if err != nil {
+			return err
+		}
+		var st statusReply
+		if err := control(cmd.Context(), cfg.Listen.SocketDir, http.MethodGet, "/status", &st); err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if asJSON {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(st)
+		}
+		return printStatus(out, st)
+	}
+	return cmd
+}
+
+func printStatus(w io.Writer, st statusReply) error {
+	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s\n\n", st.Version, st.Pid, st.Uptime)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tSTATE\tPID\tUPTIME\tRESTARTS\tSESSIONS\tIN FLIGHT\tLAST EXIT")
+	for _, s := range st.Servers {
+		pid := "-"
+		if s.Pid > 0 {
+			pid = fmt.Sprint(s.Pid)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.Name, s.State, pid, dash(s.Uptime), s.Restarts, s.Sessions, s.Inflight, dash(s.LastExit))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range st.Servers {
+		if len(s.Stderr) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s stderr (last %d lines):\n", s.Name, len(s.Stderr))
+		for _, l := range s.Stderr {
+			fmt.Fprintln(w, "  "+strings.TrimRight(l, "\r\n"))
+		}
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newRestartCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "restart NAME",
+		Short: "Restart a server (sessions stay attached), or bring back a failed one",
+		Args:  cobra.ExactArgs(1),
+	}
+	load := configFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cfg, err := load()
+		if err != nil {
+			return err
+		}
+		var reply map[string]string
+		if err := control(cmd.Context(), cfg.Listen.SocketDir, http.MethodPost, "/servers/"+args[0]+"/restart", &reply); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "restarting %s\n", args[0])
+		return err
+	}
+	return cmd
+}
+
+// listenControl opens the control socket.
+func listenControl(dir string, log *slog.Logger) (*socket.Listener, error) {
+	l, err := socket.ListenUnix(filepath.Join(dir, controlSocket))
+	if err != nil {
+		return nil, err
+	}
+	l.Logger = log
+	return l, nil
+}
