@@ -139,10 +139,10 @@ func hubConfig(cfg *config, sc serverConfig, env daemonEnv, log *slog.Logger, id
 			Stderr:          stderr,
 			StderrPath:      sc.StderrPath,
 			StderrInherit:   env.stderr,
-			StdinGrace:      sc.StdinGrace,
-			TermGrace:       sc.TermGrace,
+			StdinGrace:      explicitZero(sc.StdinGrace),
+			TermGrace:       explicitZero(sc.TermGrace),
 			MaxMessageBytes: sc.MaxMessageBytes,
-			MaxJunkLines:    sc.MaxJunkLines,
+			MaxJunkLines:    explicitZeroInt(sc.MaxJunkLines),
 			WriteQueueBytes: sc.WriteQueueBytes,
 
 			WriteStallTimeout: sc.WriteStallTimeout,
@@ -166,4 +166,20 @@ func hubConfig(cfg *config, sc serverConfig, env daemonEnv, log *slog.Logger, id
 		Logger:            log,
 		IDs:               ids,
 	}
+}
+
+// explicitZero turns a configured zero into the upstream package's "none"
+// (a negative value), since its zero means "the default".
+func explicitZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+func explicitZeroInt(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -1,0 +1,16 @@
+//go:build unix && !linux
+
+package upstream
+
+import "syscall"
+
+// sysProcAttr makes the server the leader of a new process group, so that
+// signals to -pid reach the wrappers (npx, uv) and everything they start.
+// There is no parent-death signal here; the reaper process of DESIGN.md
+// (with a kqueue watch on macOS) comes later.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+// waitExitNoReap cannot wait without reaping here; the caller reaps first.
+func waitExitNoReap(int) bool { return false }

@@ -1,0 +1,63 @@
+package upstream
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// previewBytes bounds how much of a junk line goes into the log.
+const previewBytes = 200
+
+// readLoop is the only reader of the server's stdout. Bad lines are values,
+// not endings: a too-large line is reported and skipped, a junk line logged
+// and counted; only EOF, a read error or a junk flood end the loop.
+func (p *Process) readLoop() {
+	flood := p.readFrames()
+	close(p.readDone)
+	if !flood {
+		// Usually the server has exited and this returns at once.
+		p.expectExit(ReasonStdoutClosed)
+	}
+}
+
+// readFrames hands each frame to the Handler until stdout ends; it reports
+// whether it stopped because of a junk flood (the process is then killed).
+func (p *Process) readFrames() (flood bool) {
+	r := jsonrpc.NewReader(p.stdout, p.cfg.MaxMessageBytes)
+	junk := 0 // junk lines in a row
+	for {
+		frame, err := r.Read()
+		if tooLarge := (*jsonrpc.TooLargeError)(nil); errors.As(err, &tooLarge) {
+			p.log.Warn("message from server over the size limit, skipped",
+				"size", tooLarge.Size, "limit", tooLarge.Limit, "id", string(tooLarge.ID))
+			p.h.HandleTooLarge(tooLarge.ID, tooLarge.Size)
+			continue
+		}
+		if err != nil {
+			return false // io.EOF, or the pipe closed under us after the reap
+		}
+		m, err := jsonrpc.Parse(frame)
+		if err == nil {
+			junk = 0
+			p.h.HandleMessage(m)
+			continue
+		}
+		junk++
+		p.log.Warn("junk on server stdout, dropped", "preview", preview(frame), "error", err, "in_a_row", junk)
+		if junk > p.cfg.MaxJunkLines {
+			p.log.Warn("too many junk lines in a row; killing the server", "max_junk_lines", p.cfg.MaxJunkLines)
+			p.Kill(ReasonJunkOutput)
+			return true
+		}
+	}
+}
+
+// preview is the start of a junk line, made safe to log.
+func preview(frame []byte) string {
+	if len(frame) <= previewBytes {
+		return strings.ToValidUTF8(string(frame), "\uFFFD")
+	}
+	return strings.ToValidUTF8(string(frame[:previewBytes]), "\uFFFD") + "…"
+}
