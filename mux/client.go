@@ -30,28 +30,71 @@ type client struct {
 	caps        json.RawMessage
 }
 
+func (c *client) status() SessionStatus {
+	st := c.sess.Stats()
+	peer := c.sess.Peer()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var info struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal(c.clientInfo, &info)
+	return SessionStatus{
+		ID:        c.sess.ID(),
+		Transport: peer.Transport,
+		Peer:      peer.Addr,
+		Client:    info.Name,
+		Protocol:  c.version,
+		Age:       time.Since(st.Started).Round(time.Second).String(),
+		Inflight:  st.Inflight,
+		BytesIn:   st.BytesIn,
+		BytesOut:  st.BytesOut,
+	}
+}
+
 func (c *client) isReady() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ready
 }
 
+// ErrTooManySessions: the server has max_sessions sessions already.
+var ErrTooManySessions = errors.New("mux: too many sessions")
+
+// Full reports whether the server has max_sessions sessions already, for
+// transports that refuse before they accept (HTTP 503).
+func (h *Hub) Full() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cfg.MaxSessions > 0 && len(h.clients) >= h.cfg.MaxSessions
+}
+
 // Serve runs a session on this hub until it ends, then cancels upstream what
-// it left in flight.
-func (h *Hub) Serve(ctx context.Context, t session.Transport) error {
+// it left in flight. A session over max_sessions gets one error line and is
+// closed.
+func (h *Hub) Serve(ctx context.Context, t session.Transport, peer session.Peer) error {
 	cfg := h.cfg.Session
 	cfg.ID = h.ids.Add(1)
 	cfg.Logger = h.log
+	cfg.Peer = peer
 	sess := session.New(cfg, t)
 	c := &client{h: h, sess: sess, ctx: ctx}
 	h.mu.Lock()
+	if h.cfg.MaxSessions > 0 && len(h.clients) >= h.cfg.MaxSessions {
+		h.mu.Unlock()
+		h.log.Warn("refused a session: max_sessions reached", "session", cfg.ID, "transport", peer.Transport, "peer", peer.Addr, "max_sessions", h.cfg.MaxSessions)
+		e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server %s has its maximum of %d sessions", h.cfg.Name, h.cfg.MaxSessions), Reason: jsonrpc.ReasonTooManySessions, Server: h.cfg.Name}
+		t.WriteFrame(e.Response(nil))
+		t.Close()
+		return ErrTooManySessions
+	}
 	h.clients[cfg.ID] = c
 	h.mu.Unlock()
 	notify(h.sessions)
 	if h.cfg.Lazy || h.cfg.IdleTimeout > 0 {
 		notify(h.demand)
 	}
-	sess.Logger().Debug("session attached")
+	sess.Logger().Debug("session attached", "transport", peer.Transport, "peer", peer.Addr)
 
 	err := sess.Run(ctx, c)
 

@@ -257,7 +257,7 @@ func (h *harness) connect() *testClient {
 		require.NoError(h.t, err)
 	}
 	h.wg.Go(func() {
-		h.hub.Serve(h.ctx, session.NewStream(conns[0], h.hub.MaxMessageBytes()))
+		h.hub.Serve(h.ctx, session.NewStream(conns[0], h.hub.MaxMessageBytes()), session.Peer{Transport: "test"})
 	})
 	c := &testClient{t: h.t, conn: conns[1], r: jsonrpc.NewReader(conns[1], 64<<20)}
 	h.t.Cleanup(func() { c.conn.Close() })

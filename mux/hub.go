@@ -8,11 +8,13 @@
 package mux
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,6 +41,7 @@ type Config struct {
 	PingInterval      time.Duration // liveness pings to the server; 0 means none
 	PingFailures      int           // missed pings in a row that restart the server; 0 means 3
 	Lazy              bool          // start the server at the first session rather than at once
+	MaxSessions       int           // sessions at once; 0 means no limit
 	IdleTimeout       time.Duration // stop the server after this long without sessions; 0 means never
 
 	Version string // mcpmux's version, sent upstream in clientInfo
@@ -422,6 +425,21 @@ type Status struct {
 	Inflight int      `json:"inflight"`
 	LastExit string   `json:"last_exit,omitempty"`
 	Stderr   []string `json:"stderr,omitempty"` // the server's last stderr lines
+
+	SessionList []SessionStatus `json:"session_list"`
+}
+
+// SessionStatus describes one session.
+type SessionStatus struct {
+	ID        uint64 `json:"id"`
+	Transport string `json:"transport"`
+	Peer      string `json:"peer,omitempty"`
+	Client    string `json:"client,omitempty"` // clientInfo.name from its initialize
+	Protocol  string `json:"protocol,omitempty"`
+	Age       string `json:"age"`
+	Inflight  int    `json:"inflight"`
+	BytesIn   int64  `json:"bytes_in"`
+	BytesOut  int64  `json:"bytes_out"`
 }
 
 // Status reports the hub's state.
@@ -445,6 +463,11 @@ func (h *Hub) Status() Status {
 	} else {
 		s.Stderr = h.lastStderr
 	}
+	s.SessionList = make([]SessionStatus, 0, len(h.clients))
+	for _, c := range h.clients {
+		s.SessionList = append(s.SessionList, c.status())
+	}
+	slices.SortFunc(s.SessionList, func(a, b SessionStatus) int { return cmp.Compare(a.ID, b.ID) })
 	return s
 }
 

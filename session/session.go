@@ -21,7 +21,9 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
@@ -57,9 +59,16 @@ type Handler interface {
 	WaitRoom(ctx context.Context) error
 }
 
+// Peer says who is at the other end of a session, for logs and status.
+type Peer struct {
+	Transport string // "unix", "yamux", "websocket", ...
+	Addr      string // "pid 123 uid 1000", "127.0.0.1:50312", ...
+}
+
 // Config sets a session's limits.
 type Config struct {
 	ID              uint64
+	Peer            Peer
 	Server          string // named in the errors the session emits
 	MaxInflight     int    // requests in flight before reading pauses; 0 means 256
 	OutboxHighWater int    // bytes queued before reading pauses; 0 means 1 MiB
@@ -76,6 +85,10 @@ type Session struct {
 	done      chan struct{} // closed once, by closeWith
 	closeOnce sync.Once
 	err       error // why it ended; set before done is closed
+
+	started  time.Time
+	bytesIn  atomic.Int64
+	bytesOut atomic.Int64
 
 	mu       sync.Mutex
 	queue    [][]byte
@@ -101,14 +114,34 @@ func New(cfg Config, t Transport) *Session {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Session{
-		cfg:   cfg,
-		t:     t,
-		log:   log.With("session", cfg.ID),
-		done:  make(chan struct{}),
-		ready: make(chan struct{}, 1),
-		room:  make(chan struct{}, 1),
+		cfg:     cfg,
+		t:       t,
+		log:     log.With("session", cfg.ID),
+		started: time.Now(),
+		done:    make(chan struct{}),
+		ready:   make(chan struct{}, 1),
+		room:    make(chan struct{}, 1),
 	}
 }
+
+// Stats are a session's counters.
+type Stats struct {
+	Started  time.Time
+	Inflight int
+	BytesIn  int64
+	BytesOut int64
+	Queued   int // bytes waiting in the outbox
+}
+
+// Stats reports the session's counters.
+func (s *Session) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{Started: s.started, Inflight: s.inflight, BytesIn: s.bytesIn.Load(), BytesOut: s.bytesOut.Load(), Queued: s.queued}
+}
+
+// Peer is who is at the other end.
+func (s *Session) Peer() Peer { return s.cfg.Peer }
 
 // ID is the session's number, unique within the daemon.
 func (s *Session) ID() uint64 { return s.cfg.ID }
@@ -134,6 +167,7 @@ func (s *Session) Err() error {
 func (s *Session) Run(ctx context.Context, h Handler) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	writerDone := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { s.closeWith(s.readLoop(ctx, h)) })
 	wg.Go(func() {
@@ -142,10 +176,22 @@ func (s *Session) Run(ctx context.Context, h Handler) error {
 			s.closeWith(context.Cause(ctx))
 		case <-s.done:
 		}
+		// Closing the transport unblocks the reader, and the writer too when
+		// it is stuck in a write to a client that stopped reading. A client
+		// that half-closed gets flushTimeout to take what was queued.
+		if errors.Is(s.err, io.EOF) {
+			t := time.NewTimer(flushTimeout)
+			defer t.Stop()
+			select {
+			case <-writerDone:
+			case <-t.C:
+			}
+		}
+		s.t.Close()
 	})
 	err := s.writeLoop()
+	close(writerDone)
 	s.closeWith(err)
-	s.t.Close() // unblocks the reader
 	cancel()
 	wg.Wait()
 	if errors.Is(s.err, io.EOF) || errors.Is(s.err, net.ErrClosed) {
@@ -233,6 +279,7 @@ func (s *Session) readLoop(ctx context.Context, h Handler) error {
 			return err
 		}
 		frame, err := s.t.ReadFrame()
+		s.bytesIn.Add(int64(len(frame)))
 		var tooLarge *jsonrpc.TooLargeError
 		switch {
 		case errors.As(err, &tooLarge):
@@ -254,13 +301,18 @@ func (s *Session) readLoop(ctx context.Context, h Handler) error {
 // an internal error for that message, and the session reads its next one.
 func (s *Session) handle(h Handler, frame []byte) {
 	var id json.RawMessage
+	answer := true // false for a notification or a response: they get no answer
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic while handling a message", "panic", p, "stack", string(debug.Stack()))
-			s.Reply(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error", Reason: jsonrpc.ReasonInternal})
+			if answer {
+				s.Reply(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error", Reason: jsonrpc.ReasonInternal})
+			}
 		}
 	}()
-	if jsonrpc.IsBatch(frame) {
+	// IsBatch only looks at the first byte: a frame that is not UTF-8 JSON
+	// goes to Parse, which answers it -32700.
+	if jsonrpc.IsBatch(frame) && utf8.Valid(frame) && json.Valid(frame) {
 		h.HandleBatch(s, frame)
 		return
 	}
@@ -274,6 +326,8 @@ func (s *Session) handle(h Handler, frame []byte) {
 	}
 	if m.Kind == jsonrpc.KindRequest {
 		id = m.ID
+	} else {
+		answer = false
 	}
 	h.HandleMessage(s, m)
 }
@@ -326,6 +380,7 @@ func (s *Session) writeQueued() error {
 	s.mu.Unlock()
 	for i, frame := range batch {
 		err := s.t.WriteFrame(frame)
+		s.bytesOut.Add(int64(len(frame)))
 		batch[i] = nil
 		s.mu.Lock()
 		s.queued -= len(frame)
@@ -342,21 +397,10 @@ func (s *Session) writeQueued() error {
 }
 
 // flush writes what is queued when the client half-closed: answers already
-// on their way still reach it. Bounded, because it may not be reading.
+// on their way still reach it. Run bounds it: after flushTimeout it closes
+// the transport, because the client may not be reading.
 func (s *Session) flush() {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.writeQueued()
-	}()
-	t := time.NewTimer(flushTimeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		s.t.Close()
-		<-done
-	}
+	s.writeQueued()
 }
 
 func notify(c chan struct{}) {

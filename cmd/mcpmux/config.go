@@ -67,13 +67,15 @@ type daemonConfig struct {
 // listenConfig is the [listen] table: where clients reach the daemon, and
 // the flow-control limits applied to every client session.
 type listenConfig struct {
-	SocketDir       string   // socket_dir: absolute; default $XDG_RUNTIME_DIR/mcpmux, else /tmp/mcpmux-<uid>
-	HTTP            string   // http: host:port of the web listener; "" = no web listener
-	HTTPToken       string   // http_token: "" = generated and kept by the daemon
-	HTTPOrigins     []string // http_origins: browser Origins allowed; none by default
-	MaxInflight     int      // max_inflight: requests in flight per session before it is no longer read; default 256
-	OutboxHighWater int      // outbox_high_water: bytes queued to a client before it is no longer read; default 1MiB
-	OutboxMax       int      // outbox_max: bytes queued to a client before it is evicted; default 64MiB
+	SocketDir         string   // socket_dir: absolute; default $XDG_RUNTIME_DIR/mcpmux, else /tmp/mcpmux-<uid>
+	HTTP              string   // http: host:port of the web listener; "" = no web listener
+	HTTPToken         string   // http_token: "" = generated and kept by the daemon
+	HTTPOrigins       []string // http_origins: browser Origins allowed; none by default
+	MaxInflight       int      // max_inflight: requests in flight per session before it is no longer read; default 256
+	OutboxHighWater   int      // outbox_high_water: bytes queued to a client before it is no longer read; default 1MiB
+	OutboxMax         int      // outbox_max: bytes queued to a client before it is evicted; default 64MiB
+	HTTPAllowRemote   bool     // http_allow_remote: serve the web listener beyond loopback; default false
+	MaxStreamsPerConn int      // max_streams_per_conn: yamux streams per Unix connection; default 256
 }
 
 // serverConfig is one [servers.NAME] table: an MCP server run over stdio.
@@ -103,6 +105,14 @@ type serverConfig struct {
 	RequestTimeout    time.Duration // request_timeout: fail and cancel a request unanswered this long; default 0 = none
 	Lazy              bool          // start: "eager" (default) or "lazy" (at the first session)
 	IdleTimeout       time.Duration // idle_timeout: stop the server after this long without sessions; default 0 = never
+
+	MaxSessions          int           // max_sessions: sessions at once; default 1024
+	ServerRequests       string        // server_requests: "latest" (default) or "serialize"
+	ServerRequestTimeout time.Duration // server_request_timeout: how long a session has to answer the server; default 60s
+	Roots                []string      // roots = ["file:///...", ...]: answered by mcpmux
+	RootsFromSessions    bool          // roots = "sessions": the union of the sessions' roots
+	DefaultLogLevel      string        // default_log_level: the level of sessions that set none; default "info"
+	Isolated             bool          // share = "isolated": one process per session; default "shared"
 }
 
 // defaultConfigPath returns where the config is read from when no path is
@@ -375,12 +385,14 @@ func (d *decoder) unknown(path keyPath) {
 	switch path[len(path)-1] {
 	case "log_level", "log_format":
 		home = "[daemon]"
-	case "socket_dir", "http", "http_token", "http_origins", "max_inflight", "outbox_high_water", "outbox_max":
+	case "socket_dir", "http", "http_token", "http_origins", "max_inflight", "outbox_high_water", "outbox_max",
+		"http_allow_remote", "max_streams_per_conn":
 		home = "[listen]"
 	case "command", "args", "env", "inherit_env", "cwd", "stderr", "stdin_grace", "term_grace",
 		"start_timeout", "max_message_bytes", "max_junk_lines", "write_queue_bytes",
 		"restart_backoff", "restart_backoff_max", "restart_window", "max_restarts", "write_stall_timeout",
-		"ping_interval", "ping_failures", "request_timeout", "start", "idle_timeout":
+		"ping_interval", "ping_failures", "request_timeout", "start", "idle_timeout",
+		"max_sessions", "server_requests", "server_request_timeout", "roots", "default_log_level", "share":
 		home = "[servers.NAME]"
 	}
 	switch {
@@ -402,6 +414,8 @@ func (d *decoder) document(doc map[string]any) *config {
 			MaxInflight:     defaultMaxInflight,
 			OutboxHighWater: defaultOutboxHighWater,
 			OutboxMax:       defaultOutboxMax,
+
+			MaxStreamsPerConn: 256,
 		},
 	}
 	for key, v := range doc {
@@ -516,6 +530,18 @@ func (d *decoder) listen(path keyPath, t map[string]any, c *listenConfig) {
 			if s, ok := d.str(p, v); ok {
 				c.HTTPToken = s
 			}
+		case "http_allow_remote":
+			if b, ok := d.boolean(p, v); ok {
+				c.HTTPAllowRemote = b
+			}
+		case "max_streams_per_conn":
+			if n, ok := d.integer(p, v); ok {
+				if n < 1 {
+					d.errorf(p, "must be at least 1 (got %d)", n)
+					break
+				}
+				c.MaxStreamsPerConn = n
+			}
 		case "http_origins":
 			list, ok := d.strs(p, v)
 			if !ok {
@@ -583,6 +609,11 @@ func (d *decoder) server(path keyPath, name string, t map[string]any) (s serverC
 		MaxRestarts:       5,
 		WriteStallTimeout: 60 * time.Second,
 		PingFailures:      3,
+
+		MaxSessions:          1024,
+		ServerRequests:       "latest",
+		ServerRequestTimeout: 60 * time.Second,
+		DefaultLogLevel:      "info",
 	}
 	if _, set := t["command"]; !set {
 		d.errorf(path.with("command"), "missing: every server needs a command")
@@ -691,6 +722,71 @@ func (d *decoder) server(path keyPath, name string, t map[string]any) (s serverC
 				s.MaxRestarts = n
 			} else {
 				s.PingFailures = n
+			}
+		case "max_sessions":
+			if n, ok := d.integer(p, v); ok {
+				if n < 1 {
+					d.errorf(p, "must be at least 1 (got %d)", n)
+					break
+				}
+				s.MaxSessions = n
+			}
+		case "server_requests":
+			if mode, ok := d.str(p, v); ok {
+				if mode != "latest" && mode != "serialize" {
+					d.errorf(p, "invalid value %q: want \"latest\" or \"serialize\"", mode)
+					break
+				}
+				s.ServerRequests = mode
+			}
+		case "server_request_timeout":
+			if dur, ok := d.duration(p, v); ok {
+				if dur == 0 {
+					d.errorf(p, "must be longer than zero")
+					break
+				}
+				s.ServerRequestTimeout = dur
+			}
+		case "roots":
+			if str, isStr := v.(string); isStr {
+				if str != "sessions" {
+					d.errorf(p, "invalid value %q: want \"sessions\" or an array of root URIs", str)
+					break
+				}
+				s.RootsFromSessions = true
+				break
+			}
+			list, ok := d.strs(p, v)
+			if !ok {
+				break
+			}
+			for _, r := range list {
+				if !strings.HasPrefix(r, "file://") {
+					d.errorf(p, "invalid root %q: roots are file:// URIs", r)
+				}
+			}
+			if list == nil {
+				list = []string{}
+			}
+			s.Roots = list
+		case "default_log_level":
+			if lvl, ok := d.str(p, v); ok {
+				switch lvl {
+				case "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency":
+					s.DefaultLogLevel = lvl
+				default:
+					d.errorf(p, "invalid level %q: want debug, info, notice, warning, error, critical, alert or emergency", lvl)
+				}
+			}
+		case "share":
+			if mode, ok := d.str(p, v); ok {
+				switch mode {
+				case "shared":
+				case "isolated":
+					s.Isolated = true
+				default:
+					d.errorf(p, "invalid value %q: want \"shared\" or \"isolated\"", mode)
+				}
 			}
 		case "start":
 			if mode, ok := d.str(p, v); ok {
@@ -856,6 +952,15 @@ func (d *decoder) table(p keyPath, v any) (map[string]any, bool) {
 		d.errorf(p, "must be a table (got %s)", tomlType(v))
 	}
 	return t, ok
+}
+
+// boolean accepts true or false.
+func (d *decoder) boolean(p keyPath, v any) (bool, bool) {
+	b, ok := v.(bool)
+	if !ok {
+		d.errorf(p, "must be true or false (got %s)", tomlType(v))
+	}
+	return b, ok
 }
 
 // str accepts a string.

@@ -30,6 +30,8 @@ http_origins = ["https://app.example", "http://localhost:3000"]
 max_inflight = 32
 outbox_high_water = "512KiB"
 outbox_max = 8388608
+http_allow_remote = true
+max_streams_per_conn = 16
 
 [servers.memory]
 command = "npx"
@@ -54,6 +56,12 @@ ping_failures = 2
 request_timeout = "2m"
 start = "lazy"
 idle_timeout = "10m"
+max_sessions = 8
+server_requests = "serialize"
+server_request_timeout = "5s"
+roots = ["file:///home/me/project"]
+default_log_level = "warning"
+share = "isolated"
 
 [servers."alpha.v2"]
 command = "bin/alpha"
@@ -76,6 +84,9 @@ write_queue_bytes = "8kib"
 			MaxInflight:     32,
 			OutboxHighWater: 512 << 10,
 			OutboxMax:       8 << 20,
+
+			HTTPAllowRemote:   true,
+			MaxStreamsPerConn: 16,
 		},
 		Servers: []serverConfig{
 			{
@@ -95,6 +106,11 @@ write_queue_bytes = "8kib"
 				MaxRestarts:       5,
 				WriteStallTimeout: time.Minute,
 				PingFailures:      3,
+
+				MaxSessions:          1024,
+				ServerRequests:       "latest",
+				ServerRequestTimeout: time.Minute,
+				DefaultLogLevel:      "info",
 			},
 			{
 				Name:            "memory",
@@ -122,6 +138,13 @@ write_queue_bytes = "8kib"
 				RequestTimeout:    2 * time.Minute,
 				Lazy:              true,
 				IdleTimeout:       10 * time.Minute,
+
+				MaxSessions:          8,
+				ServerRequests:       "serialize",
+				ServerRequestTimeout: 5 * time.Second,
+				Roots:                []string{"file:///home/me/project"},
+				DefaultLogLevel:      "warning",
+				Isolated:             true,
 			},
 		},
 	}
@@ -148,6 +171,11 @@ func TestParseConfigDefaults(t *testing.T) {
 			MaxRestarts:       5,
 			WriteStallTimeout: time.Minute,
 			PingFailures:      3,
+
+			MaxSessions:          1024,
+			ServerRequests:       "latest",
+			ServerRequestTimeout: time.Minute,
+			DefaultLogLevel:      "info",
 		}
 	}
 	listen := func(socketDir string) listenConfig {
@@ -156,6 +184,8 @@ func TestParseConfigDefaults(t *testing.T) {
 			MaxInflight:     256,
 			OutboxHighWater: 1 << 20,
 			OutboxMax:       64 << 20,
+
+			MaxStreamsPerConn: 256,
 		}
 	}
 	daemon := daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text"}

@@ -12,6 +12,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal starts a graceful shutdown; from then on a second one
+	// kills mcpmux at once, and the reapers take the servers down with it.
+	context.AfterFunc(ctx, stop)
 	err := newRootCmd().ExecuteContext(ctx)
 	stop()
 	if err != nil {

@@ -103,7 +103,7 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 		wg.Go(func() { s.hub.Run(ctx) })
 		wg.Go(func() {
 			err := socket.Serve(ctx, s.l, func(ctx context.Context, c net.Conn) {
-				if err := s.hub.Serve(ctx, session.NewStream(c, maxBytes)); err != nil {
+				if err := s.hub.Serve(ctx, session.NewStream(c, maxBytes), unixPeer(c)); err != nil {
 					log.Debug("session ended", "server", s.hub.Name(), "error", err)
 				}
 			})
@@ -153,6 +153,7 @@ func hubConfig(cfg *config, sc serverConfig, env daemonEnv, log *slog.Logger, id
 			OutboxMax:       cfg.Listen.OutboxMax,
 		},
 		StartTimeout:      sc.StartTimeout,
+		MaxSessions:       sc.MaxSessions,
 		RestartBackoff:    sc.RestartBackoff,
 		RestartBackoffMax: sc.RestartBackoffMax,
 		RestartWindow:     sc.RestartWindow,
@@ -182,4 +183,13 @@ func explicitZeroInt(n int) int {
 		return -1
 	}
 	return n
+}
+
+// unixPeer names the process at the other end of a Unix connection.
+func unixPeer(c net.Conn) session.Peer {
+	p, err := socket.PeerOf(c)
+	if err != nil {
+		return session.Peer{Transport: "unix"}
+	}
+	return session.Peer{Transport: "unix", Addr: fmt.Sprintf("pid %d uid %d", p.PID, p.UID)}
 }
