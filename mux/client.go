@@ -28,6 +28,16 @@ type client struct {
 	version     string
 	clientInfo  json.RawMessage
 	caps        json.RawMessage
+	parsedCaps  caps
+	nextSrvID   int64  // ids of the requests mcpmux sends this session; never reused
+	logLevel    string // set by logging/setLevel; "" until then
+	roots       []root // its roots, when mcpmux gathers them
+}
+
+func (c *client) capabilities() caps {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.parsedCaps
 }
 
 func (c *client) status() SessionStatus {
@@ -112,20 +122,25 @@ func (h *Hub) Serve(ctx context.Context, t session.Transport, peer session.Peer)
 
 // detach cancels upstream every request a departed session left in flight.
 func (h *Hub) detach(c *client) {
-	routes := h.reqs.DropSession(c.sess.ID())
-	if len(routes) == 0 {
-		return
-	}
+	id := c.sess.ID()
 	h.mu.Lock()
 	proc := h.proc
 	h.mu.Unlock()
-	for up := range routes {
-		if proc == nil {
-			break
+	routes := h.reqs.DropSession(id)
+	for up, r := range routes {
+		dataOf(r).settle()
+		if proc != nil {
+			proc.Send(cancelFrame(up, "client disconnected"))
 		}
-		proc.Send(cancelFrame(up, "client disconnected"))
 	}
-	c.sess.Logger().Debug("cancelled requests of a departed session", "count", len(routes))
+	if len(routes) > 0 {
+		c.sess.Logger().Debug("cancelled requests of a departed session", "count", len(routes))
+	}
+	h.dropServerReqs(id)
+	h.dropSubscriptions(id, proc)
+	h.dropTasks(id, proc)
+	h.updateLogLevel()
+	h.rootsChanged()
 }
 
 func cancelFrame(up int64, reason string) []byte {
@@ -175,8 +190,7 @@ func (c *client) handle(m *jsonrpc.Message, out sink) {
 	case jsonrpc.KindNotification:
 		c.handleNotification(m)
 	default:
-		// Answers to server-to-client requests: none are routed to sessions yet.
-		c.sess.Logger().Debug("dropped a response to nothing", "id", string(m.ID))
+		c.answerFromSession(m)
 	}
 }
 
@@ -199,7 +213,33 @@ func (c *client) handleRequest(m *jsonrpc.Message, out sink) {
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not initialized: send initialize first", Reason: jsonrpc.ReasonNotInitialized})
 		return
 	}
-	c.forward(m, out)
+	res := c.h.initResult()
+	switch m.Method {
+	case "resources/subscribe":
+		if res != nil && res.hasPath("resources", "subscribe") {
+			c.subscribe(m, out)
+			return
+		}
+	case "resources/unsubscribe":
+		if res != nil && res.hasPath("resources", "subscribe") {
+			c.unsubscribe(m, out)
+			return
+		}
+	case "logging/setLevel":
+		if res != nil && res.has("logging") {
+			c.setLevel(m, out)
+			return
+		}
+	case "tasks/get", "tasks/result", "tasks/cancel":
+		if !c.ownsTask(m) {
+			c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such task in this session", Reason: jsonrpc.ReasonUnknownTask})
+			return
+		}
+	case "tasks/list":
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks/list is not offered through mcpmux: the server would list every session's tasks", Reason: jsonrpc.ReasonNotSupported})
+		return
+	}
+	c.forward(m, out, nil)
 }
 
 func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
@@ -237,14 +277,16 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 	}
 	c.mu.Lock()
 	c.initialized, c.version, c.caps, c.clientInfo = true, version, p.Capabilities, p.ClientInfo
+	c.parsedCaps = parseCaps(p.Capabilities)
 	c.mu.Unlock()
 	c.sess.Logger().Info("session initialized", "protocol", version, "client", string(p.ClientInfo))
 	out.reply(jsonrpc.Response(m.ID, body))
 }
 
 // forward sends a session's request to the server under a fresh id, with its
-// progress token replaced by that id.
-func (c *client) forward(m *jsonrpc.Message, out sink) {
+// progress token replaced by that id. after, if not nil, sees the answer
+// before the session does (nil when none will come from the server).
+func (c *client) forward(m *jsonrpc.Message, out sink, after func(*jsonrpc.Message)) {
 	proc, _, err := c.h.waitReady(c.ctx)
 	if err != nil {
 		var e *jsonrpc.Error
@@ -255,8 +297,9 @@ func (c *client) forward(m *jsonrpc.Message, out sink) {
 	}
 	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Started: time.Now()}
 	var data *routeData
-	if b, ok := out.(*batch); ok || c.h.cfg.RequestTimeout > 0 {
-		data = &routeData{batch: b}
+	serial := c.h.cfg.ServerRequests == "serialize" && interactive(m.Method)
+	if b, ok := out.(*batch); ok || c.h.cfg.RequestTimeout > 0 || after != nil || serial {
+		data = &routeData{batch: b, after: after}
 		route.Data = data
 	}
 	tokSpan, hasToken := m.ParamsPath("_meta", "progressToken")
@@ -286,6 +329,12 @@ func (c *client) forward(m *jsonrpc.Message, out sink) {
 	if c.h.cfg.RequestTimeout > 0 {
 		data.timer.Store(time.AfterFunc(c.h.cfg.RequestTimeout, func() { c.h.timeout(up) }))
 	}
+	if serial {
+		data.h, data.up, data.serial = c.h, up, true
+		if !c.h.acquire(up, frame) {
+			return // queued: sent when the interactive request before it ends
+		}
+	}
 	if err := proc.Send(frame); err != nil {
 		if r, ok := c.h.reqs.Take(up); ok {
 			c.h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server cannot take the request: %v", err), Reason: jsonrpc.ReasonUpstreamUnavailable})
@@ -295,7 +344,10 @@ func (c *client) forward(m *jsonrpc.Message, out sink) {
 
 // deliver sends the answer to one of this session's requests and counts the
 // request out of flight.
-func (c *client) deliver(r idmap.Route, frame []byte) {
+func (c *client) deliver(r idmap.Route, frame []byte, ans *jsonrpc.Message) {
+	if d := dataOf(r); d != nil && d.after != nil {
+		d.after(ans)
+	}
 	if b := dataOf(r).settle(); b != nil {
 		b.reply(frame)
 		b.done()
@@ -307,6 +359,9 @@ func (c *client) deliver(r idmap.Route, frame []byte) {
 
 // settle counts out of flight a request that gets no answer (cancelled).
 func (c *client) settle(r idmap.Route) {
+	if d := dataOf(r); d != nil && d.after != nil {
+		d.after(nil)
+	}
 	if b := dataOf(r).settle(); b != nil {
 		b.done()
 	}
@@ -317,6 +372,11 @@ func (c *client) settle(r idmap.Route) {
 type routeData struct {
 	batch *batch                     // the batch the request came in, if any
 	timer atomic.Pointer[time.Timer] // its request_timeout, if any
+	after func(*jsonrpc.Message)     // sees the answer first (subscriptions)
+
+	h      *Hub // for serial: the slot to release
+	up     int64
+	serial bool
 }
 
 func dataOf(r idmap.Route) *routeData {
@@ -331,6 +391,9 @@ func (d *routeData) settle() *batch {
 	}
 	if t := d.timer.Load(); t != nil {
 		t.Stop()
+	}
+	if d.serial {
+		d.h.release(d.up)
 	}
 	return d.batch
 }
@@ -361,7 +424,13 @@ func (c *client) handleNotification(m *jsonrpc.Message) {
 		c.mu.Lock()
 		c.ready = c.initialized
 		c.mu.Unlock()
+		c.h.refreshRoots(c)
 		return
+	case "notifications/roots/list_changed":
+		if c.h.declaresRoots() {
+			c.h.refreshRoots(c) // mcpmux answers roots itself; the server hears of the union
+			return
+		}
 	case "notifications/cancelled":
 		c.handleCancel(m)
 		return

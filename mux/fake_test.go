@@ -91,6 +91,9 @@ type fakeProc struct {
 	closed   atomic.Bool
 	exitOnce sync.Once
 	exit     upstream.Exit
+
+	nextAsk int
+	asks    map[string]*jsonrpc.Message // the fake's own requests to its client -> the request that caused them
 }
 
 func (p *fakeProc) Pid() int { return p.pid }
@@ -143,8 +146,11 @@ func (p *fakeProc) run() {
 			p.srv.mu.Lock()
 			p.srv.received = append(p.srv.received, m)
 			p.srv.mu.Unlock()
-			if m.Kind == jsonrpc.KindRequest {
+			switch m.Kind {
+			case jsonrpc.KindRequest:
 				p.answer(m)
+			case jsonrpc.KindResult, jsonrpc.KindError:
+				p.answered(m)
 			}
 		}
 	}
@@ -166,7 +172,15 @@ func (p *fakeProc) answer(m *jsonrpc.Message) {
 	if deaf && m.Method != "initialize" {
 		return
 	}
-	switch m.Method {
+	method := m.Method
+	if method == "tools/call" { // tools/call {"name": X} plays method X
+		var p struct {
+			Name string `json:"name"`
+		}
+		json.Unmarshal(m.Params, &p)
+		method = p.Name
+	}
+	switch method {
 	case "initialize":
 		if crashInit {
 			p.crash("exited")
@@ -199,9 +213,43 @@ func (p *fakeProc) answer(m *jsonrpc.Message) {
 		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"text":"`+string(make([]byte, 0))+repeatX(n.Bytes)+`"}`)))
 	case "crash":
 		p.crash("exited")
+	case "sample", "elicit", "roots":
+		// Ask the client something, and answer m with what it said.
+		if p.asks == nil {
+			p.asks = map[string]*jsonrpc.Message{}
+		}
+		p.nextAsk++
+		id := fmt.Sprintf(`"ask-%d"`, p.nextAsk)
+		p.asks[id] = m
+		ask := map[string][2]string{
+			"sample": {"sampling/createMessage", `{"messages":[],"maxTokens":5}`},
+			"elicit": {"elicitation/create", `{"message":"name?","requestedSchema":{"type":"object"}}`},
+			"roots":  {"roots/list", `{}`},
+		}[method]
+		askMethod, params := ask[0], ask[1]
+		p.reply([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + askMethod + `","params":` + params + `}`))
+	case "task":
+		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"task":{"taskId":"t-`+string(m.ID)+`","status":"working"}}`)))
+	case "tasks/get", "resources/subscribe", "resources/unsubscribe", "logging/setLevel":
+		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{}`)))
 	default:
 		p.reply((&jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no " + m.Method}).Response(m.ID))
 	}
+}
+
+// answered completes the request that caused one of the fake's own
+// requests, embedding the client's answer.
+func (p *fakeProc) answered(m *jsonrpc.Message) {
+	orig := p.asks[string(m.ID)]
+	if orig == nil {
+		return
+	}
+	delete(p.asks, string(m.ID))
+	body := m.Result
+	if m.Kind == jsonrpc.KindError {
+		body = json.RawMessage(`{"error":` + string(m.Error) + `}`)
+	}
+	p.reply(jsonrpc.Response(orig.ID, json.RawMessage(`{"answer":`+string(body)+`}`)))
 }
 
 func repeatX(n int) string {
@@ -266,8 +314,13 @@ func (h *harness) connect() *testClient {
 
 // session connects and initializes a session.
 func (h *harness) session(version string) *testClient {
+	return h.sessionWith(version, `{}`)
+}
+
+// sessionWith connects and initializes a session that declares caps.
+func (h *harness) sessionWith(version, caps string) *testClient {
 	c := h.connect()
-	c.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"test","version":"0"}}}`)
+	c.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":` + caps + `,"clientInfo":{"name":"test","version":"0"}}}`)
 	m := c.recv()
 	require.Equal(h.t, jsonrpc.KindResult, m.Kind, "initialize answer: %s", m.Frame)
 	// A ping round trip proves the notification was handled: the session is ready.

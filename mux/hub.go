@@ -42,7 +42,13 @@ type Config struct {
 	PingFailures      int           // missed pings in a row that restart the server; 0 means 3
 	Lazy              bool          // start the server at the first session rather than at once
 	MaxSessions       int           // sessions at once; 0 means no limit
-	IdleTimeout       time.Duration // stop the server after this long without sessions; 0 means never
+
+	ServerRequests       string        // "latest" (default) or "serialize": how a server request picks among sessions
+	ServerRequestTimeout time.Duration // how long a session has to answer the server; 0 means 60s
+	Roots                []string      // roots mcpmux answers roots/list with; nil means none configured
+	RootsFromSessions    bool          // answer roots/list with the union of the sessions' roots
+	DefaultLogLevel      string        // the level of sessions that set none; "" means info
+	IdleTimeout          time.Duration // stop the server after this long without sessions; 0 means never
 
 	Version string // mcpmux's version, sent upstream in clientInfo
 	Logger  *slog.Logger
@@ -100,6 +106,16 @@ type Hub struct {
 	failedAt   string // why the server is failed, for its errors
 	lastStderr []string
 
+	srvReqs      map[srvKey]*serverReq // requests sent to sessions, by the id the session knows
+	elicitations map[string]uint64     // URL-mode elicitationId -> session
+	subs         map[string]map[uint64]bool
+	logLevel     string // the level last sent to the server; "" none
+	tasks        map[string]taskOwner
+	taskTokens   map[int64]string // upstream id (the progress token) -> task, while it runs
+	lastRoots    string
+	serialBusy   int64 // under "serialize": the interactive request in flight; 0 none
+	serialQueue  []queued
+
 	kick     chan struct{} // 1-buffered: restart the server now
 	demand   chan struct{} // 1-buffered: a session wants the server
 	sessions chan struct{} // 1-buffered: a session came or went
@@ -122,6 +138,9 @@ func New(cfg Config) *Hub {
 	if cfg.PingFailures <= 0 {
 		cfg.PingFailures = 3
 	}
+	if cfg.ServerRequestTimeout <= 0 {
+		cfg.ServerRequestTimeout = time.Minute
+	}
 	if cfg.start == nil {
 		cfg.start = func(c upstream.Config, h upstream.Handler) (process, error) { return upstream.Start(c, h) }
 	}
@@ -141,16 +160,21 @@ func New(cfg Config) *Hub {
 		state = StateIdle
 	}
 	return &Hub{
-		cfg:      cfg,
-		log:      log.With("server", cfg.Name),
-		ids:      ids,
-		clients:  make(map[uint64]*client),
-		state:    state,
-		ready:    make(chan struct{}),
-		waiters:  make(map[int64]chan *jsonrpc.Message),
-		kick:     make(chan struct{}, 1),
-		demand:   make(chan struct{}, 1),
-		sessions: make(chan struct{}, 1),
+		cfg:          cfg,
+		log:          log.With("server", cfg.Name),
+		ids:          ids,
+		clients:      make(map[uint64]*client),
+		state:        state,
+		ready:        make(chan struct{}),
+		waiters:      make(map[int64]chan *jsonrpc.Message),
+		srvReqs:      make(map[srvKey]*serverReq),
+		elicitations: make(map[string]uint64),
+		subs:         make(map[string]map[uint64]bool),
+		tasks:        make(map[string]taskOwner),
+		taskTokens:   make(map[int64]string),
+		kick:         make(chan struct{}, 1),
+		demand:       make(chan struct{}, 1),
+		sessions:     make(chan struct{}, 1),
 	}
 }
 
@@ -214,6 +238,7 @@ func (h *Hub) afterRestart(prev, cur *initResult) {
 		h.closeAll(fmt.Errorf("server %s restarted with %s", h.cfg.Name, why))
 		return
 	}
+	h.replay()
 	for _, kind := range []string{"tools", "prompts", "resources"} {
 		if !cur.has(kind) {
 			continue
@@ -243,6 +268,12 @@ func (h *Hub) exited(proc process) {
 	for _, w := range waiters {
 		close(w)
 	}
+	h.forgetServerReqs()
+	h.mu.Lock()
+	h.tasks = make(map[string]taskOwner) // the new process knows none of them
+	h.taskTokens = make(map[int64]string)
+	h.lastRoots = ""
+	h.mu.Unlock()
 
 	reason, code := jsonrpc.ReasonUpstreamExited, "server exited"
 	if exit.Reason == "stalled" {
@@ -269,17 +300,27 @@ func (h *Hub) exited(proc process) {
 func (h *Hub) fail(r idmap.Route, e *jsonrpc.Error) {
 	c := h.client(r.Session)
 	if c == nil {
+		dataOf(r).settle()
 		return
 	}
-	c.deliver(r, e.WithServer(h.cfg.Name).Response(r.ID))
+	c.deliver(r, e.WithServer(h.cfg.Name).Response(r.ID), nil)
 }
 
 // initialize opens the server the one time mcpmux does it: the sessions'
 // own initialize requests are answered from what this returns.
 func (h *Hub) initialize(ctx context.Context, proc process) (*initResult, error) {
+	clientCaps := map[string]any{
+		// mcpmux routes these to the session that asked, honouring what
+		// each session declared (tools, context, modes).
+		"sampling":    map[string]any{"tools": map[string]any{}, "context": map[string]any{}},
+		"elicitation": map[string]any{"form": map[string]any{}, "url": map[string]any{}},
+	}
+	if h.declaresRoots() {
+		clientCaps["roots"] = map[string]any{"listChanged": true}
+	}
 	params := map[string]any{
 		"protocolVersion": LatestVersion,
-		"capabilities":    map[string]any{},
+		"capabilities":    clientCaps,
 		"clientInfo":      map[string]any{"name": "mcpmux", "version": h.cfg.Version},
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.StartTimeout)
@@ -473,3 +514,107 @@ func (h *Hub) Status() Status {
 
 // MaxMessageBytes is the size limit of one message, both directions.
 func (h *Hub) MaxMessageBytes() int { return h.cfg.Upstream.MaxMessageBytes }
+
+// replay gives a restarted server the state the sessions hold: their
+// subscriptions and the log level.
+func (h *Hub) replay() {
+	h.mu.Lock()
+	proc, level := h.proc, h.logLevel
+	uris := make([]string, 0, len(h.subs))
+	for uri := range h.subs {
+		uris = append(uris, uri)
+	}
+	h.mu.Unlock()
+	slices.Sort(uris)
+	for _, uri := range uris {
+		h.fire(proc, "resources/subscribe", map[string]string{"uri": uri})
+	}
+	if level != "" {
+		h.fire(proc, "logging/setLevel", map[string]string{"level": level})
+	}
+}
+
+// initResult is the server's cached InitializeResult; nil before the first.
+func (h *Hub) initResult() *initResult {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.init
+}
+
+func (h *Hub) nextCallID() string { return strconv.FormatUint(h.calls.Add(1), 10) }
+
+func idmapRoute(own json.RawMessage) idmap.Route {
+	return idmap.Route{Session: 0, ID: own, Started: time.Now()}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func strconvQuote(s string) string { return strconv.Quote(s) }
+
+// queued is an interactive request waiting for its turn under "serialize".
+type queued struct {
+	up    int64
+	frame []byte
+}
+
+// acquire takes the one interactive slot for up, or queues its frame; true
+// means the caller sends it now.
+func (h *Hub) acquire(up int64, frame []byte) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.serialBusy == 0 {
+		h.serialBusy = up
+		return true
+	}
+	if len(h.serialQueue) >= serialQueueMax {
+		// Bounded: past this, requests go out unserialized rather than wait
+		// without limit; attribution falls back to "latest" for them.
+		return true
+	}
+	h.serialQueue = append(h.serialQueue, queued{up, frame})
+	return false
+}
+
+// serialQueueMax bounds the requests waiting for the interactive slot.
+const serialQueueMax = 4096
+
+// release frees the interactive slot held by up and sends the next request
+// still waiting for it.
+func (h *Hub) release(up int64) {
+	for {
+		h.mu.Lock()
+		if h.serialBusy != up {
+			// Not the holder (queued and cancelled): drop it from the queue.
+			h.serialQueue = slices.DeleteFunc(h.serialQueue, func(q queued) bool { return q.up == up })
+			h.mu.Unlock()
+			return
+		}
+		h.serialBusy = 0
+		var next queued
+		for len(h.serialQueue) > 0 {
+			q := h.serialQueue[0]
+			h.serialQueue = h.serialQueue[1:]
+			if _, live := h.reqs.Get(q.up); live {
+				next = q
+				break
+			}
+		}
+		if next.up == 0 {
+			h.mu.Unlock()
+			return
+		}
+		h.serialBusy = next.up
+		proc := h.proc
+		h.mu.Unlock()
+		if proc != nil && proc.Send(next.frame) == nil {
+			return
+		}
+		r, ok := h.reqs.Take(next.up)
+		if !ok {
+			return
+		}
+		// The server is gone: fail it, which releases its slot in turn.
+		h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server cannot take the request", Reason: jsonrpc.ReasonUpstreamUnavailable})
+		return
+	}
+}

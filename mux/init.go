@@ -128,3 +128,18 @@ func setMember(obj json.RawMessage, key string, val json.RawMessage) (json.RawMe
 	m[key] = val
 	return json.Marshal(m)
 }
+
+// hasPath reports whether a capability has a member, such as
+// ("resources", "subscribe") or ("tasks", "cancel"), that is not false or null.
+func (r *initResult) hasPath(capability, member string) bool {
+	c, ok := r.caps[capability]
+	if !ok {
+		return false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(c, &m) != nil {
+		return false
+	}
+	v, ok := m[member]
+	return ok && string(v) != "null" && string(v) != "false"
+}

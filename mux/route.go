@@ -68,11 +68,40 @@ func (h *Hub) routeResponse(m *jsonrpc.Message) {
 		h.wake(up, m)
 		return
 	}
+	if m.Kind == jsonrpc.KindResult {
+		h.recordTask(r.Session, up, r.Token, m.Result)
+	} else {
+		h.recordElicitations(r.Session, m.Error)
+	}
 	c := h.client(r.Session)
 	if c == nil {
+		dataOf(r).settle()
 		return
 	}
-	c.deliver(r, m.WithID(r.ID))
+	c.deliver(r, m.WithID(r.ID), m)
+}
+
+// recordElicitations notes, from a -32042 error, the URL elicitations the
+// session that receives it now owns.
+func (h *Hub) recordElicitations(session uint64, e json.RawMessage) {
+	var body struct {
+		Code int `json:"code"`
+		Data struct {
+			Elicitations []struct {
+				ID string `json:"elicitationId"`
+			} `json:"elicitations"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(e, &body) != nil || body.Code != -32042 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, el := range body.Data.Elicitations {
+		if el.ID != "" {
+			h.elicitations[el.ID] = session
+		}
+	}
 }
 
 // wake hands an answer to a request of mcpmux's own; nil means none will come.
@@ -91,16 +120,52 @@ func (h *Hub) wake(up int64, m *jsonrpc.Message) {
 }
 
 func (h *Hub) routeNotification(m *jsonrpc.Message) {
-	switch {
-	case m.Method == "notifications/progress":
+	switch m.Method {
+	case "notifications/progress":
 		h.routeProgress(m)
-	case m.Method == "notifications/cancelled":
-		// The server cancels one of its own requests; none are routed to
-		// sessions yet, so there is nothing to cancel.
+		return
+	case "notifications/cancelled":
+		h.serverCancelled(m)
+		return
+	case "notifications/elicitation/complete":
+		h.routeElicitationComplete(m)
+		return
+	case "notifications/tasks/status":
+		h.taskStatus(m)
+	}
+	if h.toTaskOwner(m) {
+		return
+	}
+	switch {
+	case m.Method == "notifications/resources/updated":
+		h.routeUpdated(m)
+	case m.Method == "notifications/message":
+		h.routeLogMessage(m)
 	case strings.HasSuffix(m.Method, "/list_changed"):
 		h.broadcast(m.Frame)
 	default:
 		h.broadcast(m.Frame)
+	}
+}
+
+// routeElicitationComplete tells the one session that owns a URL
+// elicitation that it completed; an unknown id is dropped.
+func (h *Hub) routeElicitationComplete(m *jsonrpc.Message) {
+	s, ok := m.ParamsPath("elicitationId")
+	if !ok {
+		return
+	}
+	var id string
+	if json.Unmarshal(m.Frame[s.Start:s.End], &id) != nil {
+		return
+	}
+	h.mu.Lock()
+	session, known := h.elicitations[id]
+	delete(h.elicitations, id)
+	c := h.clients[session]
+	h.mu.Unlock()
+	if known && c != nil {
+		c.sess.Send(m.Frame)
 	}
 }
 
@@ -117,15 +182,20 @@ func (h *Hub) routeProgress(m *jsonrpc.Message) {
 		h.log.Debug("dropped progress with a token mcpmux never gave")
 		return
 	}
-	r, ok := h.reqs.Get(up)
-	if !ok || r.Token == nil || r.Session == 0 {
+	session, token := uint64(0), json.RawMessage(nil)
+	if r, ok := h.reqs.Get(up); ok {
+		session, token = r.Session, r.Token
+	} else if s, t, ok := h.taskProgress(up); ok {
+		session, token = s, t // a task's progress outlives its creating request
+	}
+	if token == nil || session == 0 {
 		return
 	}
-	c := h.client(r.Session)
+	c := h.client(session)
 	if c == nil {
 		return
 	}
-	c.sess.Send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: r.Token}))
+	c.sess.Send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: token}))
 }
 
 // serverRequest answers a request the server sends to its client: mcpmux
@@ -137,8 +207,17 @@ func (h *Hub) serverRequest(m *jsonrpc.Message) {
 	if proc == nil {
 		return
 	}
-	if m.Method == "ping" {
+	switch m.Method {
+	case "ping":
 		proc.Send(jsonrpc.Response(m.ID, json.RawMessage("{}")))
+		return
+	case "roots/list":
+		if h.declaresRoots() {
+			h.answerRoots(proc, m)
+			return
+		}
+	case "sampling/createMessage", "elicitation/create":
+		h.routeServerRequest(proc, m)
 		return
 	}
 	e := &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "mcpmux does not route " + m.Method + " to clients", Reason: jsonrpc.ReasonMethodNotFound, Server: h.cfg.Name}

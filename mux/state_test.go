@@ -1,0 +1,235 @@
+package mux
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+const samplingCaps = `{"sampling":{},"elicitation":{}}`
+
+// quiet proves a session received nothing since its last read: the answer
+// to a ping is the next thing it reads.
+func quiet(t *testing.T, c *testClient, what string) {
+	t.Helper()
+	c.send(`{"jsonrpc":"2.0","id":"quiet?","method":"ping"}`)
+	m := c.recv()
+	assert.Equal(t, `"quiet?"`, string(m.ID), "%s: got %s", what, m.Frame)
+}
+
+func TestSamplingGoesToTheCaller(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.sessionWith("2025-11-25", samplingCaps)
+	b := h.sessionWith("2025-11-25", samplingCaps)
+	c := h.sessionWith("2025-11-25", samplingCaps)
+	a.send(`{"jsonrpc":"2.0","id":"call","method":"sample"}`)
+	req := a.recv()
+	require.Equal(t, "sampling/createMessage", req.Method)
+	require.Equal(t, jsonrpc.KindRequest, req.Kind)
+	a.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"role":"assistant","content":{"type":"text","text":"from A"}}}`)
+	res := a.recv()
+	assert.Equal(t, `"call"`, string(res.ID))
+	assert.JSONEq(t, `{"answer":{"role":"assistant","content":{"type":"text","text":"from A"}}}`, string(res.Result))
+	quiet(t, b, "B")
+	quiet(t, c, "C")
+}
+
+func TestSamplingNeedsTheCapability(t *testing.T) {
+	h := newHarness(t, nil)
+	plain := h.session("2025-11-25")
+	start := time.Now()
+	plain.send(`{"jsonrpc":"2.0","id":"call","method":"sample"}`)
+	res := plain.recv()
+	assert.Equal(t, `"call"`, string(res.ID), "no sampling request reaches a session that did not declare it")
+	var body struct {
+		Answer struct {
+			Error struct {
+				Code int `json:"code"`
+				Data struct {
+					Reason string `json:"reason"`
+				} `json:"data"`
+			} `json:"error"`
+		} `json:"answer"`
+	}
+	require.NoError(t, json.Unmarshal(res.Result, &body))
+	assert.Equal(t, []any{-32603, "no_client"}, []any{body.Answer.Error.Code, body.Answer.Error.Data.Reason})
+	assert.Less(t, time.Since(start), time.Second, "answered at once")
+
+	// Elicitation nobody can take is cancelled, not an error.
+	plain.send(`{"jsonrpc":"2.0","id":"call2","method":"elicit"}`)
+	assert.JSONEq(t, `{"answer":{"action":"cancel"}}`, string(plain.recv().Result))
+}
+
+func TestSessionLeavingAnswersTheServer(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ServerRequestTimeout = 200 * time.Millisecond })
+	a := h.sessionWith("2025-11-25", samplingCaps)
+	a.send(`{"jsonrpc":"2.0","id":"call","method":"elicit"}`)
+	require.Equal(t, "elicitation/create", a.recv().Method)
+	// A does not answer: after the timeout the server gets "cancel", and A
+	// is told its request was cancelled.
+	cancelled := a.recv()
+	assert.Equal(t, "notifications/cancelled", cancelled.Method)
+	assert.JSONEq(t, `{"answer":{"action":"cancel"}}`, string(a.recv().Result))
+}
+
+func TestSerializeAttributesExactly(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ServerRequests = "serialize" })
+	a := h.sessionWith("2025-11-25", samplingCaps)
+	b := h.sessionWith("2025-11-25", samplingCaps)
+	for round := range 100 {
+		var wg sync.WaitGroup
+		for name, c := range map[string]*testClient{"A": a, "B": b} {
+			wg.Go(func() {
+				id := fmt.Sprintf(`"%s-%d"`, name, round)
+				c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"sample"}}`)
+				frame, err := c.recvFrame()
+				if !assert.NoError(t, err) {
+					return
+				}
+				req, _ := jsonrpc.Parse(frame)
+				if !assert.Equal(t, "sampling/createMessage", req.Method, "round %d %s got %s", round, name, frame) {
+					return
+				}
+				c.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"from":"` + name + `"}}`)
+				frame, err = c.recvFrame()
+				if !assert.NoError(t, err) {
+					return
+				}
+				res, _ := jsonrpc.Parse(frame)
+				assert.Equal(t, id, string(res.ID))
+				assert.JSONEq(t, `{"answer":{"from":"`+name+`"}}`, string(res.Result), "round %d", round)
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+func TestSubscriptionsAreCounted(t *testing.T) {
+	h := newHarness(t, nil)
+	a, b, c := h.session("2025-11-25"), h.session("2025-11-25"), h.session("2025-11-25")
+	sub := func(cl *testClient, method, uri string) {
+		cl.send(`{"jsonrpc":"2.0","id":"s","method":"` + method + `","params":{"uri":"` + uri + `"}}`)
+		m := cl.recv()
+		require.Equal(t, jsonrpc.KindResult, m.Kind, "%s %s: %s", method, uri, m.Frame)
+	}
+	sub(a, "resources/subscribe", "file:///x")
+	sub(b, "resources/subscribe", "file:///x")
+	sub(b, "resources/subscribe", "file:///y")
+	upstreamURIs := func(method string) []string {
+		var out []string
+		for _, m := range h.srv.messages(method) {
+			var p struct {
+				URI string `json:"uri"`
+			}
+			json.Unmarshal(m.Params, &p)
+			out = append(out, p.URI)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"file:///x", "file:///y"}, upstreamURIs("resources/subscribe"))
+
+	p := h.srv.current()
+	p.reply([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///x/child"}}`))
+	assert.Equal(t, "notifications/resources/updated", a.recv().Method, "A holds a prefix of it")
+	assert.Equal(t, "notifications/resources/updated", b.recv().Method)
+	quiet(t, c, "C subscribed to nothing")
+
+	sub(a, "resources/unsubscribe", "file:///x")
+	assert.Empty(t, upstreamURIs("resources/unsubscribe"), "B still holds x")
+	b.conn.Close()
+	eventually(t, "unsubscribes for x and y", func() bool { return len(h.srv.messages("resources/unsubscribe")) == 2 })
+	assert.ElementsMatch(t, []string{"file:///x", "file:///y"}, upstreamURIs("resources/unsubscribe"))
+}
+
+func TestLogLevelsPerSession(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.DefaultLogLevel = "warning" })
+	h.srv.set(func(f *fakeServer) { f.caps = `{"logging":{},"tools":{}}` })
+	eventually(t, "first start", func() bool { return h.Status().State == StateReady })
+	h.srv.current().crash("exited") // come back with logging
+	eventually(t, "logging capability", func() bool {
+		r := h.hub.initResult()
+		return r != nil && r.has("logging") && h.Status().State == StateReady
+	})
+	debug, quietOne := h.session("2025-11-25"), h.session("2025-11-25")
+	debug.send(`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}`)
+	assert.JSONEq(t, `{}`, string(debug.recv().Result))
+	debug.send(`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"loud"}}`)
+	code, reason := errorOf(t, debug.recv())
+	assert.Equal(t, []any{-32602, "invalid_level"}, []any{code, reason})
+	eventually(t, "the level upstream", func() bool { return len(h.srv.messages("logging/setLevel")) == 1 })
+	assert.JSONEq(t, `{"level":"debug"}`, string(h.srv.messages("logging/setLevel")[0].Params))
+
+	p := h.srv.current()
+	p.reply([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"chatty"}}`))
+	p.reply([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"bad"}}`))
+	assert.JSONEq(t, `{"level":"info","data":"chatty"}`, string(debug.recv().Params))
+	assert.JSONEq(t, `{"level":"error","data":"bad"}`, string(debug.recv().Params))
+	assert.JSONEq(t, `{"level":"error","data":"bad"}`, string(quietOne.recv().Params), "warning admits error only")
+	quiet(t, quietOne, "no info line for a warning-level session")
+
+	debug.conn.Close()
+	eventually(t, "the level back to the default", func() bool { return len(h.srv.messages("logging/setLevel")) == 2 })
+	assert.JSONEq(t, `{"level":"warning"}`, string(h.srv.messages("logging/setLevel")[1].Params))
+}
+
+func TestTasksBelongToTheirCreator(t *testing.T) {
+	h := newHarness(t, nil)
+	a, b := h.session("2025-11-25"), h.session("2025-11-25")
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"task"}`)
+	assert.Contains(t, string(a.recv().Result), `"taskId":"t-`)
+	taskID := "t-" + string(h.srv.messages("task")[0].ID)
+
+	b.send(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + taskID + `"}}`)
+	code, reason := errorOf(t, b.recv())
+	assert.Equal(t, []any{-32602, "unknown_task"}, []any{code, reason})
+	assert.Empty(t, h.srv.messages("tasks/get"), "B's request never reached the server")
+
+	a.send(`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"` + taskID + `"}}`)
+	assert.Equal(t, jsonrpc.KindResult, a.recv().Kind)
+
+	p := h.srv.current()
+	p.reply([]byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"` + taskID + `","status":"completed"}}`))
+	assert.Equal(t, "notifications/tasks/status", a.recv().Method)
+	quiet(t, b, "B never hears of A's task")
+
+	b.send(`{"jsonrpc":"2.0","id":3,"method":"tasks/list"}`)
+	code, reason = errorOf(t, b.recv())
+	assert.Equal(t, []any{-32601, "not_supported"}, []any{code, reason})
+}
+
+func TestConfiguredRoots(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Roots = []string{"file:///srv/a", "file:///srv/b"} })
+	a := h.session("2025-11-25")
+	var init struct {
+		Capabilities map[string]json.RawMessage `json:"capabilities"`
+	}
+	require.NoError(t, json.Unmarshal(h.srv.messages("initialize")[0].Params, &init))
+	assert.JSONEq(t, `{"listChanged":true}`, string(init.Capabilities["roots"]))
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"roots"}`)
+	assert.JSONEq(t, `{"answer":{"roots":[{"uri":"file:///srv/a"},{"uri":"file:///srv/b"}]}}`, string(a.recv().Result))
+}
+
+func TestRootsFromSessions(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.RootsFromSessions = true })
+	a := h.connect()
+	a.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true}}}}`)
+	require.Equal(t, jsonrpc.KindResult, a.recv().Kind)
+	a.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	ask := a.recv()
+	require.Equal(t, "roots/list", ask.Method)
+	a.send(`{"jsonrpc":"2.0","id":` + string(ask.ID) + `,"result":{"roots":[{"uri":"file:///home/a"}]}}`)
+	eventually(t, "the server told of new roots", func() bool { return len(h.srv.messages("notifications/roots/list_changed")) == 1 })
+	b := h.session("2025-11-25")
+	b.send(`{"jsonrpc":"2.0","id":1,"method":"roots"}`)
+	assert.JSONEq(t, `{"answer":{"roots":[{"uri":"file:///home/a"}]}}`, string(b.recv().Result))
+}
