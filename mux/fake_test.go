@@ -295,6 +295,15 @@ func newHarness(t *testing.T, tweak func(*Config)) *harness {
 // client's end.
 func (h *harness) connect() *testClient {
 	h.t.Helper()
+	return h.pipe(func(conn net.Conn) {
+		h.hub.Serve(h.ctx, session.NewStream(conn, h.hub.MaxMessageBytes()), session.Peer{Transport: "test"})
+	})
+}
+
+// pipe makes a socket pair, hands one end to serve (in a goroutine the
+// harness waits for) and returns the other as a client.
+func (h *harness) pipe(serve func(net.Conn)) *testClient {
+	h.t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	require.NoError(h.t, err)
 	conns := make([]net.Conn, 2)
@@ -304,9 +313,7 @@ func (h *harness) connect() *testClient {
 		f.Close()
 		require.NoError(h.t, err)
 	}
-	h.wg.Go(func() {
-		h.hub.Serve(h.ctx, session.NewStream(conns[0], h.hub.MaxMessageBytes()), session.Peer{Transport: "test"})
-	})
+	h.wg.Go(func() { serve(conns[0]) })
 	c := &testClient{t: h.t, conn: conns[1], r: jsonrpc.NewReader(conns[1], 64<<20)}
 	h.t.Cleanup(func() { c.conn.Close() })
 	return c

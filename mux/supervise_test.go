@@ -1,6 +1,10 @@
 package mux
 
 import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -8,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 func TestCrashLoopFailsThenRestartRevives(t *testing.T) {
@@ -110,4 +116,41 @@ func TestMissedPingsRestart(t *testing.T) {
 	eventually(t, "a restart", func() bool { return len(h.srv.messages("initialize")) == 2 })
 	h.srv.set(func(f *fakeServer) { f.deaf = false })
 	eventually(t, "ready", func() bool { return h.Status().State == StateReady })
+}
+
+func TestIsolatedPoolGivesEachSessionAProcess(t *testing.T) {
+	srv := newFakeServer()
+	pool := NewPool(Config{Name: "iso", Upstream: upstream.Config{MaxMessageBytes: 1 << 20}, start: srv.start, IDs: new(atomic.Uint64)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { pool.Run(ctx) })
+	h := &harness{t: t, srv: srv, ctx: ctx}
+	attach := func() *testClient {
+		c := h.pipe(func(conn net.Conn) {
+			pool.Serve(ctx, session.NewStream(conn, 1<<20), session.Peer{Transport: "test"})
+		})
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+		require.Equal(t, jsonrpc.KindResult, c.recv().Kind)
+		return c
+	}
+	a, b := attach(), attach()
+	assert.Equal(t, 2, len(srv.messages("initialize")), "two processes, each initialized once")
+	assert.Equal(t, 2, pool.Status().Sessions)
+	a.conn.Close()
+	b.conn.Close()
+	eventually(t, "both processes stopped", func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		for _, p := range srv.procs {
+			if !p.closed.Load() {
+				return false
+			}
+		}
+		return len(srv.procs) == 2
+	})
+	eventually(t, "the pool empty", func() bool { return pool.Status().Sessions == 0 })
+	cancel()
+	h.wg.Wait()
 }

@@ -34,8 +34,8 @@ type statusReply struct {
 }
 
 // controlHandler serves the control endpoint for a running daemon.
-func controlHandler(hubs []*mux.Hub, started time.Time) http.Handler {
-	byName := make(map[string]*mux.Hub, len(hubs))
+func controlHandler(hubs []mux.Server, started time.Time) http.Handler {
+	byName := make(map[string]mux.Server, len(hubs))
 	for _, h := range hubs {
 		byName[h.Name()] = h
 	}

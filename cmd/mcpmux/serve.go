@@ -54,7 +54,7 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	}
 
 	type served struct {
-		hub *mux.Hub
+		hub mux.Server
 		l   *socket.Listener
 	}
 	var all []served
@@ -83,13 +83,13 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 			return err
 		}
 		l.Logger = log
-		hub := mux.New(hubConfig(cfg, sc, env, log, ids))
+		hub := mux.NewServer(hubConfig(cfg, sc, env, log, ids), sc.Isolated)
 		all = append(all, served{hub, l})
 	}
 	log.Info("mcpmux serving", "version", mcpmuxVersion(), "socket_dir", dir, "servers", len(all))
 
 	var wg sync.WaitGroup
-	hubs := make([]*mux.Hub, len(all))
+	hubs := make([]mux.Server, len(all))
 	for i, s := range all {
 		hubs[i] = s.hub
 	}
@@ -152,20 +152,26 @@ func hubConfig(cfg *config, sc serverConfig, env daemonEnv, log *slog.Logger, id
 			OutboxHighWater: cfg.Listen.OutboxHighWater,
 			OutboxMax:       cfg.Listen.OutboxMax,
 		},
-		StartTimeout:      sc.StartTimeout,
-		MaxSessions:       sc.MaxSessions,
-		RestartBackoff:    sc.RestartBackoff,
-		RestartBackoffMax: sc.RestartBackoffMax,
-		RestartWindow:     sc.RestartWindow,
-		MaxRestarts:       sc.MaxRestarts,
-		RequestTimeout:    sc.RequestTimeout,
-		PingInterval:      sc.PingInterval,
-		PingFailures:      sc.PingFailures,
-		Lazy:              sc.Lazy,
-		IdleTimeout:       sc.IdleTimeout,
-		Version:           mcpmuxVersion(),
-		Logger:            log,
-		IDs:               ids,
+		StartTimeout: sc.StartTimeout,
+		MaxSessions:  sc.MaxSessions,
+
+		ServerRequests:       sc.ServerRequests,
+		ServerRequestTimeout: sc.ServerRequestTimeout,
+		Roots:                sc.Roots,
+		RootsFromSessions:    sc.RootsFromSessions,
+		DefaultLogLevel:      sc.DefaultLogLevel,
+		RestartBackoff:       sc.RestartBackoff,
+		RestartBackoffMax:    sc.RestartBackoffMax,
+		RestartWindow:        sc.RestartWindow,
+		MaxRestarts:          sc.MaxRestarts,
+		RequestTimeout:       sc.RequestTimeout,
+		PingInterval:         sc.PingInterval,
+		PingFailures:         sc.PingFailures,
+		Lazy:                 sc.Lazy,
+		IdleTimeout:          sc.IdleTimeout,
+		Version:              mcpmuxVersion(),
+		Logger:               log,
+		IDs:                  ids,
 	}
 }
 

@@ -1,0 +1,130 @@
+package mux
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/session"
+)
+
+// Server is what the daemon serves under one configured name: a Hub, which
+// shares one process among all sessions, or a Pool, which gives each session
+// a process of its own.
+type Server interface {
+	Name() string
+	Run(ctx context.Context) error
+	Serve(ctx context.Context, t session.Transport, peer session.Peer) error
+	Full() bool
+	MaxMessageBytes() int
+	Status() Status
+	Restart()
+}
+
+// NewServer returns a Hub, or a Pool when isolated.
+func NewServer(cfg Config, isolated bool) Server {
+	if isolated {
+		return NewPool(cfg)
+	}
+	return New(cfg)
+}
+
+// Pool serves share = "isolated": every session gets its own server process,
+// started for it and stopped, with the usual escalation, when it leaves. For
+// servers whose state cannot be shared (a browser, a REPL).
+type Pool struct {
+	cfg Config
+
+	mu   sync.Mutex
+	hubs map[*Hub]bool
+}
+
+// NewPool returns a pool; its processes start with their sessions.
+func NewPool(cfg Config) *Pool {
+	return &Pool{cfg: cfg, hubs: make(map[*Hub]bool)}
+}
+
+// Name is the server's configured name.
+func (p *Pool) Name() string { return p.cfg.Name }
+
+// MaxMessageBytes is the size limit of one message, both directions.
+func (p *Pool) MaxMessageBytes() int { return p.cfg.Upstream.MaxMessageBytes }
+
+// Run waits for ctx; each session's process is owned by that session's Serve.
+func (p *Pool) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Full reports whether the pool has max_sessions sessions already.
+func (p *Pool) Full() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.MaxSessions > 0 && len(p.hubs) >= p.cfg.MaxSessions
+}
+
+// Serve starts a process for one session, serves the session on it, and
+// stops the process when the session ends.
+func (p *Pool) Serve(ctx context.Context, t session.Transport, peer session.Peer) error {
+	cfg := p.cfg
+	cfg.Lazy, cfg.IdleTimeout, cfg.MaxSessions = false, 0, 0
+	h := New(cfg)
+	p.mu.Lock()
+	if p.cfg.MaxSessions > 0 && len(p.hubs) >= p.cfg.MaxSessions {
+		p.mu.Unlock()
+		h.log.Warn("refused a session: max_sessions reached", "transport", peer.Transport, "peer", peer.Addr, "max_sessions", p.cfg.MaxSessions)
+		e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server %s has its maximum of %d sessions", p.cfg.Name, p.cfg.MaxSessions), Reason: jsonrpc.ReasonTooManySessions, Server: p.cfg.Name}
+		t.WriteFrame(e.Response(nil))
+		t.Close()
+		return ErrTooManySessions
+	}
+	p.hubs[h] = true
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.hubs, h)
+		p.mu.Unlock()
+	}()
+
+	hctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { h.Run(hctx) })
+	err := h.Serve(hctx, t, peer)
+	cancel()
+	wg.Wait() // the process is stopped and reaped
+	return err
+}
+
+// Status sums up the pool: one line, its sessions, each on its own process.
+func (p *Pool) Status() Status {
+	p.mu.Lock()
+	hubs := make([]*Hub, 0, len(p.hubs))
+	for h := range p.hubs {
+		hubs = append(hubs, h)
+	}
+	p.mu.Unlock()
+	st := Status{Name: p.cfg.Name, State: "isolated", SessionList: []SessionStatus{}}
+	for _, h := range hubs {
+		hs := h.Status()
+		st.Sessions += hs.Sessions
+		st.Inflight += hs.Inflight
+		st.Restarts += hs.Restarts
+		st.SessionList = append(st.SessionList, hs.SessionList...)
+		if hs.LastExit != "" {
+			st.LastExit = hs.LastExit
+		}
+	}
+	slices.SortFunc(st.SessionList, func(a, b SessionStatus) int { return int(a.ID) - int(b.ID) })
+	return st
+}
+
+// Restart restarts every session's process; the sessions stay.
+func (p *Pool) Restart() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for h := range p.hubs {
+		h.Restart()
+	}
+}
