@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,10 +29,13 @@ const controlSocket = ".control.sock"
 
 // statusReply is the body of GET /status.
 type statusReply struct {
-	Version string       `json:"version"`
-	Pid     int          `json:"pid"`
-	Uptime  string       `json:"uptime"`
-	Servers []mux.Status `json:"servers"`
+	Version    string       `json:"version"`
+	Pid        int          `json:"pid"`
+	Uptime     string       `json:"uptime"`
+	Goroutines int          `json:"goroutines"`
+	HeapBytes  uint64       `json:"heap_bytes"` // live heap
+	RSSBytes   uint64       `json:"rss_bytes"`  // resident set, where the system tells (Linux)
+	Servers    []mux.Status `json:"servers"`
 }
 
 // controlHandler serves the control endpoint for a running daemon.
@@ -41,11 +46,16 @@ func controlHandler(hubs []mux.Server, started time.Time) http.Handler {
 	}
 	m := http.NewServeMux()
 	m.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
 		reply := statusReply{
-			Version: mcpmuxVersion(),
-			Pid:     os.Getpid(),
-			Uptime:  time.Since(started).Round(time.Second).String(),
-			Servers: make([]mux.Status, 0, len(hubs)),
+			Version:    mcpmuxVersion(),
+			Pid:        os.Getpid(),
+			Uptime:     time.Since(started).Round(time.Second).String(),
+			Goroutines: runtime.NumGoroutine(),
+			HeapBytes:  ms.HeapAlloc,
+			RSSBytes:   residentBytes(),
+			Servers:    make([]mux.Status, 0, len(hubs)),
 		}
 		for _, h := range hubs {
 			reply.Servers = append(reply.Servers, h.Status())
@@ -165,7 +175,7 @@ func newStatusCmd() *cobra.Command {
 }
 
 func printStatus(w io.Writer, st statusReply) error {
-	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s\n\n", st.Version, st.Pid, st.Uptime)
+	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s, %d goroutines, %.1f MiB resident\n\n", st.Version, st.Pid, st.Uptime, st.Goroutines, float64(st.RSSBytes)/(1<<20))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tSTATE\tPID\tUPTIME\tRESTARTS\tSESSIONS\tIN FLIGHT\tLAST EXIT")
 	for _, s := range st.Servers {
@@ -227,4 +237,22 @@ func listenControl(dir string, log *slog.Logger) (*socket.Listener, error) {
 	}
 	l.Logger = log
 	return l, nil
+}
+
+// residentBytes reads the daemon's resident set size from /proc; 0 where
+// there is no /proc (macOS).
+func residentBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * uint64(os.Getpagesize())
 }
