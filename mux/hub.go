@@ -57,6 +57,9 @@ type Config struct {
 	// that logs name each session once. Nil means a counter of the hub's own.
 	IDs *atomic.Uint64
 
+	// events is where the hub keeps its log lines; nil means its own.
+	events *eventLog
+
 	// start replaces upstream.Start in tests.
 	start func(upstream.Config, upstream.Handler) (process, error)
 }
@@ -87,11 +90,12 @@ const (
 
 // Hub routes between one server process and its sessions.
 type Hub struct {
-	cfg   Config
-	log   *slog.Logger
-	reqs  idmap.Table
-	ids   *atomic.Uint64
-	calls atomic.Uint64
+	cfg    Config
+	log    *slog.Logger
+	reqs   idmap.Table
+	ids    *atomic.Uint64
+	calls  atomic.Uint64
+	events *eventLog
 
 	mu         sync.Mutex
 	clients    map[uint64]*client
@@ -154,12 +158,18 @@ func New(cfg Config) *Hub {
 	}
 	cfg.Session.Server = cfg.Name
 	cfg.Upstream.Name = cfg.Name
+	events := cfg.events
+	if events == nil {
+		events = newEventLog()
+	}
+	log = slog.New(newTeeHandler(log.Handler(), events))
 	cfg.Upstream.Logger = log
 	state := StateStarting
 	if cfg.Lazy {
 		state = StateIdle
 	}
 	return &Hub{
+		events:       events,
 		cfg:          cfg,
 		log:          log.With("server", cfg.Name),
 		ids:          ids,
@@ -280,8 +290,8 @@ func (h *Hub) exited(proc process) {
 		reason, code = jsonrpc.ReasonUpstreamStalled, "server stalled"
 	}
 	routes := h.reqs.Reset()
-	if len(routes) > 0 || exit.Reason != "stopped" {
-		h.log.Warn("server exited", "exit", exit.String(), "failed_requests", len(routes))
+	if len(routes) > 0 {
+		h.log.Warn("failing the requests in flight", "exit", exit.String(), "requests", len(routes))
 	}
 	for _, r := range routes {
 		if r.Session == 0 {

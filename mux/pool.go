@@ -21,6 +21,8 @@ type Server interface {
 	MaxMessageBytes() int
 	Status() Status
 	Restart()
+	Logs() []string
+	FollowLogs(ctx context.Context, fn func(string) error) error
 }
 
 // NewServer returns a Hub, or a Pool when isolated.
@@ -35,7 +37,8 @@ func NewServer(cfg Config, isolated bool) Server {
 // started for it and stopped, with the usual escalation, when it leaves. For
 // servers whose state cannot be shared (a browser, a REPL).
 type Pool struct {
-	cfg Config
+	cfg    Config
+	events *eventLog // shared by the pool's hubs
 
 	mu   sync.Mutex
 	hubs map[*Hub]bool
@@ -43,7 +46,9 @@ type Pool struct {
 
 // NewPool returns a pool; its processes start with their sessions.
 func NewPool(cfg Config) *Pool {
-	return &Pool{cfg: cfg, hubs: make(map[*Hub]bool)}
+	p := &Pool{cfg: cfg, events: newEventLog(), hubs: make(map[*Hub]bool)}
+	p.cfg.events = p.events
+	return p
 }
 
 // Name is the server's configured name.
@@ -127,4 +132,12 @@ func (p *Pool) Restart() {
 	for h := range p.hubs {
 		h.Restart()
 	}
+}
+
+// Logs returns the recent log lines of all the pool's processes.
+func (p *Pool) Logs() []string { return p.events.recent() }
+
+// FollowLogs calls fn with each new log line until ctx is done or fn fails.
+func (p *Pool) FollowLogs(ctx context.Context, fn func(string) error) error {
+	return p.events.follow(ctx, fn)
 }

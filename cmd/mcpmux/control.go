@@ -62,6 +62,33 @@ func controlHandler(hubs []mux.Server, started time.Time) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, reply)
 	})
+	m.HandleFunc("GET /servers/{name}/logs", func(w http.ResponseWriter, r *http.Request) {
+		h := byName[r.PathValue("name")]
+		if h == nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no server named %q", r.PathValue("name"))})
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		for _, l := range h.Logs() {
+			fmt.Fprintln(w, l)
+		}
+		if r.URL.Query().Get("follow") == "" {
+			return
+		}
+		flusher, _ := w.(http.Flusher)
+		if flusher != nil {
+			flusher.Flush()
+		}
+		h.FollowLogs(r.Context(), func(line string) error {
+			if _, err := fmt.Fprintln(w, line); err != nil {
+				return err
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			return nil
+		})
+	})
 	m.HandleFunc("POST /servers/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
 		h := byName[r.PathValue("name")]
 		if h == nil {
@@ -86,6 +113,7 @@ func serveControl(ctx context.Context, l net.Listener, h http.Handler, log *slog
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx }, // followers end with the daemon
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
@@ -96,7 +124,9 @@ func serveControl(ctx context.Context, l net.Listener, h http.Handler, log *slog
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	srv.Shutdown(sctx)
+	if srv.Shutdown(sctx) != nil {
+		srv.Close()
+	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -205,6 +235,54 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func newLogsCmd() *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Show a server's recent stderr lines and mcpmux's events for it (-f follows)",
+		Args:  cobra.ExactArgs(1),
+	}
+	load := configFlag(cmd)
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cfg, err := load()
+		if err != nil {
+			return err
+		}
+		c, path := controlClient(cfg.Listen.SocketDir)
+		c.Timeout = 0 // following has no end
+		u := "http://mcpmux/servers/" + args[0] + "/logs"
+		if follow {
+			u += "?follow=1"
+		}
+		req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return fmt.Errorf("no mcpmux daemon answers on %s: %w", path, unwrapSyscall(err))
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			var e struct {
+				Error string `json:"error"`
+			}
+			json.NewDecoder(resp.Body).Decode(&e)
+			if e.Error == "" {
+				e.Error = "the daemon answered " + resp.Status
+			}
+			return errors.New(e.Error)
+		}
+		_, err = io.Copy(cmd.OutOrStdout(), resp.Body)
+		if cmd.Context().Err() != nil {
+			return nil // interrupted while following
+		}
+		return err
+	}
+	return cmd
 }
 
 func newRestartCmd() *cobra.Command {
