@@ -94,6 +94,9 @@ func (e *Error) Response(id json.RawMessage) []byte {
 
 // Response encodes a result response.
 func Response(id, result json.RawMessage) []byte {
+	if len(result) == 0 { // as encoding/json writes a nil RawMessage
+		result = json.RawMessage("null")
+	}
 	return envelope(id, "result", result)
 }
 

@@ -16,6 +16,9 @@ const readBufferSize = 4 << 10
 // maxCapturedID bounds the id bytes kept while skipping an oversized frame.
 const maxCapturedID = 1 << 10
 
+// maxKeyBytes is the longest spelling of "id" as a member name: \u0069\u0064.
+const maxKeyBytes = len(`\u0069\u0064`)
+
 // TooLargeError reports a frame longer than the reader's limit. The frame was
 // consumed through its newline without being held in memory; the stream is
 // still usable.
@@ -50,7 +53,7 @@ func (r *Reader) Read() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(bytes.TrimSpace(frame)) > 0 {
+		if skipSpace(frame, 0) < len(frame) { // blank means JSON whitespace only
 			return frame, nil
 		}
 	}
@@ -65,7 +68,7 @@ func (r *Reader) readLine() ([]byte, error) {
 	for {
 		chunk, err := r.br.ReadSlice('\n')
 		size += int64(len(chunk))
-		if scan == nil && len(frame)+len(chunk) > r.limit+2 { // room for "\r\n"
+		if scan == nil && len(frame)+len(chunk)-2 > r.limit { // room for "\r\n"; no overflow at math.MaxInt
 			scan = new(idScanner)
 			scan.feed(frame)
 			frame = nil
@@ -92,8 +95,7 @@ func (r *Reader) readLine() ([]byte, error) {
 		if scan == nil { // over the limit by its last byte or two
 			scan = new(idScanner)
 			scan.feed(frame)
-			scan.feed([]byte("\n"))
-			size = int64(len(frame)) + 1
+			return nil, &TooLargeError{Size: int64(len(frame)), Limit: r.limit, ID: scan.id()}
 		}
 		return nil, &TooLargeError{Size: size - int64(scan.eol()), Limit: r.limit, ID: scan.id()}
 	}
@@ -113,9 +115,9 @@ type idScanner struct {
 	inStr, esc   bool
 	expectKey    bool // at depth 1, the next string is a member name
 	inKey        bool
-	key          []byte
-	keyEscaped   bool
-	afterKey     bool // a member name was read; its ':' is next
+	key          []byte // the member name as written, up to maxKeyBytes
+	keyLong      bool   // too long to be any spelling of "id"
+	afterKey     bool   // a member name was read; its ':' is next
 	capturing    bool
 	val          []byte
 	valLong      bool
@@ -150,23 +152,24 @@ func (s *idScanner) feed(p []byte) {
 			}
 		}
 		if s.inStr {
+			closing := b == '"' && !s.esc
 			switch {
 			case s.esc:
 				s.esc = false
 			case b == '\\':
 				s.esc = true
-				if s.inKey {
-					s.keyEscaped = true
-				}
 			case b == '"':
 				s.inStr = false
 				if s.inKey {
 					s.inKey, s.afterKey = false, true
 				}
-			case s.inKey && len(s.key) < 8:
+			}
+			switch {
+			case !s.inKey || closing:
+			case len(s.key) < maxKeyBytes:
 				s.key = append(s.key, b)
-			case s.inKey:
-				s.keyEscaped = true // too long to be "id"
+			default:
+				s.keyLong = true
 			}
 			continue
 		}
@@ -174,13 +177,13 @@ func (s *idScanner) feed(p []byte) {
 		case '"':
 			s.inStr = true
 			if s.depth == 1 && s.expectKey {
-				s.inKey, s.expectKey, s.keyEscaped = true, false, false
+				s.inKey, s.expectKey, s.keyLong = true, false, false
 				s.key = s.key[:0]
 			}
 		case ':':
 			if s.depth == 1 && s.afterKey {
 				s.afterKey = false
-				if string(s.key) == "id" && !s.keyEscaped {
+				if s.isIDKey() {
 					s.found++
 					s.capturing, s.val, s.valLong = true, s.val[:0], false
 				}
@@ -200,9 +203,24 @@ func (s *idScanner) feed(p []byte) {
 	}
 }
 
-// eol reports how many line-ending bytes ("\n" or "\r\n") ended the input.
+// isIDKey reports whether the member name just read is "id", in any
+// spelling: Parse decodes escaped names, so "\u0069d" is an id too.
+func (s *idScanner) isIDKey() bool {
+	switch {
+	case s.keyLong:
+		return false
+	case bytes.IndexByte(s.key, '\\') < 0:
+		return string(s.key) == "id"
+	}
+	return keyEquals(append(append([]byte{'"'}, s.key...), '"'), true, "id")
+}
+
+// eol reports how many line-ending bytes ended the input: those trimEOL
+// removes ("\n", "\r\n", or a "\r" at the end of the stream).
 func (s *idScanner) eol() int {
 	switch {
+	case s.lastTwo[1] == '\r':
+		return 1
 	case s.lastTwo[1] != '\n':
 		return 0
 	case s.lastTwo[0] == '\r':

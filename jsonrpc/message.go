@@ -74,13 +74,20 @@ func Parse(frame []byte) (*Message, error) {
 	var have [len(reserved)]bool
 	var problem string
 	ambiguousID := false // two ids: answer with null rather than guess
+	// fail keeps the first problem; the scan goes on, so that the id is
+	// reported wherever it sits among the members.
+	fail := func(p string) {
+		if problem == "" {
+			problem = p
+		}
+	}
 	err := eachMember(frame, i, func(key []byte, escaped bool, v Span) bool {
 		name := string(key)
 		if escaped {
 			var s string
 			if json.Unmarshal(key, &s) != nil {
-				problem = "member name is not a valid string"
-				return false
+				fail("member name is not a valid string")
+				return true
 			}
 			name = s
 		}
@@ -88,16 +95,15 @@ func Parse(frame []byte) (*Message, error) {
 			switch {
 			case name == want:
 				if have[r] {
-					problem = "member " + strconvQuote(want) + " appears twice"
+					fail("member " + strconvQuote(want) + " appears twice")
 					if r == 1 {
 						ambiguousID = true
 					}
-					return false
+					break // keep the first; read on for the id
 				}
 				have[r], seen[r] = true, v
 			case strings.EqualFold(name, want):
-				problem = "member " + strconvQuote(name) + " is a miscased " + strconvQuote(want)
-				return false
+				fail("member " + strconvQuote(name) + " is a miscased " + strconvQuote(want))
 			}
 		}
 		return true
@@ -388,7 +394,7 @@ func Splice(frame []byte, edits ...Edit) []byte {
 	for _, e := range edits {
 		n += len(e.Value) - (e.End - e.Start)
 	}
-	if len(edits) == 2 && edits[0].Start > edits[1].Start {
+	if len(edits) == 2 && editBefore(edits[1], edits[0]) {
 		edits[0], edits[1] = edits[1], edits[0]
 	} else if len(edits) > 2 {
 		sortEdits(edits)
@@ -405,10 +411,16 @@ func Splice(frame []byte, edits ...Edit) []byte {
 
 func sortEdits(edits []Edit) {
 	for i := 1; i < len(edits); i++ {
-		for j := i; j > 0 && edits[j].Start < edits[j-1].Start; j-- {
+		for j := i; j > 0 && editBefore(edits[j], edits[j-1]); j-- {
 			edits[j], edits[j-1] = edits[j-1], edits[j]
 		}
 	}
+}
+
+// editBefore orders edits by position; an empty edit (an insertion) goes
+// before a non-empty one that starts at the same byte.
+func editBefore(a, b Edit) bool {
+	return a.Start < b.Start || a.Start == b.Start && a.End < b.End
 }
 
 // WithID returns a copy of the message's frame with its id replaced.
