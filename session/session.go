@@ -228,7 +228,9 @@ func (s *Session) Send(frame []byte) error {
 	default:
 	}
 	s.mu.Lock()
-	if s.queued+len(frame) > s.cfg.OutboxMax {
+	// One frame is always taken into an empty outbox, however large (its
+	// size is bounded by max_message_bytes): only a backlog evicts.
+	if s.queued > 0 && s.queued+len(frame) > s.cfg.OutboxMax {
 		queued := s.queued
 		s.mu.Unlock()
 		s.log.Warn("evicting a client that stopped reading", "queued_bytes", queued, "outbox_max", s.cfg.OutboxMax)
