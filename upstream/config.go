@@ -121,6 +121,15 @@ type Config struct {
 	// the check off.
 	WriteStallTimeout time.Duration
 
+	// Reaper is the argv prefix that starts a reaper (RunReaper), such as
+	// {"/usr/bin/mcpmux", "__reaper"}; its first element must be an absolute
+	// path. With one, the reaper leads the process group and runs the
+	// server in it, and the server and everything it started die with
+	// mcpmux even when mcpmux is SIGKILLed. Empty: the server is spawned
+	// directly and leads its group, and a SIGKILLed mcpmux leaves it behind
+	// (on Linux a parent-death signal still takes the server itself down).
+	Reaper []string
+
 	// Logger receives lifecycle, peer-fault and stderr records, with the
 	// keys server and pid; nil discards them.
 	Logger *slog.Logger
@@ -147,6 +156,13 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("write queue bytes %d is negative", c.WriteQueueBytes)
 	case c.WriteStallTimeout < 0:
 		return fmt.Errorf("write stall timeout %v is negative", c.WriteStallTimeout)
+	case len(c.Reaper) > 0 && !filepath.IsAbs(c.Reaper[0]):
+		return fmt.Errorf("reaper %q is not an absolute path", c.Reaper[0])
+	}
+	for _, a := range c.Reaper {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("reaper argument %q contains a NUL byte", a)
+		}
 	}
 	for k := range c.Env {
 		if !validEnvName(k) {

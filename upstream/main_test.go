@@ -38,10 +38,25 @@ const (
 	argEnv  = "MCPMUX_TEST_ARG"
 )
 
+// reaperArg, as the first argument, makes the test binary a reaper, as
+// "__reaper" does the mcpmux binary; daemonEnv, when set, makes it a fake
+// mcpmux that starts a server in that mode under a reaper (runFakeDaemon).
+const (
+	reaperArg = "__reaper"
+	daemonEnv = "MCPMUX_TEST_DAEMON"
+)
+
 // patience bounds every wait for something a child process does.
 const patience = 15 * time.Second
 
 func TestMain(m *testing.M) {
+	// First: a reaper runs with the server's environment, mode included.
+	if len(os.Args) > 1 && os.Args[1] == reaperArg {
+		os.Exit(upstream.RunReaper(os.Args[2:]))
+	}
+	if mode := os.Getenv(daemonEnv); mode != "" {
+		os.Exit(runFakeDaemon(mode))
+	}
 	if mode := os.Getenv(modeEnv); mode != "" {
 		os.Exit(runFakeServer(mode, os.Getenv(argEnv)))
 	}
@@ -58,6 +73,10 @@ func TestMain(m *testing.M) {
 //	ignore-term         ignores SIGTERM, echo, then stays alive after stdin EOF
 //	grandchild          starts a grandchild (sleeper) in its group, prints its pid to stderr, echo
 //	escaped-grandchild  the same, but the grandchild calls setsid and holds our stdout
+//	stubborn            ignores SIGTERM and stdin EOF; starts two sleepers, one in its
+//	                    group, one that calls setsid; prints "grandchild N",
+//	                    "escaped N" and "parent N" (its parent's pid) to stderr; echo
+//	pid                 answers each request with its pid and its parent's pid
 //	sleeper             ignores SIGTERM and EOF, holds nothing, sleeps
 //	no-read             reads nothing from stdin until SIGUSR1, then echo
 //	env                 answers each request with its environment and working directory
@@ -127,6 +146,35 @@ func runFakeServer(mode, arg string) int {
 		fmt.Fprintf(os.Stderr, "grandchild %d\n", cmd.Process.Pid)
 		ready()
 		return echo(answerEmpty)
+	case "stubborn":
+		signal.Ignore(syscall.SIGTERM)
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for _, kind := range []string{"grandchild", "escaped"} {
+			cmd := exec.Command(exe)
+			cmd.Env = []string{modeEnv + "=sleeper"}
+			if kind == "escaped" {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			}
+			if err := cmd.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			fmt.Fprintf(os.Stderr, "%s %d\n", kind, cmd.Process.Pid)
+		}
+		fmt.Fprintf(os.Stderr, "parent %d\n", os.Getppid())
+		ready()
+		echo(answerEmpty)
+		sleepForever()
+	case "pid":
+		ready()
+		return echo(func(id json.RawMessage, _ string) string {
+			result, _ := json.Marshal(pidResult{Pid: os.Getpid(), Ppid: os.Getppid()})
+			return string(jsonrpc.Response(id, result))
+		})
 	case "sleeper":
 		signal.Ignore(syscall.SIGTERM)
 		sleepForever()
@@ -169,6 +217,51 @@ func runFakeServer(mode, arg string) int {
 	}
 	fmt.Fprintln(os.Stderr, "unknown mode", mode)
 	return 2
+}
+
+type pidResult struct {
+	Pid  int `json:"pid"`
+	Ppid int `json:"ppid"`
+}
+
+// runFakeDaemon plays mcpmux for the orphan test: it starts a server in
+// the given mode (one that prints its family's pids, as stubborn does)
+// under a reaper, prints "SERVER REAPER GRANDCHILD ESCAPED" on stdout once
+// the server has said them, and blocks until it is killed.
+func runFakeDaemon(mode string) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg := upstream.Config{
+		Name:    "test",
+		Command: exe,
+		Env: map[string]string{modeEnv: mode, "GORACE": "atexit_sleep_ms=0",
+			"GOCOVERDIR": os.Getenv("GOCOVERDIR")},
+		Reaper: []string{exe, reaperArg},
+	}
+	p, err := upstream.Start(cfg, new(recorder))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	deadline := time.Now().Add(patience)
+	for time.Now().Before(deadline) {
+		pids := map[string]int{}
+		for _, line := range p.StderrTail() {
+			if kind, n, ok := strings.Cut(line, " "); ok {
+				pids[kind], _ = strconv.Atoi(n)
+			}
+		}
+		if pids["grandchild"] > 0 && pids["escaped"] > 0 && pids["parent"] > 0 {
+			fmt.Printf("%d %d %d %d\n", p.Pid(), pids["parent"], pids["grandchild"], pids["escaped"])
+			sleepForever()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	fmt.Fprintln(os.Stderr, "the server did not print its pids")
+	return 1
 }
 
 type envResult struct {
@@ -399,6 +492,51 @@ func fakeConfig(t *testing.T, mode, arg string) upstream.Config {
 		StdinGrace: patience,
 		TermGrace:  patience,
 	}
+}
+
+// reaperArgv is what Config.Reaper is set to for this test binary.
+func reaperArgv(t *testing.T) []string {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	return []string{exe, reaperArg}
+}
+
+// eachMode runs f as two parallel subtests: "direct", the server spawned
+// as the group's leader (reaper nil), and "reaper", the server run under
+// a reaper (this test binary in its reaper mode).
+func eachMode(t *testing.T, f func(t *testing.T, reaper []string)) {
+	t.Helper()
+	for _, m := range []struct {
+		name   string
+		reaper []string
+	}{{"direct", nil}, {"reaper", reaperArgv(t)}} {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, m.reaper)
+		})
+	}
+}
+
+// stderrPids reads the "KIND N" lines a mode prints on stderr, once each
+// of kinds has come.
+func stderrPids(t *testing.T, p *upstream.Process, kinds ...string) map[string]int {
+	t.Helper()
+	pids := map[string]int{}
+	require.Eventually(t, func() bool {
+		for _, line := range p.StderrTail() {
+			if kind, n, ok := strings.Cut(line, " "); ok {
+				pids[kind], _ = strconv.Atoi(n)
+			}
+		}
+		for _, k := range kinds {
+			if pids[k] <= 0 {
+				return false
+			}
+		}
+		return true
+	}, patience, 5*time.Millisecond, "no %v pids on stderr", kinds)
+	return pids
 }
 
 // start starts a server; the test's cleanup kills it and waits for Done.

@@ -11,10 +11,17 @@ import (
 // Pdeathsig kills the server when its parent dies, but Linux ties it to the
 // parent *thread* that forked, not the process: if that OS thread exits the
 // server is killed early, and Go decides which thread forks. Nor does it
-// reach the rest of the group. So it is a backstop only; the reaper process
-// of DESIGN.md, which leads the group and watches mcpmux, comes later.
+// reach the rest of the group. So it is a backstop only, for running without
+// a reaper; the reaper (Config.Reaper) is the real answer.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// reaperSysProcAttr makes the reaper the leader of a new process group. No
+// Pdeathsig: the reaper sets its own, catchable, and checks it against
+// getppid, so that a thread of mcpmux that exits cannot kill it.
+func reaperSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
 }
 
 // waitExitNoReap blocks until pid has exited, leaving it a zombie (waitid

@@ -6,9 +6,14 @@ import "syscall"
 
 // sysProcAttr makes the server the leader of a new process group, so that
 // signals to -pid reach the wrappers (npx, uv) and everything they start.
-// There is no parent-death signal here; the reaper process of DESIGN.md
-// (with a kqueue watch on macOS) comes later.
+// There is no parent-death signal here: without a reaper (Config.Reaper),
+// a server outlives a SIGKILLed mcpmux.
 func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+// reaperSysProcAttr makes the reaper the leader of a new process group.
+func reaperSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +25,14 @@ import (
 // under them. Only a descendant that left the process group can still hold
 // those pipes by then; it must not keep Done from closing.
 const drainGrace = 100 * time.Millisecond
+
+// reaperStartTimeout bounds how long Start waits for the reaper to report
+// the server's pid.
+const reaperStartTimeout = 10 * time.Second
+
+// reaperKillGrace is how long the reaper gets to act on a kill request
+// before the whole group is SIGKILLed from here, reaper included.
+const reaperKillGrace = time.Second
 
 // Handler receives what the server writes. Both methods run on the reader
 // goroutine, one call at a time and in stdout order, and must not block: a
@@ -40,8 +52,16 @@ type Process struct {
 	cfg Config
 	h   Handler
 	log *slog.Logger
-	cmd *exec.Cmd
-	pid int
+	cmd *exec.Cmd // the group's leader: the reaper, or the server itself
+	pid int       // the server's
+	// pgid is the leader's pid and the group's id; with a reaper it is
+	// not pid.
+	pgid int
+	// reaper is true when the leader is a reaper; reports is what it
+	// writes on its fd 3, reportsF the pipe under it.
+	reaper   bool
+	reports  *bufio.Reader
+	reportsF *os.File
 
 	stdin  *os.File // our write end; only writeLoop writes to it
 	stdout *os.File // our read end; only readLoop reads it
@@ -57,6 +77,7 @@ type Process struct {
 	reason   string        // why mcpmux ended the process; the first one set wins
 	stopping bool          // a Stop call drives the escalation
 	dead     bool          // the leader has exited: no more signals to its group
+	backstop *time.Timer   // with a reaper: SIGKILL to the group if the reaper does not act on a kill request
 
 	ready    chan struct{} // 1-buffered: the queue is not empty
 	closing  chan struct{} // closed with closed
@@ -66,13 +87,16 @@ type Process struct {
 	errDone  chan struct{} // closed when the stderr reader stops (at once if there is none)
 	done     chan struct{} // closed last, by waitLoop
 	exit     Exit          // written before done is closed
+	served   *Exit         // the server's status as the reaper reported it; waitLoop only
 
 	wg sync.WaitGroup // readLoop, writeLoop, the stderr reader
 }
 
 // Start spawns the server and returns once it runs. The executable is
 // resolved afresh on every call and run directly, never through a shell, as
-// the leader of a new process group.
+// the leader of a new process group; or, with Config.Reaper, the reaper
+// leads the group and runs the server in it, and Start returns once the
+// reaper has reported the server's pid.
 func Start(cfg Config, h Handler) (p *Process, err error) {
 	defer func() {
 		if err != nil {
@@ -146,6 +170,20 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		Stdout:      stdoutW,
 		SysProcAttr: sysProcAttr(),
 	}
+	var reportsR *os.File // our end of the reaper's fd 3
+	if len(cfg.Reaper) > 0 {
+		// The reaper gets what the server would have (the same pipes,
+		// environment and working directory) and runs the server with
+		// them; see RunReaper for its arguments.
+		var reportsW *os.File
+		if reportsR, reportsW, err = pipe(false); err != nil {
+			return nil, err
+		}
+		cmd.Path = cfg.Reaper[0]
+		cmd.Args = slices.Concat(cfg.Reaper, []string{strconv.Itoa(os.Getpid()), "--", path}, cmd.Args)
+		cmd.ExtraFiles = []*os.File{reportsW}
+		cmd.SysProcAttr = reaperSysProcAttr()
+	}
 
 	var stderrR *os.File // read by stderrLoop
 	var copyTo io.Writer // StderrInherit to a writer that is not a file
@@ -174,15 +212,34 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		childEnds = append(childEnds, f)
 	}
 
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	// Our copies of the child's ends go now: EOF on the reports pipe must
+	// come as soon as the reaper is gone.
+	for _, f := range childEnds {
+		f.Close()
+	}
+	childEnds = nil
+	if err != nil {
 		return nil, err
+	}
+	pid := cmd.Process.Pid
+	var reports *bufio.Reader
+	if reportsR != nil {
+		reports = bufio.NewReaderSize(reportsR, 64)
+		if pid, err = awaitServer(cmd, path, reportsR, reports); err != nil {
+			return nil, err
+		}
 	}
 
 	p = &Process{
 		cfg:      cfg,
 		h:        h,
 		cmd:      cmd,
-		pid:      cmd.Process.Pid,
+		pid:      pid,
+		pgid:     cmd.Process.Pid,
+		reaper:   reportsR != nil,
+		reports:  reports,
+		reportsF: reportsR,
 		stdin:    stdinW,
 		stdout:   stdoutR,
 		stderr:   stderrR,
@@ -201,7 +258,11 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		p.tail = newRing(cfg.StderrTailLines)
 	}
 	p.log = cfg.Logger.With("server", cfg.Name, "pid", p.pid)
-	p.log.Info("server started", "command", path)
+	if p.reaper {
+		p.log.Info("server started", "command", path, "reaper", p.pgid)
+	} else {
+		p.log.Info("server started", "command", path)
+	}
 
 	p.wg.Go(p.readLoop)
 	p.wg.Go(p.writeLoop)
@@ -216,8 +277,47 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 	return p, nil
 }
 
-// Pid is the server's process id, which is also its process group id.
+// Pid is the server's process id. Without a reaper it is also the process
+// group's id; with one, the reaper's pid is.
 func (p *Process) Pid() int { return p.pid }
+
+// awaitServer reads the reaper's first report: the server's pid, or why it
+// could not start it. On any failure the reaper's group is killed and
+// reaped.
+func awaitServer(cmd *exec.Cmd, path string, f *os.File, reports *bufio.Reader) (int, error) {
+	_ = f.SetReadDeadline(time.Now().Add(reaperStartTimeout))
+	kind, n, err := readReport(reports)
+	_ = f.SetReadDeadline(time.Time{})
+	if err == nil && kind == reportPid && n > 0 {
+		return n, nil
+	}
+	// Safe: the reaper, not yet reaped, holds the group id.
+	signalGroup(cmd.Process.Pid, syscall.SIGKILL)
+	werr := cmd.Wait()
+	switch {
+	case err == nil && kind == reportError:
+		// What a direct start says: "fork/exec PATH: permission denied".
+		return 0, &os.PathError{Op: "fork/exec", Path: path, Err: syscall.Errno(n)}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return 0, fmt.Errorf("reaper %s did not start the server within %v", cmd.Path, reaperStartTimeout)
+	case err == nil:
+		return 0, fmt.Errorf("reaper %s: unexpected report %q", cmd.Path, kind)
+	}
+	return 0, fmt.Errorf("reaper %s ended before it started the server (%v)", cmd.Path, werr)
+}
+
+// readReport reads one report line of the reaper: a kind and a number.
+func readReport(r *bufio.Reader) (kind string, n int, err error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", 0, err // a partial line, too: the reaper died writing it
+	}
+	kind, num, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+	if n, err = strconv.Atoi(num); err != nil {
+		return "", 0, fmt.Errorf("reaper report %q: %w", line, err)
+	}
+	return kind, n, nil
+}
 
 // Send queues one frame for the server's stdin; the writer adds the newline,
 // so frame must not end with one (nor contain one). It never blocks. The
@@ -310,8 +410,9 @@ func (p *Process) StderrTail() []string {
 
 // Stop ends the process the way the MCP spec orders it: close stdin, give it
 // StdinGrace to exit, SIGTERM to the process group, give it TermGrace,
-// SIGKILL to the group. Once the leader has gone, whatever is left of the
-// group is killed too, and Stop returns after Done. Exit.Reason is then
+// SIGKILL to the group (with a reaper: through the reaper, see signal).
+// Once the leader has gone, whatever is left of the group is killed too,
+// and Stop returns after Done. Exit.Reason is then
 // ReasonStopped, unless the process was already ending for another reason.
 //
 // Stop is idempotent and safe to call concurrently or after the process
@@ -347,7 +448,8 @@ func (p *Process) Stop(ctx context.Context) error {
 	return err
 }
 
-// Kill sends SIGKILL to the process group at once; Done follows. reason
+// Kill sends SIGKILL to the process group at once (with a reaper: through
+// the reaper, see signal); Done follows. reason
 // becomes Exit.Reason ("" reads as ReasonKilled) unless the process was
 // already ending for another reason.
 func (p *Process) Kill(reason string) {
@@ -412,22 +514,48 @@ func (p *Process) shut() {
 
 // signal sends sig to the process group, unless the leader is gone: once it
 // has been reaped its pid, and so the group id, may belong to someone else.
+//
+// With a reaper, SIGKILL is a request to the reaper instead: it SIGKILLs
+// the server, reports how it ended, kills the server's descendants (on
+// Linux even those that left the group, see RunReaper) and then the group.
+// A SIGKILL to the group would kill the reaper before it could do that. If
+// the reaper has not exited within reaperKillGrace, the group is SIGKILLed
+// from here after all.
 func (p *Process) signal(sig syscall.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.dead {
-		signalGroup(p.pid, sig)
+	switch {
+	case p.dead:
+	case sig == syscall.SIGKILL && p.reaper:
+		if p.backstop != nil {
+			return // asked already
+		}
+		_ = syscall.Kill(p.pgid, reaperKillSignal) // the reaper is ours, not yet reaped
+		p.backstop = time.AfterFunc(reaperKillGrace, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if !p.dead {
+				p.log.Warn("reaper did not act on a kill request; killing its group", "grace", reaperKillGrace)
+				signalGroup(p.pgid, syscall.SIGKILL)
+			}
+		})
+	default:
+		signalGroup(p.pgid, sig)
 	}
 }
 
 // killGroup marks the leader dead and kills whatever is left in its group:
 // descendants that outlived it (an npx or uv wrapper's children, a server's
-// helpers). No one signals the group after this.
+// helpers). No one signals the group after this. With a reaper this is
+// only a backstop: the reaper kills its group before it exits.
 func (p *Process) killGroup() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dead = true
-	signalGroup(p.pid, syscall.SIGKILL)
+	if p.backstop != nil {
+		p.backstop.Stop()
+	}
+	signalGroup(p.pgid, syscall.SIGKILL)
 }
 
 // expectExit gives a server that can no longer talk (its stdout hit EOF, or
@@ -449,17 +577,23 @@ func (p *Process) expectExit(reason string) {
 // readers drain, waits for every other goroutine and closes done.
 func (p *Process) waitLoop() {
 	var err error
-	if waitExitNoReap(p.pid) {
+	if waitExitNoReap(p.pgid) {
 		// The leader is a zombie: its pid, and so its group id, cannot be
 		// reused yet, so killing the group now cannot hit a stranger.
 		p.killGroup()
 		err = p.cmd.Wait()
 	} else {
 		// No way to wait without reaping here. Between the reap and the
-		// kill a new process could in theory take the group id; only a
-		// reaper process that leads the group (DESIGN.md) closes this.
+		// kill a new process could in theory take the group id, once the
+		// whole group is gone. A reaper kills its group before it exits, so
+		// with one this kill only matters if the reaper itself was killed
+		// alone (by the OOM killer, say), and then the group still has
+		// members to hold its id.
 		err = p.cmd.Wait()
 		p.killGroup()
+	}
+	if p.reaper {
+		p.readReports()
 	}
 	close(p.exited)
 	p.shut()
@@ -492,9 +626,34 @@ func (p *Process) waitLoop() {
 	close(p.done)
 }
 
+// readReports reads what the dead reaper wrote after the server's pid: how
+// the server ended, if it got to say so. The reaper is gone, so the pipe is
+// at EOF after that; the deadline is only a guard.
+func (p *Process) readReports() {
+	_ = p.reportsF.SetReadDeadline(time.Now().Add(drainGrace))
+	for {
+		kind, n, err := readReport(p.reports)
+		if err != nil {
+			break
+		}
+		switch kind {
+		case reportExit:
+			p.served = &Exit{Code: n}
+		case reportSignal:
+			p.served = &Exit{Code: -1, Signal: syscall.Signal(n).String()}
+		}
+	}
+	p.reportsF.Close()
+}
+
+// exitFrom says how the server ended: as the reaper reported it, else from
+// the leader's wait status (the server's own, or the reaper's when it died
+// before it could report).
 func (p *Process) exitFrom(waitErr error) Exit {
 	e := Exit{Code: -1, Reason: ReasonExited}
-	if ps := p.cmd.ProcessState; ps != nil {
+	if p.served != nil {
+		e.Code, e.Signal = p.served.Code, p.served.Signal
+	} else if ps := p.cmd.ProcessState; ps != nil {
 		e.Code, e.Signal = ps.ExitCode(), signalName(ps)
 	}
 	if ee := (*exec.ExitError)(nil); waitErr != nil && !errors.As(waitErr, &ee) {

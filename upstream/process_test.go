@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,33 +30,47 @@ import (
 
 func TestEchoRoundTrip(t *testing.T) {
 	t.Parallel()
-	p, rec, logs := start(t, fakeConfig(t, "echo", ""))
-	rec.waitReady(t)
+	eachMode(t, func(t *testing.T, reaper []string) {
+		cfg := fakeConfig(t, "echo", "")
+		cfg.Reaper = reaper
+		p, rec, logs := start(t, cfg)
+		rec.waitReady(t)
 
-	m := call(t, p, rec, 1, "tools/list")
-	assert.Equal(t, jsonrpc.KindResult, m.Kind)
-	assert.Equal(t, `{}`, string(m.Result))
+		m := call(t, p, rec, 1, "tools/list")
+		assert.Equal(t, jsonrpc.KindResult, m.Kind)
+		assert.Equal(t, `{}`, string(m.Result))
 
-	require.NoError(t, p.Stop(t.Context()))
-	assert.Equal(t, upstream.Exit{Code: 0, Reason: upstream.ReasonStopped}, p.Exit())
-	assert.Equal(t, "exit status 0 (stopped)", p.Exit().String())
+		require.NoError(t, p.Stop(t.Context()))
+		assert.Equal(t, upstream.Exit{Code: 0, Reason: upstream.ReasonStopped}, p.Exit())
+		assert.Equal(t, "exit status 0 (stopped)", p.Exit().String())
 
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	started := logs.records("server started")
-	require.Len(t, started, 1)
-	assert.Equal(t, map[string]string{"server": "test", "pid": strconv.Itoa(p.Pid()), "command": exe}, started[0].Attrs)
-	exited := logs.records("server exited")
-	require.Len(t, exited, 1)
-	assert.Equal(t, "exit status 0 (stopped)", exited[0].Attrs["exit"])
-	assert.Empty(t, logs.atLeast(slog.LevelWarn), "a clean run logs no warnings")
+		exe, err := os.Executable()
+		require.NoError(t, err)
+		started := logs.records("server started")
+		require.Len(t, started, 1)
+		want := map[string]string{"server": "test", "pid": strconv.Itoa(p.Pid()), "command": exe}
+		if reaper != nil {
+			assert.NotEqual(t, want["pid"], started[0].Attrs["reaper"])
+			want["reaper"] = started[0].Attrs["reaper"]
+		}
+		assert.Equal(t, want, started[0].Attrs)
+		exited := logs.records("server exited")
+		require.Len(t, exited, 1)
+		assert.Equal(t, "exit status 0 (stopped)", exited[0].Attrs["exit"])
+		assert.Empty(t, logs.atLeast(slog.LevelWarn), "a clean run logs no warnings")
+	})
 }
 
 // The child sees only the allowlist from Environ, without shell functions,
 // plus Env on top; none of the daemon's other variables reach it.
 func TestEnvironmentAllowlist(t *testing.T) {
 	t.Parallel()
+	eachMode(t, testEnvironmentAllowlist)
+}
+
+func testEnvironmentAllowlist(t *testing.T, reaper []string) {
 	cfg := fakeConfig(t, "env", "")
+	cfg.Reaper = reaper
 	cfg.Environ = []string{
 		"HOME=/home/test",
 		"PATH=/usr/bin:/bin",
@@ -278,18 +293,21 @@ func TestStopEscalation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Parallel()
-			cfg := fakeConfig(t, tt.mode, "")
-			cfg.StdinGrace, cfg.TermGrace = tt.stdinGrace, tt.termGrace
-			p, rec, _ := start(t, cfg)
-			rec.waitReady(t) // the child has set up its signal handling
+			eachMode(t, func(t *testing.T, reaper []string) {
+				cfg := fakeConfig(t, tt.mode, "")
+				cfg.StdinGrace, cfg.TermGrace = tt.stdinGrace, tt.termGrace
+				cfg.Reaper = reaper
+				p, rec, _ := start(t, cfg)
+				rec.waitReady(t) // the child has set up its signal handling
 
-			begin := time.Now()
-			require.NoError(t, p.Stop(t.Context()))
-			took := time.Since(begin)
+				begin := time.Now()
+				require.NoError(t, p.Stop(t.Context()))
+				took := time.Since(begin)
 
-			assert.Equal(t, tt.want, p.Exit())
-			assert.GreaterOrEqual(t, took, tt.min)
-			assert.Less(t, took, tt.max)
+				assert.Equal(t, tt.want, p.Exit(), "the server's status, not the reaper's")
+				assert.GreaterOrEqual(t, took, tt.min)
+				assert.Less(t, took, tt.max)
+			})
 		})
 	}
 }
@@ -297,16 +315,20 @@ func TestStopEscalation(t *testing.T) {
 // A ctx that ends during the escalation skips to SIGKILL.
 func TestStopContextSkipsToKill(t *testing.T) {
 	t.Parallel()
-	p, rec, _ := start(t, fakeConfig(t, "ignore-term", ""))
-	rec.waitReady(t)
+	eachMode(t, func(t *testing.T, reaper []string) {
+		cfg := fakeConfig(t, "ignore-term", "")
+		cfg.Reaper = reaper
+		p, rec, _ := start(t, cfg)
+		rec.waitReady(t)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-	defer cancel()
-	begin := time.Now()
-	err := p.Stop(ctx)
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, time.Since(begin), patience/2)
-	assert.Equal(t, upstream.Exit{Code: -1, Signal: "killed", Reason: upstream.ReasonStopped}, p.Exit())
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		begin := time.Now()
+		err := p.Stop(ctx)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Less(t, time.Since(begin), patience/2)
+		assert.Equal(t, upstream.Exit{Code: -1, Signal: "killed", Reason: upstream.ReasonStopped}, p.Exit())
+	})
 }
 
 func TestStopConcurrentAndIdempotent(t *testing.T) {
@@ -333,7 +355,13 @@ func TestStopConcurrentAndIdempotent(t *testing.T) {
 
 func TestExitOnItsOwn(t *testing.T) {
 	t.Parallel()
-	p, _, logs := start(t, fakeConfig(t, "exit-3", ""))
+	eachMode(t, testExitOnItsOwn)
+}
+
+func testExitOnItsOwn(t *testing.T, reaper []string) {
+	cfg := fakeConfig(t, "exit-3", "")
+	cfg.Reaper = reaper
+	p, _, logs := start(t, cfg)
 	waitDone(t, p)
 	want := upstream.Exit{Code: 3, Reason: upstream.ReasonExited}
 	assert.Equal(t, want, p.Exit())
@@ -350,44 +378,65 @@ func TestExitOnItsOwn(t *testing.T) {
 
 func TestKill(t *testing.T) {
 	t.Parallel()
-	p, rec, _ := start(t, fakeConfig(t, "ignore-term", ""))
-	rec.waitReady(t)
-	p.Kill("shutdown")
-	waitDone(t, p)
-	assert.Equal(t, upstream.Exit{Code: -1, Signal: "killed", Reason: "shutdown"}, p.Exit())
-	assert.Equal(t, "signal: killed (shutdown)", p.Exit().String())
+	eachMode(t, func(t *testing.T, reaper []string) {
+		cfg := fakeConfig(t, "ignore-term", "")
+		cfg.Reaper = reaper
+		p, rec, logs := start(t, cfg)
+		rec.waitReady(t)
+		begin := time.Now()
+		p.Kill("shutdown")
+		waitDone(t, p)
+		assert.Less(t, time.Since(begin), time.Second, "no wait for the backstop")
+		assert.Equal(t, upstream.Exit{Code: -1, Signal: "killed", Reason: "shutdown"}, p.Exit())
+		assert.Equal(t, "signal: killed (shutdown)", p.Exit().String())
+		assert.Empty(t, logs.atLeast(slog.LevelWarn), "the reaper acted on the request")
+	})
 }
 
 // A descendant left in the group (here one that ignores SIGTERM) dies with
 // the group once the leader is gone, even when the leader exited politely.
 func TestStopKillsGrandchild(t *testing.T) {
 	t.Parallel()
-	p, rec, _ := start(t, fakeConfig(t, "grandchild", ""))
-	rec.waitReady(t)
-	pid := grandchildPid(t, p)
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	require.False(t, gone(pid), "grandchild %d runs before Stop", pid)
+	eachMode(t, func(t *testing.T, reaper []string) {
+		cfg := fakeConfig(t, "grandchild", "")
+		cfg.Reaper = reaper
+		p, rec, _ := start(t, cfg)
+		rec.waitReady(t)
+		pid := grandchildPid(t, p)
+		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		require.False(t, gone(pid), "grandchild %d runs before Stop", pid)
 
-	require.NoError(t, p.Stop(t.Context()))
-	assert.Equal(t, upstream.Exit{Code: 0, Reason: upstream.ReasonStopped}, p.Exit())
-	assert.Eventually(t, func() bool { return gone(pid) }, patience, 5*time.Millisecond,
-		"grandchild %d still runs after Stop", pid)
+		require.NoError(t, p.Stop(t.Context()))
+		assert.Equal(t, upstream.Exit{Code: 0, Reason: upstream.ReasonStopped}, p.Exit())
+		assert.Eventually(t, func() bool { return gone(pid) }, patience, 5*time.Millisecond,
+			"grandchild %d still runs after Stop", pid)
+	})
 }
 
 // A descendant that left the group and holds our stdout cannot keep Done
-// from closing.
+// from closing. Without a reaper it survives (setsid took it out of the
+// group); on Linux a reaper, as a subreaper, inherits it when the server
+// dies and kills it.
 func TestEscapedGrandchildDoesNotHoldDone(t *testing.T) {
 	t.Parallel()
-	p, rec, _ := start(t, fakeConfig(t, "escaped-grandchild", ""))
-	rec.waitReady(t)
-	pid := grandchildPid(t, p)
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	eachMode(t, func(t *testing.T, reaper []string) {
+		cfg := fakeConfig(t, "escaped-grandchild", "")
+		cfg.Reaper = reaper
+		p, rec, _ := start(t, cfg)
+		rec.waitReady(t)
+		pid := grandchildPid(t, p)
+		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 
-	begin := time.Now()
-	require.NoError(t, p.Stop(t.Context()))
-	assert.Less(t, time.Since(begin), patience/2)
-	assert.Equal(t, upstream.Exit{Code: 0, Reason: upstream.ReasonStopped}, p.Exit())
-	assert.False(t, gone(pid), "setsid took it out of the group (the documented limit)")
+		begin := time.Now()
+		require.NoError(t, p.Stop(t.Context()))
+		assert.Less(t, time.Since(begin), patience/2)
+		assert.Equal(t, upstream.Exit{Code: 0, Reason: upstream.ReasonStopped}, p.Exit())
+		if reaper != nil && runtime.GOOS == "linux" {
+			assert.True(t, gone(pid), "the subreaper sweep killed it before the reaper exited")
+		} else {
+			assert.False(t, gone(pid), "setsid took it out of the group (the documented limit)")
+		}
+	})
 }
 
 // Junk lines under the limit are logged and dropped, and a valid message in
@@ -417,8 +466,13 @@ func TestJunkBelowLimitTolerated(t *testing.T) {
 
 func TestJunkFloodKills(t *testing.T) {
 	t.Parallel()
+	eachMode(t, testJunkFloodKills)
+}
+
+func testJunkFloodKills(t *testing.T, reaper []string) {
 	cfg := fakeConfig(t, "junk-flood", "")
 	cfg.MaxJunkLines = 5
+	cfg.Reaper = reaper
 	p, rec, logs := start(t, cfg)
 	waitDone(t, p)
 	assert.Equal(t, upstream.Exit{Code: -1, Signal: "killed", Reason: upstream.ReasonJunkOutput}, p.Exit())
@@ -433,9 +487,14 @@ func TestJunkFloodKills(t *testing.T) {
 // end of the line, and the server goes on.
 func TestTooLarge(t *testing.T) {
 	t.Parallel()
+	eachMode(t, testTooLarge)
+}
+
+func testTooLarge(t *testing.T, reaper []string) {
 	const limit, size = 1024, 4096
 	cfg := fakeConfig(t, "huge", strconv.Itoa(size))
 	cfg.MaxMessageBytes = limit
+	cfg.Reaper = reaper
 	p, rec, logs := start(t, cfg)
 	rec.waitReady(t)
 
@@ -461,8 +520,13 @@ func blob(n int) []byte {
 // A server that takes no byte for WriteStallTimeout is killed as stalled.
 func TestWriteStall(t *testing.T) {
 	t.Parallel()
+	eachMode(t, testWriteStall)
+}
+
+func testWriteStall(t *testing.T, reaper []string) {
 	cfg := fakeConfig(t, "no-read", "")
 	cfg.WriteStallTimeout = 300 * time.Millisecond
+	cfg.Reaper = reaper
 	p, rec, logs := start(t, cfg)
 	rec.waitReady(t)
 
@@ -560,18 +624,21 @@ func TestHalfClosedServerKilled(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Parallel()
-			cfg := fakeConfig(t, tt.mode, "")
-			cfg.StdinGrace = 200 * time.Millisecond
-			p, rec, _ := start(t, cfg)
-			rec.waitReady(t)
-			if tt.mode == "close-stdin" {
-				// The write fails with EPIPE; from then on Send refuses.
-				require.Eventually(t, func() bool {
-					return errors.Is(p.Send(request(1, "ping")), upstream.ErrClosed)
-				}, patience, 5*time.Millisecond)
-			}
-			waitDone(t, p)
-			assert.Equal(t, upstream.Exit{Code: -1, Signal: "killed", Reason: tt.reason}, p.Exit())
+			eachMode(t, func(t *testing.T, reaper []string) {
+				cfg := fakeConfig(t, tt.mode, "")
+				cfg.StdinGrace = 200 * time.Millisecond
+				cfg.Reaper = reaper
+				p, rec, _ := start(t, cfg)
+				rec.waitReady(t)
+				if tt.mode == "close-stdin" {
+					// The write fails with EPIPE; from then on Send refuses.
+					require.Eventually(t, func() bool {
+						return errors.Is(p.Send(request(1, "ping")), upstream.ErrClosed)
+					}, patience, 5*time.Millisecond)
+				}
+				waitDone(t, p)
+				assert.Equal(t, upstream.Exit{Code: -1, Signal: "killed", Reason: tt.reason}, p.Exit())
+			})
 		})
 	}
 }

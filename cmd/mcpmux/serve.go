@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,17 +36,30 @@ func newServeCmd() *cobra.Command {
 			return err
 		}
 		log := newLogger(cfg, cmd.ErrOrStderr())
-		return serve(cmd.Context(), cfg, daemonEnv{environ: os.Environ(), stderr: cmd.ErrOrStderr()}, log)
+		env := daemonEnv{environ: os.Environ(), stderr: cmd.ErrOrStderr()}
+		if exe, err := os.Executable(); err != nil {
+			log.Warn("cannot find the mcpmux executable to run reapers; a server will outlive a killed mcpmux", "error", err)
+		} else {
+			env.reaper = []string{exe, reaperMode}
+		}
+		return serve(cmd.Context(), cfg, env, log)
 	}
 	return cmd
 }
 
 // daemonEnv is what the daemon takes from its own process: its environment
-// (servers inherit an allowlist of it) and its stderr (for stderr = "inherit").
+// (servers inherit an allowlist of it), its stderr (for stderr = "inherit")
+// and the argv that re-executes it as a reaper (nil: none).
 type daemonEnv struct {
 	environ []string
 	stderr  io.Writer
+	reaper  []string
 }
+
+// reaperMode, as the first argument, makes the mcpmux binary a reaper
+// (upstream.RunReaper) instead of a command: each server runs under one, so
+// that it dies with mcpmux even when mcpmux is SIGKILLed.
+const reaperMode = "__reaper"
 
 // serve runs the daemon until ctx is done.
 func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) error {
@@ -86,6 +101,17 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 		hub := mux.NewServer(hubConfig(cfg, sc, env, log, ids), sc.Isolated)
 		all = append(all, served{hub, l})
 	}
+	var web *socket.Web
+	if cfg.Listen.HTTP != "" {
+		byName := make(map[string]socket.Endpoint, len(all))
+		for _, s := range all {
+			byName[s.hub.Name()] = s.hub
+		}
+		if web, err = listenWeb(cfg.Listen, env, byName, log); err != nil {
+			closeAll()
+			return err
+		}
+	}
 	log.Info("mcpmux serving", "version", mcpmuxVersion(), "socket_dir", dir, "servers", len(all))
 
 	var wg sync.WaitGroup
@@ -98,14 +124,18 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 			log.Error("control socket failed", "error", err)
 		}
 	})
+	if web != nil {
+		wg.Go(func() {
+			if err := web.Serve(ctx); err != nil {
+				log.Error("web listener failed", "error", err)
+			}
+		})
+	}
 	for _, s := range all {
-		maxBytes := s.hub.MaxMessageBytes()
 		wg.Go(func() { s.hub.Run(ctx) })
 		wg.Go(func() {
 			err := socket.Serve(ctx, s.l, func(ctx context.Context, c net.Conn) {
-				if err := s.hub.Serve(ctx, session.NewStream(c, maxBytes), unixPeer(c)); err != nil {
-					log.Debug("session ended", "server", s.hub.Name(), "error", err)
-				}
+				serveUnix(ctx, s.hub, c, cfg.Listen.MaxStreamsPerConn, log)
 			})
 			if err != nil {
 				log.Error("listener failed", "server", s.hub.Name(), "error", err)
@@ -146,6 +176,7 @@ func hubConfig(cfg *config, sc serverConfig, env daemonEnv, log *slog.Logger, id
 			WriteQueueBytes: sc.WriteQueueBytes,
 
 			WriteStallTimeout: sc.WriteStallTimeout,
+			Reaper:            env.reaper,
 		},
 		Session: session.Config{
 			MaxInflight:     cfg.Listen.MaxInflight,
@@ -189,6 +220,107 @@ func explicitZeroInt(n int) int {
 		return -1
 	}
 	return n
+}
+
+// serveUnix serves one connection to a server's socket: newline-delimited
+// JSON-RPC, one session; or, when its first byte is 0x00, yamux, each
+// stream one session.
+func serveUnix(ctx context.Context, hub mux.Server, c net.Conn, maxStreams int, log *slog.Logger) {
+	peer := unixPeer(c)
+	first, conn, err := socket.Sniff(ctx, c)
+	if err != nil {
+		c.Close() // gone before its first byte (a probe, a shutdown)
+		return
+	}
+	maxBytes := hub.MaxMessageBytes()
+	if first != socket.YamuxPreface {
+		if err := hub.Serve(ctx, session.NewStream(conn, maxBytes), peer); err != nil {
+			log.Debug("session ended", "server", hub.Name(), "error", err)
+		}
+		return
+	}
+	ylog := log.With("server", hub.Name(), "peer", peer.Addr)
+	ylog.Debug("yamux connection")
+	err = socket.ServeYamux(ctx, conn, socket.YamuxConfig{MaxStreams: maxStreams, Logger: ylog},
+		func(ctx context.Context, stream net.Conn, id uint32) {
+			p := session.Peer{Transport: "yamux", Addr: fmt.Sprintf("%s stream %d", peer.Addr, id)}
+			if err := hub.Serve(ctx, session.NewStream(stream, maxBytes), p); err != nil {
+				log.Debug("session ended", "server", hub.Name(), "error", err)
+			}
+		})
+	if err != nil {
+		ylog.Warn("closed a yamux connection that broke the framing", "error", err)
+	}
+}
+
+// listenWeb opens the web listener of [listen] http. The token is
+// http_token, or the one kept in the state folder (made on first use).
+func listenWeb(lc listenConfig, env daemonEnv, servers map[string]socket.Endpoint, log *slog.Logger) (*socket.Web, error) {
+	notLoopback := func() error {
+		return fmt.Errorf("[listen] http = %q is not a loopback address; set http_allow_remote = true to serve beyond this machine", lc.HTTP)
+	}
+	// The address first: a refused one must not leave a token behind.
+	if err := socket.CheckWebAddr(lc.HTTP, lc.HTTPAllowRemote); errors.Is(err, socket.ErrNotLoopback) {
+		return nil, notLoopback()
+	}
+	token, where := lc.HTTPToken, "http_token in the config file"
+	if token == "" {
+		path, err := httpTokenPath(env.environ)
+		if err != nil {
+			return nil, fmt.Errorf("[listen] http: %w", err)
+		}
+		var created bool
+		if token, created, err = socket.LoadOrCreateToken(path); err != nil {
+			return nil, fmt.Errorf("[listen] http: %w", err)
+		}
+		where = path
+		if created {
+			log.Info("generated the web token", "token_file", path)
+		}
+	}
+	web, err := socket.ListenWeb(socket.WebConfig{
+		Addr:        lc.HTTP,
+		Token:       token,
+		Origins:     lc.HTTPOrigins,
+		AllowRemote: lc.HTTPAllowRemote,
+		Lookup: func(name string) (socket.Endpoint, bool) {
+			ep, ok := servers[name]
+			return ep, ok
+		},
+		Logger: log,
+	})
+	if errors.Is(err, socket.ErrNotLoopback) { // "localhost" bound beyond loopback
+		return nil, notLoopback()
+	} else if err != nil {
+		return nil, fmt.Errorf("[listen] http = %q: %w", lc.HTTP, err)
+	}
+	if lc.HTTPAllowRemote {
+		log.Warn("the web listener accepts connections from other machines (http_allow_remote = true)", "addr", web.Addr().String())
+	}
+	log.Info("web listener", "url", fmt.Sprintf("ws://%s%sNAME", web.Addr(), socket.ServersPath), "token_from", where)
+	return web, nil
+}
+
+// httpTokenPath is where the generated web token is kept:
+// $XDG_STATE_HOME/mcpmux/http.token, else ~/.local/state/mcpmux/http.token.
+// As the XDG spec asks, a relative XDG_STATE_HOME is ignored.
+func httpTokenPath(environ []string) (string, error) {
+	getenv := func(key string) string {
+		for _, kv := range slices.Backward(environ) {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+				return v
+			}
+		}
+		return ""
+	}
+	if state := getenv("XDG_STATE_HOME"); filepath.IsAbs(state) {
+		return filepath.Join(state, "mcpmux", "http.token"), nil
+	}
+	home := getenv("HOME")
+	if !filepath.IsAbs(home) {
+		return "", errors.New("cannot place the web token: neither XDG_STATE_HOME nor HOME is set to an absolute path; set http_token")
+	}
+	return filepath.Join(home, ".local", "state", "mcpmux", "http.token"), nil
 }
 
 // unixPeer names the process at the other end of a Unix connection.
