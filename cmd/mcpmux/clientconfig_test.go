@@ -1,0 +1,345 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeSetupEnv is a setupEnv over a map of variables, with mcpmux at exe
+// and a run that fails the test: tests never run systemctl or launchctl.
+func fakeSetupEnv(t *testing.T, vars map[string]string, exe string) setupEnv {
+	return setupEnv{
+		getenv:     func(k string) string { return vars[k] },
+		executable: func() (string, error) { return exe, nil },
+		goos:       "linux",
+		uid:        501,
+		run: func(_ context.Context, name string, args ...string) ([]byte, error) {
+			t.Errorf("ran %s %v", name, args)
+			return nil, errors.New("not in tests")
+		},
+	}
+}
+
+const clientConfigToml = `[listen]
+http = "127.0.0.1:7878"
+
+[servers.memory]
+command = "npx"
+
+[servers.time]
+command = "uvx"
+`
+
+// TestClientConfig checks the snippet for each editor, with mcpmux connect
+// and with --http.
+func TestClientConfig(t *testing.T) {
+	home := t.TempDir()
+	defaultCfg := filepath.Join(home, ".config", "mcpmux", "mux.toml")
+	otherCfg := filepath.Join(home, "elsewhere", "my mux.toml")
+	noHTTPCfg := filepath.Join(home, "nohttp.toml")
+	withTokenCfg := filepath.Join(home, "token.toml")
+	for path, content := range map[string]string{
+		defaultCfg:   clientConfigToml,
+		otherCfg:     clientConfigToml,
+		noHTTPCfg:    "[servers.memory]\ncommand = \"npx\"\n",
+		withTokenCfg: "[listen]\nhttp = \"0.0.0.0:9000\"\nhttp_token = \"from-config\"\n\n[servers.memory]\ncommand = \"npx\"\n",
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	}
+	state := filepath.Join(home, "state")
+	require.NoError(t, os.MkdirAll(filepath.Join(state, "mcpmux"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(state, "mcpmux", "http.token"), []byte("tok-from-file\n"), 0o600))
+
+	const exe = "/opt/mcp mux/bin/mcpmux"
+	homeOnly := map[string]string{"HOME": home}
+	withState := map[string]string{"HOME": home, "XDG_STATE_HOME": state}
+	quotedOther := `'` + otherCfg + `'`
+
+	tests := []struct {
+		name     string
+		vars     map[string]string
+		args     []string
+		want     string
+		wantHint string
+	}{
+		{
+			name: "claude", vars: homeOnly, args: []string{"memory", "--for", "claude"},
+			want: `# Claude Code: run this (add --scope user to have it in every project)
+claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect memory
+
+# or put this in the project's .mcp.json:
+{
+  "mcpServers": {
+    "memory": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+		},
+		{
+			name: "claude-desktop", vars: homeOnly, args: []string{"time", "--for", "claude-desktop"},
+			want: `{
+  "mcpServers": {
+    "time": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "time"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in claude_desktop_config.json (Claude Desktop: Settings > Developer > Edit Config), merged into \"mcpServers\"\n",
+		},
+		{
+			name: "cursor", vars: homeOnly, args: []string{"memory", "--for", "cursor"},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in ~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project), merged into \"mcpServers\"\n",
+		},
+		{
+			name: "vscode", vars: homeOnly, args: []string{"memory", "--for", "vscode"},
+			want: `{
+  "servers": {
+    "memory": {
+      "type": "stdio",
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in .vscode/mcp.json (one workspace) or the user mcp.json (command \"MCP: Open User Configuration\"), merged into \"servers\"\n",
+		},
+		{
+			name: "default config named with --config", vars: homeOnly, args: []string{"memory", "--for", "cursor", "--config", defaultCfg},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in ~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project), merged into \"mcpServers\"\n",
+		},
+		{
+			name: "claude with another config", vars: homeOnly, args: []string{"memory", "--for", "claude", "--config", otherCfg},
+			want: `# Claude Code: run this (add --scope user to have it in every project)
+claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect --config ` + quotedOther + ` memory
+
+# or put this in the project's .mcp.json:
+{
+  "mcpServers": {
+    "memory": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "--config",
+        "` + otherCfg + `",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+		},
+		{
+			name: "config from MCPMUX_CONFIG", vars: map[string]string{"HOME": home, "MCPMUX_CONFIG": otherCfg}, args: []string{"memory", "--for", "vscode"},
+			want: `{
+  "servers": {
+    "memory": {
+      "type": "stdio",
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "--config",
+        "` + otherCfg + `",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in .vscode/mcp.json (one workspace) or the user mcp.json (command \"MCP: Open User Configuration\"), merged into \"servers\"\n",
+		},
+		{
+			name: "claude --http", vars: withState, args: []string{"memory", "--for", "claude-code", "--http"},
+			want: `# Claude Code: run this (add --scope user to have it in every project)
+claude mcp add --transport http memory http://127.0.0.1:7878/servers/memory --header 'Authorization: Bearer tok-from-file'
+
+# or put this in the project's .mcp.json:
+{
+  "mcpServers": {
+    "memory": {
+      "type": "http",
+      "url": "http://127.0.0.1:7878/servers/memory",
+      "headers": {
+        "Authorization": "Bearer tok-from-file"
+      }
+    }
+  }
+}
+`,
+			wantHint: "# this holds the daemon's token: keep the file it goes in private\n",
+		},
+		{
+			name: "cursor --http", vars: withState, args: []string{"time", "--for", "cursor", "--http"},
+			want: `{
+  "mcpServers": {
+    "time": {
+      "url": "http://127.0.0.1:7878/servers/time",
+      "headers": {
+        "Authorization": "Bearer tok-from-file"
+      }
+    }
+  }
+}
+`,
+			wantHint: "# this holds the daemon's token: keep the file it goes in private\n" +
+				"# put this in ~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project), merged into \"mcpServers\"\n",
+		},
+		{
+			name: "vscode --http with http_token, listening on every address", vars: homeOnly, args: []string{"memory", "--for", "vscode", "--http", "--config", withTokenCfg},
+			want: `{
+  "servers": {
+    "memory": {
+      "type": "http",
+      "url": "http://127.0.0.1:9000/servers/memory",
+      "headers": {
+        "Authorization": "Bearer from-config"
+      }
+    }
+  }
+}
+`,
+			wantHint: "# this holds the daemon's token: keep the file it goes in private\n" +
+				"# put this in .vscode/mcp.json (one workspace) or the user mcp.json (command \"MCP: Open User Configuration\"), merged into \"servers\"\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, hint bytes.Buffer
+			cmd := newClientConfigCmdWith(fakeSetupEnv(t, tt.vars, exe))
+			cmd.SetArgs(tt.args)
+			cmd.SetOut(&out)
+			cmd.SetErr(&hint)
+			require.NoError(t, cmd.Execute(), "client-config %v", tt.args)
+			assert.Equal(t, tt.want, out.String(), "client-config %v: stdout", tt.args)
+			assert.Equal(t, tt.wantHint, hint.String(), "client-config %v: stderr", tt.args)
+		})
+	}
+
+	errTests := []struct {
+		name    string
+		vars    map[string]string
+		exe     string
+		args    []string
+		wantErr string
+	}{
+		{"unknown server", homeOnly, exe, []string{"github", "--for", "cursor"},
+			`no server named "github" in ` + defaultCfg + `; configured: memory, time`},
+		{"unknown editor", homeOnly, exe, []string{"memory", "--for", "emacs"},
+			`--for "emacs": want claude (Claude Code), claude-desktop, cursor or vscode`},
+		{"no --for", homeOnly, exe, []string{"memory"},
+			`missing --for: claude (Claude Code), claude-desktop, cursor or vscode`},
+		{"no name", homeOnly, exe, []string{"--for", "cursor"}, "accepts 1 arg(s), received 0"},
+		{"missing config", homeOnly, exe, []string{"memory", "--for", "cursor", "--config", filepath.Join(home, "none.toml")},
+			"load config: open " + filepath.Join(home, "none.toml") + ": no such file or directory"},
+		{"a go run build", homeOnly, "/tmp/go-build123/b001/exe/mcpmux", []string{"memory", "--for", "cursor"},
+			"/tmp/go-build123/b001/exe/mcpmux is a temporary build (go run): install mcpmux"},
+		{"--http without a web listener", withState, exe, []string{"memory", "--for", "cursor", "--http", "--config", noHTTPCfg},
+			`--http: the daemon has no web listener: set http = "127.0.0.1:7878" in [listen] of ` + noHTTPCfg},
+		{"--http without a token", map[string]string{"HOME": home}, exe, []string{"memory", "--for", "vscode", "--http"},
+			"no token: [listen] http_token is not set and " + filepath.Join(home, ".local", "state", "mcpmux", "http.token") +
+				" does not exist; the daemon creates it on its first start"},
+		{"--http for Claude Desktop", withState, exe, []string{"memory", "--for", "claude-desktop", "--http"},
+			"--http: Claude Desktop's config file takes commands only"},
+	}
+	for _, tt := range errTests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, hint bytes.Buffer
+			cmd := newClientConfigCmdWith(fakeSetupEnv(t, tt.vars, tt.exe))
+			cmd.SetArgs(tt.args)
+			cmd.SetOut(&out)
+			cmd.SetErr(&hint)
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			err := cmd.Execute()
+			require.Error(t, err, "client-config %v", tt.args)
+			assert.True(t, strings.HasPrefix(err.Error(), tt.wantErr), "client-config %v\nerror: %s\nwant:  %s...", tt.args, err, tt.wantErr)
+			assert.Empty(t, out.String(), "client-config %v: stdout", tt.args)
+		})
+	}
+}
+
+// TestClientConfigTokenPath checks where the daemon's token is looked for.
+func TestClientConfigTokenPath(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"XDG_STATE_HOME", map[string]string{"XDG_STATE_HOME": "/state", "HOME": "/home/me"}, "/state/mcpmux/http.token"},
+		{"relative XDG_STATE_HOME is ignored", map[string]string{"XDG_STATE_HOME": "state", "HOME": "/home/me"}, "/home/me/.local/state/mcpmux/http.token"},
+		{"HOME", map[string]string{"HOME": "/home/me"}, "/home/me/.local/state/mcpmux/http.token"},
+		{"nothing set", map[string]string{}, ""},
+	}
+	for _, tt := range tests {
+		got, err := clientTokenPath(func(k string) string { return tt.env[k] })
+		if tt.want == "" {
+			assert.Error(t, err, tt.name)
+			continue
+		}
+		require.NoError(t, err, tt.name)
+		assert.Equal(t, tt.want, got, tt.name)
+	}
+}
+
+// TestClientConfigServerURL checks the URL made from [listen] http.
+func TestClientConfigServerURL(t *testing.T) {
+	tests := []struct{ listen, want string }{
+		{"127.0.0.1:7878", "http://127.0.0.1:7878/servers/memory"},
+		{"localhost:80", "http://localhost:80/servers/memory"},
+		{"[::1]:7878", "http://[::1]:7878/servers/memory"},
+		{"0.0.0.0:7878", "http://127.0.0.1:7878/servers/memory"},
+		{":7878", "http://127.0.0.1:7878/servers/memory"},
+		{"[::]:7878", "http://[::1]:7878/servers/memory"},
+	}
+	for _, tt := range tests {
+		got, err := serverURL(tt.listen, "memory")
+		require.NoError(t, err, tt.listen)
+		assert.Equal(t, tt.want, got, tt.listen)
+	}
+}
