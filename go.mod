@@ -3,6 +3,8 @@ module github.com/mcpmux/mcpmux
 go 1.26.0
 
 require (
+	github.com/gorilla/websocket v1.5.3
+	github.com/hashicorp/yamux v0.1.2
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/yamux"
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
@@ -19,6 +20,7 @@ import (
 
 func newConnectCmd() *cobra.Command {
 	var drain time.Duration
+	var viaYamux bool
 	cmd := &cobra.Command{
 		Use:   "connect NAME",
 		Short: "Bridge stdin/stdout to the shared server NAME (for clients that can only spawn a command)",
@@ -26,13 +28,14 @@ func newConnectCmd() *cobra.Command {
 	}
 	load := configFlag(cmd)
 	cmd.Flags().DurationVar(&drain, "drain", 5*time.Second, "after stdin closes, how long to wait for the answers still due")
+	cmd.Flags().BoolVar(&viaYamux, "yamux", false, "speak yamux on the socket (first byte 0x00) and run the session on one stream")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cfg, err := load()
 		if err != nil {
 			return err
 		}
 		path := filepath.Join(cfg.Listen.SocketDir, args[0]+".sock")
-		return bridge(cmd.Context(), path, drain, cmd.InOrStdin(), cmd.OutOrStdout())
+		return bridge(cmd.Context(), path, viaYamux, drain, cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	return cmd
 }
@@ -43,22 +46,33 @@ const bridgeLineLimit = 64 << 20
 
 // bridge copies stdin to the socket at path and the socket to stdout, line
 // by line and byte for byte. On stdin EOF it waits, at most drain, for the
-// answers to the requests it forwarded, then closes the socket.
-func bridge(ctx context.Context, path string, drain time.Duration, stdin io.Reader, stdout io.Writer) error {
+// answers to the requests it forwarded, then closes the socket. With
+// viaYamux the session runs on one yamux stream of the connection.
+func bridge(ctx context.Context, path string, viaYamux bool, drain time.Duration, stdin io.Reader, stdout io.Writer) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
 		return fmt.Errorf("no mcpmux daemon is serving %s: %w", path, unwrapSyscall(err))
 	}
-	uc := conn.(*net.UnixConn)
+	uc := conn
+	if viaYamux {
+		if uc, err = openYamuxStream(conn); err != nil {
+			conn.Close()
+			return fmt.Errorf("yamux on %s: %w", path, err)
+		}
+	}
 	defer uc.Close()
 
 	var t tracker
 	t.init()
 	stdinDone := make(chan error, 1)
 	socketDone := make(chan error, 1)
+	// The stdin copier is deliberately not waited for: a read from a
+	// blocking stdin cannot be interrupted, and a client may keep its end
+	// open after the daemon dropped the session or a signal arrived. It ends
+	// at stdin EOF or with the process, which exits once bridge returns.
+	go func() { stdinDone <- copyLines(uc, stdin, true, t.sent) }()
 	var wg sync.WaitGroup
-	wg.Go(func() { stdinDone <- copyLines(uc, stdin, true, t.sent) })
 	wg.Go(func() { socketDone <- copyLines(stdout, uc, false, t.answered) })
 	defer wg.Wait()
 
@@ -96,6 +110,34 @@ func bridge(ctx context.Context, path string, drain time.Duration, stdin io.Read
 	}
 	uc.Close()
 	return nil
+}
+
+// openYamuxStream makes conn the client side of a yamux session and opens
+// one stream on it; closing the stream closes the session and conn.
+func openYamuxStream(conn net.Conn) (net.Conn, error) {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard // failures surface as errors of the stream
+	sess, err := yamux.Client(conn, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sess.OpenStream()
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	return yamuxStream{st, sess}, nil
+}
+
+// yamuxStream is the one stream of a yamux session the bridge opened.
+type yamuxStream struct {
+	*yamux.Stream
+	sess *yamux.Session
+}
+
+func (s yamuxStream) Close() error {
+	s.Stream.Close()
+	return s.sess.Close()
 }
 
 func unwrapSyscall(err error) error {

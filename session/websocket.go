@@ -1,0 +1,248 @@
+package session
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// ErrBinaryFrame: the client sent a binary WebSocket frame. MCP messages
+// travel as text; the connection was closed with code 1003.
+var ErrBinaryFrame = errors.New("session: binary WebSocket frame")
+
+// ErrPongTimeout: the client answered no ping for WebSocketConfig.PongTimeout
+// while the session was waiting for its next message.
+var ErrPongTimeout = errors.New("session: WebSocket client answered no ping")
+
+// WebSocketConfig sets the limits and timers of a WebSocket transport. Zero
+// durations mean the defaults.
+type WebSocketConfig struct {
+	MaxMessageBytes int           // larger messages are skipped and answered message_too_large
+	PingInterval    time.Duration // how often the client is pinged; default 30s
+	PongTimeout     time.Duration // silence, while a message is awaited, that ends the connection; default 60s
+	WriteTimeout    time.Duration // how long one write may take; default 60s
+}
+
+// closeGrace bounds the close handshake frame written when the transport
+// closes.
+const closeGrace = time.Second
+
+// WebSocket is the Transport of a WebSocket connection: one JSON-RPC message
+// per text frame. Binary frames end the connection with code 1003. Oversized
+// messages are read through without being held and reported as a
+// *jsonrpc.TooLargeError, so the session answers them and goes on.
+//
+// It pings the client every PingInterval. While the session waits for a
+// message, a client that sends nothing, not even a pong, for PongTimeout is
+// disconnected; while the session is not reading (flow control), no pong is
+// expected, since control frames are only read along with messages.
+type WebSocket struct {
+	conn *websocket.Conn
+	cfg  WebSocketConfig
+
+	reading  atomic.Bool  // ReadFrame is waiting for the client
+	lastSeen atomic.Int64 // unix nanoseconds of the last sign of life while reading
+	timedOut atomic.Bool  // keepalive closed the connection
+
+	done      chan struct{} // closed by Close; stops keepalive
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup // keepalive
+}
+
+// NewWebSocket frames conn, an upgraded server-side connection, and starts
+// pinging the client. Close stops that and closes conn.
+func NewWebSocket(conn *websocket.Conn, cfg WebSocketConfig) *WebSocket {
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 30 * time.Second
+	}
+	if cfg.PongTimeout <= 0 {
+		cfg.PongTimeout = 60 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 60 * time.Second
+	}
+	w := &WebSocket{conn: conn, cfg: cfg, done: make(chan struct{})}
+	w.touch()
+	conn.SetPongHandler(func(string) error {
+		w.touch()
+		return nil
+	})
+	ping := conn.PingHandler() // answers with a pong
+	conn.SetPingHandler(func(data string) error {
+		w.touch()
+		return ping(data)
+	})
+	// A close frame from the client is its hang-up: ReadFrame reports
+	// io.EOF, the session flushes what is queued, and Close answers the
+	// close frame afterwards rather than at once.
+	conn.SetCloseHandler(func(int, string) error { return nil })
+	w.wg.Go(w.keepalive)
+	return w
+}
+
+func (w *WebSocket) touch() { w.lastSeen.Store(time.Now().UnixNano()) }
+
+// keepalive pings the client and closes the connection when a client that
+// is being read from has been silent for PongTimeout.
+func (w *WebSocket) keepalive() {
+	tick := time.NewTicker(min(w.cfg.PingInterval, w.cfg.PongTimeout) / 2)
+	defer tick.Stop()
+	lastPing := time.Now()
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-tick.C:
+		}
+		if w.reading.Load() && time.Since(time.Unix(0, w.lastSeen.Load())) > w.cfg.PongTimeout {
+			w.timedOut.Store(true)
+			w.closeWith(websocket.CloseGoingAway, "no answer to pings")
+			w.conn.Close()
+			return
+		}
+		if time.Since(lastPing) < w.cfg.PingInterval {
+			continue
+		}
+		lastPing = time.Now()
+		err := w.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(w.cfg.WriteTimeout))
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			// The connection is gone or closing; the reader or the writer
+			// reports it. A timeout only means a write of the session's
+			// holds the connection: its own deadline covers that.
+			return
+		}
+	}
+}
+
+// ReadFrame implements Transport. Frames that are only JSON whitespace are
+// skipped, as blank lines are on a socket.
+func (w *WebSocket) ReadFrame() ([]byte, error) {
+	w.touch()
+	w.reading.Store(true)
+	defer w.reading.Store(false)
+	for {
+		typ, r, err := w.conn.NextReader()
+		if err != nil {
+			return nil, w.readErr(err)
+		}
+		w.touch()
+		if typ != websocket.TextMessage {
+			w.closeWith(websocket.CloseUnsupportedData, "binary frames are not supported: send JSON-RPC as text")
+			return nil, ErrBinaryFrame
+		}
+		frame, err := jsonrpc.ReadMessage(activity{r, w}, w.cfg.MaxMessageBytes)
+		if err != nil {
+			var tooLarge *jsonrpc.TooLargeError
+			if errors.As(err, &tooLarge) {
+				return nil, err
+			}
+			return nil, w.readErr(err)
+		}
+		if frame = lineSafe(frame); !blank(frame) {
+			return frame, nil
+		}
+	}
+}
+
+// readErr turns the client's hang-up, with a close frame or without one
+// (1006: the connection just ended), into io.EOF.
+func (w *WebSocket) readErr(err error) error {
+	if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway,
+		websocket.CloseNoStatusReceived, websocket.CloseAbnormalClosure) {
+		return io.EOF
+	}
+	select {
+	case <-w.done:
+		return net.ErrClosed
+	default:
+	}
+	if w.timedOut.Load() {
+		return ErrPongTimeout
+	}
+	return err
+}
+
+// activity counts the bytes of a message in flight as signs of life, so that
+// a large message arriving slowly is not taken for a dead client.
+type activity struct {
+	r io.Reader
+	w *WebSocket
+}
+
+func (a activity) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.w.touch()
+	}
+	return n, err
+}
+
+// lineSafe replaces the line breaks that a WebSocket message may carry as
+// JSON whitespace by spaces, so that the message stays one line when it is
+// forwarded to a server that reads newline-delimited JSON. Offsets do not
+// move. Breaks inside strings, which JSON forbids, are left for the parser
+// to refuse.
+func lineSafe(frame []byte) []byte {
+	inStr, esc := false, false
+	for i, b := range frame {
+		switch {
+		case esc:
+			esc = false
+		case inStr && b == '\\':
+			esc = true
+		case b == '"':
+			inStr = !inStr
+		case !inStr && (b == '\n' || b == '\r'):
+			frame[i] = ' '
+		}
+	}
+	return frame
+}
+
+func blank(frame []byte) bool {
+	for _, b := range frame {
+		switch b {
+		case ' ', '\t', '\r', '\n':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// WriteFrame implements Transport: one text frame, written within
+// WriteTimeout.
+func (w *WebSocket) WriteFrame(frame []byte) error {
+	w.conn.SetWriteDeadline(time.Now().Add(w.cfg.WriteTimeout))
+	return w.conn.WriteMessage(websocket.TextMessage, frame)
+}
+
+// closeWith sends a close frame with code and reason, once per connection
+// (later ones are refused by the connection itself).
+func (w *WebSocket) closeWith(code int, reason string) {
+	w.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeGrace))
+}
+
+// Close implements Transport: a normal close frame (unless one was sent
+// already), then the connection is closed and the pinger stopped.
+func (w *WebSocket) Close() error {
+	w.closeOnce.Do(func() {
+		close(w.done)
+		w.closeWith(websocket.CloseNormalClosure, "")
+		w.closeErr = w.conn.Close()
+		w.wg.Wait()
+	})
+	return w.closeErr
+}
+
+// Conn is the underlying connection.
+func (w *WebSocket) Conn() *websocket.Conn { return w.conn }

@@ -1,0 +1,93 @@
+package socket
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// tokenBytes is the entropy of a generated token, written as hex.
+const tokenBytes = 32
+
+// LoadOrCreateToken returns the token kept in the file at path. When there
+// is no file yet it generates one (32 random bytes, hex) and writes it there
+// with mode 0600, creating the folder with mode 0700; created reports that.
+// The file appears whole or not at all, so that two daemons started together
+// agree on one token. A file that others than its owner may read, that is
+// not a regular file, or that holds no token is an error.
+func LoadOrCreateToken(path string) (token string, created bool, err error) {
+	token, err = readToken(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return token, false, err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", false, fmt.Errorf("create the folder of the token file: %w", err)
+	}
+	b := make([]byte, tokenBytes)
+	rand.Read(b) // never fails (crypto/rand)
+	token = hex.EncodeToString(b)
+
+	// Written under a temporary name, then linked into place: link fails
+	// when the path exists, so a token another daemon wrote meanwhile wins.
+	tmp, err := os.CreateTemp(dir, ".http.token.*") // mode 0600
+	if err != nil {
+		return "", false, fmt.Errorf("write the token file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(token + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("write the token file: %w", err)
+	}
+	switch err := os.Link(tmp.Name(), path); {
+	case errors.Is(err, fs.ErrExist):
+		token, err = readToken(path)
+		return token, false, err
+	case err != nil:
+		return "", false, fmt.Errorf("write the token file: %w", err)
+	}
+	return token, true, nil
+}
+
+// readToken reads a token file, refusing one whose mode lets others read it.
+func readToken(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		return "", fmt.Errorf("read the token file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("read the token file: %w", err)
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("token file %s is not a regular file", path)
+	case fi.Mode().Perm()&0o077 != 0:
+		return "", fmt.Errorf("token file %s has mode %#o: others may read it; chmod 600 it (or delete it for a new token)", path, fi.Mode().Perm())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4<<10))
+	if err != nil {
+		return "", fmt.Errorf("read the token file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" || strings.ContainsAny(token, " \t\r\n") {
+		return "", fmt.Errorf("token file %s does not hold a token (one line of text); delete it for a new one", path)
+	}
+	return token, nil
+}

@@ -1,0 +1,313 @@
+package socket
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/mcpmux/mcpmux/session"
+)
+
+// ErrNotLoopback: the web listener was asked to bind an address beyond this
+// machine without WebConfig.AllowRemote.
+var ErrNotLoopback = errors.New("socket: not a loopback address")
+
+// Endpoint is what the web listener serves under one name: a server of the
+// daemon, reached at /servers/NAME.
+type Endpoint interface {
+	// Full reports that the server takes no more sessions (answered 503
+	// before the upgrade).
+	Full() bool
+	// MaxMessageBytes is the size limit of one message.
+	MaxMessageBytes() int
+	// Serve runs one session until it ends.
+	Serve(ctx context.Context, t session.Transport, peer session.Peer) error
+}
+
+// WebConfig configures a web listener.
+type WebConfig struct {
+	Addr        string   // host:port to listen on
+	Token       string   // the secret every request must present; required
+	Origins     []string // browser Origins allowed; a request with any other Origin is refused
+	AllowRemote bool     // listen beyond loopback and accept any Host
+
+	// Lookup finds the endpoint of a server name.
+	Lookup func(name string) (Endpoint, bool)
+
+	// Timers of each WebSocket; zero means the session package's defaults.
+	PingInterval time.Duration
+	PongTimeout  time.Duration
+	WriteTimeout time.Duration
+
+	Logger *slog.Logger // refusals at Warn, sessions at Debug; nil discards
+}
+
+// ServersPath is where server NAME is served: ServersPath + NAME.
+const ServersPath = "/servers/"
+
+// handshakeTimeout bounds reading a request's headers and completing the
+// WebSocket handshake.
+const handshakeTimeout = 10 * time.Second
+
+// shutdownTimeout bounds the wait for plain HTTP requests at shutdown.
+const shutdownTimeout = 5 * time.Second
+
+// Web is the web listener: one WebSocket endpoint per server, at
+// ws://HOST:PORT/servers/NAME, each upgrade carrying one session, one
+// JSON-RPC message per text frame.
+//
+// Each request passes these checks, in this order: Host names a loopback
+// address or localhost (against DNS rebinding; any Host when AllowRemote),
+// and Origin is absent or allowed, else 403; the token is presented, else
+// 401; the server exists, else 404; it has room for a session, else 503.
+// The token is accepted as "Authorization: Bearer TOKEN", as "?token=TOKEN",
+// or as a Sec-WebSocket-Protocol entry "mcp.auth.TOKEN", and compared in
+// constant time. Subprotocol "mcp" is selected when the client offers it.
+type Web struct {
+	cfg      WebConfig
+	l        net.Listener
+	log      *slog.Logger
+	tokenSum [sha256.Size]byte
+	upgrader websocket.Upgrader
+
+	mu      sync.Mutex
+	closing bool
+	active  sync.WaitGroup // sessions, which run on hijacked connections
+}
+
+// ListenWeb validates cfg and listens on cfg.Addr. Without AllowRemote an
+// address that is not loopback (127.0.0.0/8, ::1 or localhost) is refused
+// with an error wrapping ErrNotLoopback. Serve starts serving.
+func ListenWeb(cfg WebConfig) (*Web, error) {
+	if cfg.Token == "" {
+		return nil, errors.New("web listener: a token is required")
+	}
+	if cfg.Lookup == nil {
+		return nil, errors.New("web listener: no Lookup")
+	}
+	if err := CheckWebAddr(cfg.Addr, cfg.AllowRemote); err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("web listener: %w", err)
+	}
+	if ta, ok := l.Addr().(*net.TCPAddr); !cfg.AllowRemote && (!ok || !ta.IP.IsLoopback()) {
+		l.Close() // "localhost" resolved to something else
+		return nil, fmt.Errorf("web listener on %s (bound %s): %w", cfg.Addr, l.Addr(), ErrNotLoopback)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Web{cfg: cfg, l: l, log: log, tokenSum: sha256.Sum256([]byte(cfg.Token))}
+	w.upgrader = websocket.Upgrader{
+		HandshakeTimeout: handshakeTimeout,
+		ReadBufferSize:   4 << 10,
+		WriteBufferSize:  4 << 10,
+		WriteBufferPool:  new(sync.Pool), // idle sessions hold no write buffer
+		Subprotocols:     []string{"mcp"},
+		CheckOrigin:      w.originAllowed, // checked before, and again by the upgrader
+		Error: func(rw http.ResponseWriter, r *http.Request, status int, reason error) {
+			w.log.Warn("refused a WebSocket handshake", "peer", r.RemoteAddr, "status", status, "error", reason)
+			http.Error(rw, http.StatusText(status), status)
+		},
+	}
+	return w, nil
+}
+
+// CheckWebAddr reports whether ListenWeb may listen on addr (host:port):
+// with allowRemote any address, else only a loopback IP or localhost; the
+// error then wraps ErrNotLoopback.
+func CheckWebAddr(addr string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	switch {
+	case err != nil:
+		return fmt.Errorf("web listener: %w", err)
+	case !allowRemote && !isLoopbackHost(host):
+		return fmt.Errorf("web listener on %s: %w", addr, ErrNotLoopback)
+	}
+	return nil
+}
+
+// Addr is the address the listener is bound to.
+func (w *Web) Addr() net.Addr { return w.l.Addr() }
+
+// Serve serves until ctx is done or the listener fails, then stops
+// listening, ends the sessions and returns once every one of them has
+// ended: nil when ctx ended it, else the listener's error.
+func (w *Web) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx) // the sessions' context
+	defer cancel()
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(w.handle),
+		ReadHeaderTimeout: handshakeTimeout,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(w.l) }() // waited for below
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+	}
+	sctx, done := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer done()
+	if srv.Shutdown(sctx) != nil { // closes the listener; waits for requests not upgraded
+		srv.Close()
+	}
+	if err == nil {
+		<-served
+	}
+	// Sessions run on hijacked connections, which Shutdown does not track:
+	// refuse new ones, end the running ones, wait for them.
+	w.mu.Lock()
+	w.closing = true
+	w.mu.Unlock()
+	cancel()
+	w.active.Wait()
+	if err != nil {
+		return fmt.Errorf("web listener on %s: %w", w.l.Addr(), err)
+	}
+	return nil
+}
+
+// handle runs the checks, in order, then the session.
+func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
+	refuse := func(status int, why string, args ...any) {
+		w.log.Warn("refused a web request: "+why, append([]any{"peer", r.RemoteAddr, "status", status}, args...)...)
+		http.Error(rw, http.StatusText(status)+": "+why, status)
+	}
+	if !w.cfg.AllowRemote && !isLoopbackHost(hostOnly(r.Host)) {
+		refuse(http.StatusForbidden, "Host is not a loopback address", "host", r.Host)
+		return
+	}
+	if !w.originAllowed(r) {
+		refuse(http.StatusForbidden, "Origin not allowed", "origin", r.Header.Get("Origin"))
+		return
+	}
+	if !w.authorized(r) {
+		rw.Header().Set("WWW-Authenticate", `Bearer realm="mcpmux"`)
+		refuse(http.StatusUnauthorized, "missing or wrong token")
+		return
+	}
+	name, ok := strings.CutPrefix(r.URL.Path, ServersPath)
+	var ep Endpoint
+	if ok && name != "" && !strings.Contains(name, "/") {
+		ep, ok = w.cfg.Lookup(name)
+	} else {
+		ok = false
+	}
+	if !ok {
+		refuse(http.StatusNotFound, "no such server", "path", r.URL.Path)
+		return
+	}
+	if !websocket.IsWebSocketUpgrade(r) {
+		rw.Header().Set("Upgrade", "websocket")
+		refuse(http.StatusUpgradeRequired, "this endpoint speaks WebSocket", "server", name)
+		return
+	}
+	if ep.Full() {
+		refuse(http.StatusServiceUnavailable, "the server has its maximum of sessions", "server", name)
+		return
+	}
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
+		refuse(http.StatusServiceUnavailable, "shutting down", "server", name)
+		return
+	}
+	w.active.Add(1)
+	w.mu.Unlock()
+	defer w.active.Done()
+
+	conn, err := w.upgrader.Upgrade(rw, r, nil)
+	if err != nil {
+		return // the upgrader answered and logged
+	}
+	t := session.NewWebSocket(conn, session.WebSocketConfig{
+		MaxMessageBytes: ep.MaxMessageBytes(),
+		PingInterval:    w.cfg.PingInterval,
+		PongTimeout:     w.cfg.PongTimeout,
+		WriteTimeout:    w.cfg.WriteTimeout,
+	})
+	defer t.Close()
+	peer := session.Peer{Transport: "websocket", Addr: r.RemoteAddr}
+	if err := ep.Serve(r.Context(), t, peer); err != nil {
+		w.log.Debug("session ended", "server", name, "peer", r.RemoteAddr, "error", err)
+	}
+}
+
+// authProtocol prefixes the Sec-WebSocket-Protocol entry that carries the
+// token (the WebSocket SEP draft's spelling).
+const authProtocol = "mcp.auth."
+
+// authorized reports whether r presents the token in any accepted place.
+func (w *Web) authorized(r *http.Request) bool {
+	var candidates []string
+	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		candidates = append(candidates, strings.TrimSpace(tok))
+	}
+	if q := r.URL.Query(); q.Has("token") {
+		candidates = append(candidates, q.Get("token"))
+	}
+	for _, p := range websocket.Subprotocols(r) {
+		if tok, ok := strings.CutPrefix(p, authProtocol); ok {
+			candidates = append(candidates, tok)
+		}
+	}
+	ok := 0
+	for _, c := range candidates {
+		// Hashing first makes the comparison constant-time in the length too.
+		sum := sha256.Sum256([]byte(c))
+		ok |= subtle.ConstantTimeCompare(sum[:], w.tokenSum[:])
+	}
+	return ok == 1
+}
+
+// originAllowed: no Origin (not a browser), or one listed in Origins.
+func (w *Web) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	origin = strings.TrimSuffix(origin, "/")
+	for _, o := range w.cfg.Origins {
+		if strings.EqualFold(origin, strings.TrimSuffix(o, "/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostOnly strips the port, and the brackets of an IPv6 literal, from a
+// Host header.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
+}
+
+// isLoopbackHost reports whether host is localhost or a loopback IP.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
