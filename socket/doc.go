@@ -1,9 +1,11 @@
-// Package socket owns mcpmux's local listeners: the private folder that holds
-// the per-server Unix sockets, the sockets themselves (created 0600 with no
+// Package socket owns mcpmux's listeners: the private folder that holds the
+// per-server Unix sockets, the sockets themselves (created 0600 with no
 // moment at which they are wider, a live one never stolen, a stale one taken
-// over), the peer-credential check that refuses other users, and the accept
-// loop that hands each finished connection to a callback.
+// over), the peer-credential check that refuses other users, yamux on those
+// sockets (one session per stream), and the loopback web listener with its
+// Host, Origin and token checks and its WebSocket upgrade.
 //
-// The package knows nothing about MCP: it delivers net.Conn values and the
-// caller owns them from then on. It is written for Linux and macOS.
+// It knows the routing layer only through small callbacks: it hands each
+// finished connection, stream or WebSocket transport to its caller, who owns
+// it from then on. It is written for Linux and macOS.
 package socket
