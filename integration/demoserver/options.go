@@ -17,15 +17,16 @@ const defaultMaxLine = 64 << 20
 
 // options is what the flags and DEMO_MODE ask for.
 type options struct {
-	banner         int  // junk lines printed to stdout before reading
-	ignoreEOF      bool // stay up after stdin ends
-	ignoreSigterm  bool // signal.Ignore(SIGTERM)
-	grandchild     bool // spawn a grandchild process at start
-	grandchildOnly bool // be that grandchild: ignore SIGTERM, sleep forever
-	noRead         bool // never read stdin
-	crashAfter     int  // exit(3) after this many answers; 0 means never
-	stderrNoise    bool // one stderr line per request
-	maxLine        int  // longest stdin line accepted, in bytes
+	banner         int    // junk lines printed to stdout before reading
+	ignoreEOF      bool   // stay up after stdin ends
+	ignoreSigterm  bool   // signal.Ignore(SIGTERM)
+	grandchild     bool   // spawn a grandchild process at start
+	grandchildOnly bool   // be that grandchild: ignore SIGTERM, sleep forever
+	noRead         bool   // never read stdin
+	crashAfter     int    // exit(3) after this many answers; 0 means never
+	crashIfExists  string // exit(3) at start while this file exists
+	stderrNoise    bool   // one stderr line per request
+	maxLine        int    // longest stdin line accepted, in bytes
 }
 
 // parseOptions reads the words of mode (the value of DEMO_MODE) and then
@@ -43,6 +44,7 @@ func parseOptions(args []string, mode string, stderr io.Writer) (options, error)
 	fs.BoolVar(&o.noRead, "no-read", false, "never read stdin, but stay alive")
 	fs.IntVar(&o.crashAfter, "crash-after", 0, "exit with code 3 after answering `N` requests")
 	fs.BoolVar(&o.stderrNoise, "stderr-noise", false, "write a stderr line for every request")
+	fs.StringVar(&o.crashIfExists, "crash-if-exists", "", "exit with code 3 at start while the file at `PATH` exists")
 	fs.IntVar(&o.maxLine, "max-line", defaultMaxLine, "longest stdin line accepted, in `bytes`")
 
 	var envArgs []string

@@ -103,6 +103,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	for i := 1; i <= opts.banner; i++ {
 		s.writeLine(fmt.Appendf(nil, "mcpmux-demo banner line %d: this is not json", i), false)
 	}
+	if opts.crashIfExists != "" {
+		if _, err := os.Stat(opts.crashIfExists); err == nil {
+			s.logf("%s exists: exiting with code 3", opts.crashIfExists)
+			return 3
+		}
+	}
 	s.logf("ready, pid %d", os.Getpid())
 
 	if opts.noRead {
@@ -165,6 +171,9 @@ type server struct {
 	stdout   io.Writer
 	outErr   error        // first write error; later writes are skipped
 	answered atomic.Int64 // responses to requests that had an id; changed under outMu
+
+	// stopReading is set by the stop_reading tool: the read loop blocks.
+	stopReading atomic.Bool
 
 	// dead is set when the process is about to exit; writes are dropped.
 	dead     atomic.Bool
@@ -325,6 +334,11 @@ func isID(raw json.RawMessage) bool {
 func (s *server) readLoop(stdin io.Reader) error {
 	br := bufio.NewReaderSize(stdin, 64<<10)
 	for {
+		if s.stopReading.Load() {
+			s.logf("stop_reading: no longer reading stdin")
+			idle(s.root, nil)
+			return s.root.Err()
+		}
 		line, tooLong, err := readLine(br, s.opts.maxLine)
 		if err != nil {
 			return err

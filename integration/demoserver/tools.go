@@ -132,6 +132,8 @@ func tools() []tool {
 			schema([]string{"bytes"}, property{"bytes", "integer", "length of the text"}), toolHuge},
 		{"stderr", "Writes text to stderr and answers ok.",
 			schema([]string{"text"}, property{"text", "string", "text for stderr"}), toolStderr},
+		{"stop_reading", "Answers ok, then never reads stdin again (a hung server).",
+			schema(nil), toolStopReading},
 		{"stats", "Reports what the server has received so far.",
 			schema(nil), toolStats},
 		{"notify", "Sends the given notification to the client, then answers ok.",
@@ -387,4 +389,11 @@ func toolStats(s *server, _ *request, _ json.RawMessage) (*toolResult, error) {
 	r := textResult(string(text))
 	r.StructuredContent = json.RawMessage(text)
 	return r, nil
+}
+
+// toolStopReading answers, then makes the read loop block for good before
+// its next line: the server stays up but accepts no more input.
+func toolStopReading(s *server, _ *request, _ json.RawMessage) (*toolResult, error) {
+	s.stopReading.Store(true)
+	return textResult("ok"), nil
 }
