@@ -341,7 +341,7 @@ func TestToolsList(t *testing.T) {
 			t.Errorf("tool %s: incomplete entry", tool.Name)
 		}
 	}
-	want := []string{"echo", "add", "slow", "crash", "junk", "huge", "stderr", "stats", "notify"}
+	want := []string{"echo", "add", "slow", "crash", "junk", "huge", "stderr", "stop_reading", "stats", "notify"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("tool names = %v, want %v", names, want)
 	}
