@@ -60,8 +60,10 @@ type config struct {
 
 // daemonConfig is the [daemon] table: how the daemon itself logs.
 type daemonConfig struct {
-	LogLevel  slog.Level // log_level: "debug", "info" (default), "warn" or "error"
-	LogFormat string     // log_format: "text" (default) or "json"
+	LogLevel  slog.Level    // log_level: "debug", "info" (default), "warn" or "error"
+	LogFormat string        // log_format: "text" (default) or "json"
+	Autostart bool          // autostart: `connect` starts a daemon when none answers; default true
+	IdleExit  time.Duration // idle_exit: stop after this long without sessions; default 0 = never
 }
 
 // listenConfig is the [listen] table: where clients reach the daemon, and
@@ -383,7 +385,7 @@ func (d *decoder) errorf(path keyPath, format string, args ...any) {
 func (d *decoder) unknown(path keyPath) {
 	home := ""
 	switch path[len(path)-1] {
-	case "log_level", "log_format":
+	case "log_level", "log_format", "autostart", "idle_exit":
 		home = "[daemon]"
 	case "socket_dir", "http", "http_token", "http_origins", "max_inflight", "outbox_high_water", "outbox_max",
 		"http_allow_remote", "max_streams_per_conn":
@@ -408,7 +410,7 @@ func (d *decoder) unknown(path keyPath) {
 // document decodes the whole file.
 func (d *decoder) document(doc map[string]any) *config {
 	cfg := &config{
-		Daemon: daemonConfig{LogLevel: slog.LevelInfo, LogFormat: defaultLogFormat},
+		Daemon: daemonConfig{LogLevel: slog.LevelInfo, LogFormat: defaultLogFormat, Autostart: true},
 		Listen: listenConfig{
 			SocketDir:       defaultSocketDir(os.Getenv, os.Getuid()),
 			MaxInflight:     defaultMaxInflight,
@@ -494,6 +496,14 @@ func (d *decoder) daemon(path keyPath, t map[string]any, c *daemonConfig) {
 				break
 			}
 			c.LogFormat = s
+		case "autostart":
+			if b, ok := d.boolean(p, v); ok {
+				c.Autostart = b
+			}
+		case "idle_exit":
+			if dur, ok := d.duration(p, v); ok {
+				c.IdleExit = dur
+			}
 		default:
 			d.unknown(p)
 		}

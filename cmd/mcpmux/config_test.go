@@ -21,6 +21,8 @@ func TestParseConfigFull(t *testing.T) {
 [daemon]
 log_level = "debug"
 log_format = "json"
+autostart = false
+idle_exit = "90s"
 
 [listen]
 socket_dir = "run/sockets"
@@ -75,7 +77,7 @@ write_queue_bytes = "8kib"
 
 	want := &config{
 		Path:   filepath.Join(dir, "mux.toml"),
-		Daemon: daemonConfig{LogLevel: slog.LevelDebug, LogFormat: "json"},
+		Daemon: daemonConfig{LogLevel: slog.LevelDebug, LogFormat: "json", Autostart: false, IdleExit: 90 * time.Second},
 		Listen: listenConfig{
 			SocketDir:       filepath.Join(dir, "run", "sockets"),
 			HTTP:            "127.0.0.1:7878",
@@ -188,7 +190,7 @@ func TestParseConfigDefaults(t *testing.T) {
 			MaxStreamsPerConn: 256,
 		}
 	}
-	daemon := daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text"}
+	daemon := daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true}
 	tmpDir := fmt.Sprintf("/tmp/mcpmux-%d", os.Getuid())
 
 	tests := []struct {

@@ -20,7 +20,7 @@ import (
 
 func newConnectCmd() *cobra.Command {
 	var drain time.Duration
-	var viaYamux bool
+	var viaYamux, noAutostart bool
 	cmd := &cobra.Command{
 		Use:   "connect NAME",
 		Short: "Bridge stdin/stdout to the shared server NAME (for clients that can only spawn a command)",
@@ -29,12 +29,18 @@ func newConnectCmd() *cobra.Command {
 	load := configFlag(cmd)
 	cmd.Flags().DurationVar(&drain, "drain", 5*time.Second, "after stdin closes, how long to wait for the answers still due")
 	cmd.Flags().BoolVar(&viaYamux, "yamux", false, "speak yamux on the socket (first byte 0x00) and run the session on one stream")
+	cmd.Flags().BoolVar(&noAutostart, "no-autostart", false, "do not start a daemon when none answers")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cfg, err := load()
 		if err != nil {
 			return err
 		}
 		path := filepath.Join(cfg.Listen.SocketDir, args[0]+".sock")
+		if cfg.Daemon.Autostart && !noAutostart {
+			if err := ensureDaemon(cmd.Context(), cfg, path); err != nil {
+				return fmt.Errorf("no mcpmux daemon is serving %s, and starting one failed: %w", path, err)
+			}
+		}
 		return bridge(cmd.Context(), path, viaYamux, drain, cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	return cmd
@@ -162,29 +168,29 @@ func copyLines(w io.Writer, r io.Reader, terminate bool, seen func([]byte)) erro
 	held := true
 	for {
 		chunk, err := br.ReadSlice('\n')
+		complete := err == nil || (errors.Is(err, io.EOF) && len(chunk) > 0)
+		if held && len(chunk) > 0 {
+			if len(line)+len(chunk) <= bridgeLineLimit {
+				line = append(line, chunk...)
+			} else {
+				held, line = false, line[:0]
+			}
+		}
+		// seen runs before the line's last bytes go out: the answer to a
+		// request can come back, and be looked up, as soon as they have.
+		if complete && held {
+			seen(line)
+		}
 		if len(chunk) > 0 {
 			if _, werr := w.Write(chunk); werr != nil {
 				return werr
 			}
-			if held {
-				if len(line)+len(chunk) <= bridgeLineLimit {
-					line = append(line, chunk...)
-				} else {
-					held, line = false, line[:0]
-				}
-			}
 		}
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case err == nil || (errors.Is(err, io.EOF) && len(chunk) > 0):
+		if complete {
 			if err != nil && terminate {
 				if _, werr := w.Write([]byte{'\n'}); werr != nil {
 					return werr
 				}
-			}
-			if held {
-				seen(line)
 			}
 			line, held = line[:0], true
 		}

@@ -63,6 +63,8 @@ const reaperMode = "__reaper"
 
 // serve runs the daemon until ctx is done.
 func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) error {
+	ctx, stop := context.WithCancel(ctx) // idle_exit ends the daemon too
+	defer stop()
 	dir := cfg.Listen.SocketDir
 	if err := socket.PrepareDir(dir); err != nil {
 		return err
@@ -118,6 +120,9 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	hubs := make([]mux.Server, len(all))
 	for i, s := range all {
 		hubs[i] = s.hub
+	}
+	if cfg.Daemon.IdleExit > 0 {
+		wg.Go(func() { exitWhenIdle(ctx, hubs, cfg.Daemon.IdleExit, stop, log) })
 	}
 	wg.Go(func() {
 		if err := serveControl(ctx, ctl, controlHandler(hubs, time.Now()), log); err != nil {
@@ -330,4 +335,29 @@ func unixPeer(c net.Conn) session.Peer {
 		return session.Peer{Transport: "unix"}
 	}
 	return session.Peer{Transport: "unix", Addr: fmt.Sprintf("pid %d uid %d", p.PID, p.UID)}
+}
+
+// exitWhenIdle stops the daemon once no server has had a session for idle.
+func exitWhenIdle(ctx context.Context, hubs []mux.Server, idle time.Duration, stop func(), log *slog.Logger) {
+	tick := time.NewTicker(min(idle/4, time.Second))
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, h := range hubs {
+			if h.Status().Sessions > 0 {
+				last = time.Now()
+				break
+			}
+		}
+		if time.Since(last) >= idle {
+			log.Info("no sessions: exiting", "idle_exit", idle)
+			stop()
+			return
+		}
+	}
 }

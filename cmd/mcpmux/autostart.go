@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mcpmux/mcpmux/socket"
+)
+
+// Auto-start: when `mcpmux connect` finds no daemon, it starts one (`mcpmux
+// serve` with the same config, in a session of its own, logging to the state
+// folder) and connects once it listens. A lock in socket_dir makes many
+// connects started at once start exactly one daemon.
+
+const (
+	autostartLock    = ".autostart.lock"
+	autostartTimeout = 15 * time.Second
+)
+
+// stateDir is where a started daemon logs: $XDG_STATE_HOME/mcpmux, else
+// ~/.local/state/mcpmux.
+func stateDir(getenv func(string) string) (string, error) {
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "mcpmux"), nil
+	}
+	home := getenv("HOME")
+	if home == "" {
+		var err error
+		if home, err = os.UserHomeDir(); err != nil {
+			return "", fmt.Errorf("no state folder: %w", err)
+		}
+	}
+	return filepath.Join(home, ".local", "state", "mcpmux"), nil
+}
+
+func answers(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// ensureDaemon returns once a daemon answers on sock, starting one when
+// none does.
+func ensureDaemon(ctx context.Context, cfg *config, sock string) error {
+	if answers(sock) {
+		return nil
+	}
+	dir := cfg.Listen.SocketDir
+	if err := socket.PrepareDir(dir); err != nil {
+		return err
+	}
+	unlock, err := lockFile(ctx, filepath.Join(dir, autostartLock))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if answers(sock) { // another connect started it while we waited
+		return nil
+	}
+	if answers(filepath.Join(dir, controlSocket)) {
+		return fmt.Errorf("the mcpmux daemon on %s does not serve %s (is it running another config?)", dir, filepath.Base(sock))
+	}
+	if cfg.Path == "" {
+		return errors.New("cannot start a daemon without a config file")
+	}
+
+	state, err := stateDir(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return fmt.Errorf("state folder: %w", err)
+	}
+	logPath := filepath.Join(state, "mcpmux.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("daemon log: %w", err)
+	}
+	defer logf.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the mcpmux executable: %w", err)
+	}
+	cmd := exec.Command(exe, "serve", "--config", cfg.Path)
+	cmd.Stderr = logf // stdin and stdout stay /dev/null: the daemon's stdout is unused
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start a daemon: %w", err)
+	}
+	// The daemon outlives this bridge. If it dies while the bridge lives,
+	// this reaps it; once the bridge exits, init adopts it.
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	deadline := time.NewTimer(autostartTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !answers(sock) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the daemon it started exited (%v); see %s%s", err, logPath, lastLine(logPath))
+		case <-deadline.C:
+			return fmt.Errorf("the daemon it started did not listen on %s within %s; see %s", sock, autostartTimeout, logPath)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// lastLine is the last line of a log file, for an error message.
+func lastLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return ": " + lines[len(lines)-1]
+}
+
+// lockFile takes an exclusive flock on path, waiting for it.
+func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("auto-start lock: %w", err)
+	}
+	deadline := time.Now().Add(autostartTimeout + 5*time.Second)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("auto-start lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, context.Cause(ctx)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
