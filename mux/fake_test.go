@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -373,6 +374,29 @@ func (c *testClient) recv() *jsonrpc.Message {
 	m, err := jsonrpc.Parse(frame)
 	require.NoError(c.t, err, "mcpmux sent an invalid frame: %s", frame)
 	return m
+}
+
+// answer reads the next response, skipping notifications (list_changed
+// after a restart may come first).
+func (c *testClient) answer() *jsonrpc.Message {
+	c.t.Helper()
+	for {
+		m := c.recv()
+		if m.Kind != jsonrpc.KindNotification {
+			return m
+		}
+	}
+}
+
+// next reads the next message that is not a list_changed notification.
+func (c *testClient) next() *jsonrpc.Message {
+	c.t.Helper()
+	for {
+		m := c.recv()
+		if !strings.HasSuffix(m.Method, "/list_changed") {
+			return m
+		}
+	}
 }
 
 func (c *testClient) recvFrame() ([]byte, error) {

@@ -20,7 +20,7 @@ const samplingCaps = `{"sampling":{},"elicitation":{}}`
 func quiet(t *testing.T, c *testClient, what string) {
 	t.Helper()
 	c.send(`{"jsonrpc":"2.0","id":"quiet?","method":"ping"}`)
-	m := c.recv()
+	m := c.next()
 	assert.Equal(t, `"quiet?"`, string(m.ID), "%s: got %s", what, m.Frame)
 }
 
@@ -162,9 +162,9 @@ func TestLogLevelsPerSession(t *testing.T) {
 	})
 	debug, quietOne := h.session("2025-11-25"), h.session("2025-11-25")
 	debug.send(`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}`)
-	assert.JSONEq(t, `{}`, string(debug.recv().Result))
+	assert.JSONEq(t, `{}`, string(debug.answer().Result))
 	debug.send(`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"loud"}}`)
-	code, reason := errorOf(t, debug.recv())
+	code, reason := errorOf(t, debug.answer())
 	assert.Equal(t, []any{-32602, "invalid_level"}, []any{code, reason})
 	eventually(t, "the level upstream", func() bool { return len(h.srv.messages("logging/setLevel")) == 1 })
 	assert.JSONEq(t, `{"level":"debug"}`, string(h.srv.messages("logging/setLevel")[0].Params))
@@ -172,9 +172,9 @@ func TestLogLevelsPerSession(t *testing.T) {
 	p := h.srv.current()
 	p.reply([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"chatty"}}`))
 	p.reply([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"bad"}}`))
-	assert.JSONEq(t, `{"level":"info","data":"chatty"}`, string(debug.recv().Params))
-	assert.JSONEq(t, `{"level":"error","data":"bad"}`, string(debug.recv().Params))
-	assert.JSONEq(t, `{"level":"error","data":"bad"}`, string(quietOne.recv().Params), "warning admits error only")
+	assert.JSONEq(t, `{"level":"info","data":"chatty"}`, string(debug.next().Params))
+	assert.JSONEq(t, `{"level":"error","data":"bad"}`, string(debug.next().Params))
+	assert.JSONEq(t, `{"level":"error","data":"bad"}`, string(quietOne.next().Params), "warning admits error only")
 	quiet(t, quietOne, "no info line for a warning-level session")
 
 	debug.conn.Close()
