@@ -1,0 +1,144 @@
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// bins holds the paths of the binaries TestMain builds; they are read-only
+// once the tests run.
+var bins struct {
+	mcpmux     string // the daemon and its CLI, with -race when this binary has it
+	demoserver string // the scripted MCP server
+}
+
+// prebuiltEnv names a variable that may hold the path of an mcpmux binary
+// to test instead of building one from this tree (a release build, say).
+const prebuiltEnv = "MCPMUX_TEST_BINARY"
+
+// hangAfter is how long the whole run may take before the watchdog dumps
+// every stack it can reach and ends the run. It fires well before go test's
+// own -timeout, so that the daemons' stacks are printed too.
+const hangAfter = 4 * time.Minute
+
+// TestMain builds the binaries once for all tests. The tests that only check
+// behaviour call t.Parallel; those that measure a delay or a throughput do
+// not, so go test runs them first, one at a time, on a quiet machine.
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+// run is TestMain with deferred cleanup that os.Exit would skip.
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "mxbin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := buildBinaries(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+
+	watchdog := time.AfterFunc(hangAfter, dumpAndExit)
+	code := m.Run()
+	watchdog.Stop()
+
+	if code == 0 {
+		// Every daemon, connect and client the tests started must be gone.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "integration: leaked goroutines:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// buildBinaries builds mcpmux and the demo server into dir. The daemon gets
+// -race when this test binary has it, so that a data race in the daemon
+// fails the test that provoked it (the daemon then exits 66 at shutdown).
+// The demo server is built without it: it is not under test, and the
+// throughput tests would pay for its instrumentation.
+func buildBinaries(dir string) error {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	build := func(out, pkg string, race bool) error {
+		args := []string{"build", "-o", out}
+		if race {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command(goTool, append(args, pkg)...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go %v: %w\n%s", cmd.Args[1:], err, b)
+		}
+		return nil
+	}
+	bins.mcpmux = filepath.Join(dir, "mcpmux")
+	bins.demoserver = filepath.Join(dir, "demoserver")
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	if prebuilt := os.Getenv(prebuiltEnv); prebuilt != "" {
+		bins.mcpmux = prebuilt
+	} else {
+		wg.Go(func() { errs[0] = build(bins.mcpmux, "github.com/mcpmux/mcpmux/cmd/mcpmux", raceEnabled) })
+	}
+	wg.Go(func() { errs[1] = build(bins.demoserver, "github.com/mcpmux/mcpmux/integration/demoserver", false) })
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// live is the set of daemons running right now, for the watchdog.
+var live struct {
+	sync.Mutex
+	daemons map[*daemon]bool
+}
+
+func trackDaemon(d *daemon, running bool) {
+	live.Lock()
+	defer live.Unlock()
+	if live.daemons == nil {
+		live.daemons = make(map[*daemon]bool)
+	}
+	if running {
+		live.daemons[d] = true
+	} else {
+		delete(live.daemons, d)
+	}
+}
+
+// dumpAndExit is the watchdog: the run has hung. It prints this process's
+// goroutines, asks every live daemon for its own (SIGQUIT makes a Go program
+// print them to stderr and exit), prints what each daemon wrote, and exits.
+func dumpAndExit() {
+	fmt.Fprintf(os.Stderr, "integration: watchdog: no end after %v; goroutines of the test binary:\n", hangAfter)
+	pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+	live.Lock()
+	daemons := make([]*daemon, 0, len(live.daemons))
+	for d := range live.daemons {
+		daemons = append(daemons, d)
+	}
+	live.Unlock()
+	for _, d := range daemons {
+		d.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-d.exited:
+		case <-time.After(5 * time.Second):
+		}
+		fmt.Fprintf(os.Stderr, "integration: watchdog: stderr of the daemon for %s:\n%s\n", d.path, d.stderr.String())
+	}
+	os.Exit(2)
+}
