@@ -59,7 +59,7 @@ var reserved = [...]string{"jsonrpc", "id", "method", "params", "result", "error
 // that the caller can address its error response.
 func Parse(frame []byte) (*Message, error) {
 	m := &Message{Frame: frame}
-	if !utf8.Valid(frame) || !json.Valid(frame) {
+	if !utf8.Valid(frame) || !valid(frame) {
 		return m, &Error{Code: CodeParseError, Message: "parse error: not valid UTF-8 JSON", Reason: ReasonParseError}
 	}
 	i := skipSpace(frame, 0)
@@ -234,7 +234,7 @@ func IsBatch(frame []byte) bool {
 // SplitBatch returns the elements of a batch frame, as subslices of it. An
 // empty array, or a frame that is not valid UTF-8 JSON, is an error.
 func SplitBatch(frame []byte) ([][]byte, error) {
-	if !utf8.Valid(frame) || !json.Valid(frame) {
+	if !utf8.Valid(frame) || !valid(frame) {
 		return nil, &Error{Code: CodeParseError, Message: "parse error: not valid UTF-8 JSON", Reason: ReasonParseError}
 	}
 	i := skipSpace(frame, 0)

@@ -23,7 +23,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
@@ -314,7 +313,7 @@ func (s *Session) handle(h Handler, frame []byte) {
 	}()
 	// IsBatch only looks at the first byte: a frame that is not UTF-8 JSON
 	// goes to Parse, which answers it -32700.
-	if jsonrpc.IsBatch(frame) && utf8.Valid(frame) && json.Valid(frame) {
+	if jsonrpc.IsBatch(frame) && jsonrpc.Valid(frame) {
 		h.HandleBatch(s, frame)
 		return
 	}

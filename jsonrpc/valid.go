@@ -1,0 +1,243 @@
+package jsonrpc
+
+import "unicode/utf8"
+
+// valid reports whether b is one JSON value, with optional white space
+// around it, exactly as encoding/json.Valid decides (including its limit of
+// 10000 levels of nesting), but several times faster on long strings: every
+// message from a server crosses the one goroutine that reads its stdout, so
+// the speed of this check bounds what a shared server can deliver. It does
+// not check UTF-8; the caller does, with utf8.Valid.
+func valid(b []byte) bool {
+	v := validator{b: b}
+	v.space()
+	if !v.value() {
+		return false
+	}
+	v.space()
+	return v.i == len(b)
+}
+
+const maxNesting = 10000
+
+type validator struct {
+	b     []byte
+	i     int
+	depth int
+}
+
+// plain marks the bytes a string may hold without a closer look.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+func (v *validator) space() {
+	for v.i < len(v.b) {
+		switch v.b[v.i] {
+		case ' ', '\t', '\n', '\r':
+			v.i++
+		default:
+			return
+		}
+	}
+}
+
+func (v *validator) value() bool {
+	if v.i >= len(v.b) {
+		return false
+	}
+	switch c := v.b[v.i]; {
+	case c == '"':
+		return v.str()
+	case c == '{':
+		return v.object()
+	case c == '[':
+		return v.array()
+	case c == 't':
+		return v.literal("true")
+	case c == 'f':
+		return v.literal("false")
+	case c == 'n':
+		return v.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return v.number()
+	}
+	return false
+}
+
+func (v *validator) literal(word string) bool {
+	if len(v.b)-v.i < len(word) || string(v.b[v.i:v.i+len(word)]) != word {
+		return false
+	}
+	v.i += len(word)
+	return true
+}
+
+func (v *validator) object() bool {
+	if v.depth++; v.depth > maxNesting {
+		return false
+	}
+	v.i++
+	v.space()
+	if v.i < len(v.b) && v.b[v.i] == '}' {
+		v.i++
+		v.depth--
+		return true
+	}
+	for {
+		if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
+			return false
+		}
+		v.space()
+		if v.i >= len(v.b) || v.b[v.i] != ':' {
+			return false
+		}
+		v.i++
+		v.space()
+		if !v.value() {
+			return false
+		}
+		v.space()
+		if v.i >= len(v.b) {
+			return false
+		}
+		switch v.b[v.i] {
+		case ',':
+			v.i++
+			v.space()
+		case '}':
+			v.i++
+			v.depth--
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (v *validator) array() bool {
+	if v.depth++; v.depth > maxNesting {
+		return false
+	}
+	v.i++
+	v.space()
+	if v.i < len(v.b) && v.b[v.i] == ']' {
+		v.i++
+		v.depth--
+		return true
+	}
+	for {
+		if !v.value() {
+			return false
+		}
+		v.space()
+		if v.i >= len(v.b) {
+			return false
+		}
+		switch v.b[v.i] {
+		case ',':
+			v.i++
+			v.space()
+		case ']':
+			v.i++
+			v.depth--
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (v *validator) str() bool {
+	b, i := v.b, v.i+1
+	for {
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case '"':
+			v.i = i + 1
+			return true
+		case '\\':
+			if i+1 >= len(b) {
+				return false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) {
+					return false
+				}
+				for _, h := range b[i+2 : i+6] {
+					if !isHex(h) {
+						return false
+					}
+				}
+				i += 6
+			default:
+				return false
+			}
+		default: // a control character
+			return false
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func (v *validator) number() bool {
+	b, i := v.b, v.i
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		return false
+	case b[i] == '0':
+		i++
+	case b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return false
+		}
+	}
+	v.i = i
+	return true
+}
+
+// Valid reports whether b is valid UTF-8 JSON: one value, white space
+// around it allowed.
+func Valid(b []byte) bool { return utf8.Valid(b) && valid(b) }
