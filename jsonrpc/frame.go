@@ -39,8 +39,16 @@ type Reader struct {
 }
 
 // NewReader returns a Reader that refuses frames longer than limit bytes.
+// Its buffer is small, for readers that a daemon holds by the thousand.
 func NewReader(r io.Reader, limit int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, readBufferSize), limit: limit}
+	return NewReaderSize(r, limit, readBufferSize)
+}
+
+// NewReaderSize is NewReader with a read buffer of size bytes: a reader that
+// carries a lot (a server's stdout, shared by every session) reads it in
+// fewer, larger pieces.
+func NewReaderSize(r io.Reader, limit, size int) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, size), limit: limit}
 }
 
 // Read returns the next non-blank line, without its line ending, in a slice

@@ -25,7 +25,7 @@ func (p *Process) readLoop() {
 // readFrames hands each frame to the Handler until stdout ends; it reports
 // whether it stopped because of a junk flood (the process is then killed).
 func (p *Process) readFrames() (flood bool) {
-	r := jsonrpc.NewReader(p.stdout, p.cfg.MaxMessageBytes)
+	r := jsonrpc.NewReaderSize(p.stdout, p.cfg.MaxMessageBytes, stdoutBufferSize)
 	junk := 0 // junk lines in a row
 	for {
 		frame, err := r.Read()
@@ -61,3 +61,7 @@ func preview(frame []byte) string {
 	}
 	return strings.ToValidUTF8(string(frame[:previewBytes]), "\uFFFD") + "…"
 }
+
+// stdoutBufferSize is the read buffer of a server's stdout: one per server,
+// so it can be large, and large answers cost fewer reads.
+const stdoutBufferSize = 256 << 10
