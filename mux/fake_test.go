@@ -29,8 +29,9 @@ type fakeServer struct {
 	procs     []*fakeProc
 	caps      string // capabilities JSON of the InitializeResult
 	version   string
-	crashInit bool // die on initialize, for crash loops
-	deaf      bool // answer nothing at all, for liveness pings
+	crashInit bool     // die on initialize, for crash loops
+	lastArgs  []string // the Args of the last start
+	deaf      bool     // answer nothing at all, for liveness pings
 }
 
 func newFakeServer() *fakeServer {
@@ -41,6 +42,9 @@ func newFakeServer() *fakeServer {
 }
 
 func (f *fakeServer) start(cfg upstream.Config, h upstream.Handler) (process, error) {
+	f.mu.Lock()
+	f.lastArgs = cfg.Args
+	f.mu.Unlock()
 	p := &fakeProc{srv: f, h: h, in: make(chan []byte, 1<<16), done: make(chan struct{}), kill: make(chan string, 1)}
 	f.mu.Lock()
 	f.procs = append(f.procs, p)

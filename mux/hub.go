@@ -107,7 +107,8 @@ type Hub struct {
 	restarts   int
 	lastExit   string
 	started    time.Time
-	failedAt   string // why the server is failed, for its errors
+	failedAt   string          // why the server is failed, for its errors
+	up         upstream.Config // how to start the server; Reconfigure replaces it
 	lastStderr []string
 
 	srvReqs      map[srvKey]*serverReq // requests sent to sessions, by the id the session knows
@@ -169,6 +170,7 @@ func New(cfg Config) *Hub {
 		state = StateIdle
 	}
 	return &Hub{
+		up:           cfg.Upstream,
 		events:       events,
 		cfg:          cfg,
 		log:          log.With("server", cfg.Name),
@@ -207,7 +209,7 @@ func (h *Hub) setState(s State) {
 // published and sessions may use it.
 func (h *Hub) startOnce(ctx context.Context) (process, error) {
 	h.setState(StateStarting)
-	proc, err := h.cfg.start(h.cfg.Upstream, (*upstreamHandler)(h))
+	proc, err := h.cfg.start(h.upstreamConfig(), (*upstreamHandler)(h))
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +219,7 @@ func (h *Hub) startOnce(ctx context.Context) (process, error) {
 
 	res, err := h.initialize(ctx, proc)
 	if err != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.Upstream.StdinGrace+h.cfg.Upstream.TermGrace+5*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.stopTimeout())
 		proc.Stop(sctx)
 		cancel()
 		h.exited(proc)
@@ -627,4 +629,31 @@ func (h *Hub) release(up int64) {
 		h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server cannot take the request", Reason: jsonrpc.ReasonUpstreamUnavailable})
 		return
 	}
+}
+
+// upstreamConfig is how the next process starts.
+func (h *Hub) upstreamConfig() upstream.Config {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.up
+}
+
+// stopTimeout bounds a stop: both graces and a margin.
+func (h *Hub) stopTimeout() time.Duration {
+	up := h.upstreamConfig()
+	return max(up.StdinGrace, 0) + max(up.TermGrace, 0) + 5*time.Second
+}
+
+// Reconfigure changes how the server is started (command, arguments,
+// environment, folder, stderr, graces, output limits) and restarts it; the
+// sessions stay attached, as they do over any restart. The size limit of
+// messages is not among what it changes.
+func (h *Hub) Reconfigure(up upstream.Config) {
+	h.mu.Lock()
+	up.Name, up.Logger = h.up.Name, h.up.Logger
+	up.MaxMessageBytes = h.up.MaxMessageBytes
+	h.up = up
+	h.mu.Unlock()
+	h.log.Info("configuration changed; restarting the server")
+	h.Restart()
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 // Server is what the daemon serves under one configured name: a Hub, which
@@ -23,6 +24,7 @@ type Server interface {
 	Restart()
 	Logs() []string
 	FollowLogs(ctx context.Context, fn func(string) error) error
+	Reconfigure(up upstream.Config)
 }
 
 // NewServer returns a Hub, or a Pool when isolated.
@@ -73,7 +75,9 @@ func (p *Pool) Full() bool {
 // Serve starts a process for one session, serves the session on it, and
 // stops the process when the session ends.
 func (p *Pool) Serve(ctx context.Context, t session.Transport, peer session.Peer) error {
+	p.mu.Lock()
 	cfg := p.cfg
+	p.mu.Unlock()
 	cfg.Lazy, cfg.IdleTimeout, cfg.MaxSessions = false, 0, 0
 	h := New(cfg)
 	p.mu.Lock()
@@ -140,4 +144,20 @@ func (p *Pool) Logs() []string { return p.events.recent() }
 // FollowLogs calls fn with each new log line until ctx is done or fn fails.
 func (p *Pool) FollowLogs(ctx context.Context, fn func(string) error) error {
 	return p.events.follow(ctx, fn)
+}
+
+// Reconfigure changes how processes start: the new sessions' at once, and
+// the running ones' by a restart.
+func (p *Pool) Reconfigure(up upstream.Config) {
+	p.mu.Lock()
+	up.Name, up.Logger, up.MaxMessageBytes = p.cfg.Upstream.Name, p.cfg.Upstream.Logger, p.cfg.Upstream.MaxMessageBytes
+	p.cfg.Upstream = up
+	hubs := make([]*Hub, 0, len(p.hubs))
+	for h := range p.hubs {
+		hubs = append(hubs, h)
+	}
+	p.mu.Unlock()
+	for _, h := range hubs {
+		h.Reconfigure(up)
+	}
 }

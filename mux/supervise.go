@@ -152,7 +152,7 @@ func (h *Hub) waitDemand(ctx context.Context) bool {
 // supervise watches a running process until it ends, and says why.
 func (h *Hub) supervise(ctx context.Context, proc process) ending {
 	stop := func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.Upstream.StdinGrace+h.cfg.Upstream.TermGrace+5*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.stopTimeout())
 		defer cancel()
 		proc.Stop(sctx)
 	}

@@ -154,3 +154,17 @@ func TestIsolatedPoolGivesEachSessionAProcess(t *testing.T) {
 	cancel()
 	h.wg.Wait()
 }
+
+func TestReconfigureRestartsWithTheNewConfig(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Upstream.Args = []string{"old"} })
+	c := h.session("2025-11-25")
+	h.hub.Reconfigure(upstream.Config{Command: "x", Args: []string{"new"}})
+	eventually(t, "a start with the new args", func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		return len(h.srv.lastArgs) == 1 && h.srv.lastArgs[0] == "new" && len(h.srv.procs) == 2
+	})
+	eventually(t, "ready", func() bool { return h.Status().State == StateReady })
+	c.send(`{"jsonrpc":"2.0","id":"after","method":"echo"}`)
+	assert.Equal(t, `"after"`, string(c.answer().ID), "the session stayed")
+}
