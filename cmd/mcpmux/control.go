@@ -39,11 +39,7 @@ type statusReply struct {
 }
 
 // controlHandler serves the control endpoint for a running daemon.
-func controlHandler(hubs []mux.Server, started time.Time) http.Handler {
-	byName := make(map[string]mux.Server, len(hubs))
-	for _, h := range hubs {
-		byName[h.Name()] = h
-	}
+func controlHandler(d *daemon, started time.Time) http.Handler {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		var ms runtime.MemStats
@@ -55,16 +51,16 @@ func controlHandler(hubs []mux.Server, started time.Time) http.Handler {
 			Goroutines: runtime.NumGoroutine(),
 			HeapBytes:  ms.HeapAlloc,
 			RSSBytes:   residentBytes(),
-			Servers:    make([]mux.Status, 0, len(hubs)),
+			Servers:    []mux.Status{},
 		}
-		for _, h := range hubs {
+		for _, h := range d.servers() {
 			reply.Servers = append(reply.Servers, h.Status())
 		}
 		writeJSON(w, http.StatusOK, reply)
 	})
 	m.HandleFunc("GET /servers/{name}/logs", func(w http.ResponseWriter, r *http.Request) {
-		h := byName[r.PathValue("name")]
-		if h == nil {
+		h, ok := d.server(r.PathValue("name"))
+		if !ok {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no server named %q", r.PathValue("name"))})
 			return
 		}
@@ -89,9 +85,17 @@ func controlHandler(hubs []mux.Server, started time.Time) http.Handler {
 			return nil
 		})
 	})
+	m.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+		res, err := d.reload()
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "reload refused, the running config stays: " + err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	})
 	m.HandleFunc("POST /servers/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
-		h := byName[r.PathValue("name")]
-		if h == nil {
+		h, ok := d.server(r.PathValue("name"))
+		if !ok {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no server named %q", r.PathValue("name"))})
 			return
 		}
@@ -281,6 +285,42 @@ func newLogsCmd() *cobra.Command {
 			return nil // interrupted while following
 		}
 		return err
+	}
+	return cmd
+}
+
+func newReloadCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "reload",
+		Short: "Make the daemon read its config again (as SIGHUP does) and say what changed",
+		Args:  cobra.NoArgs,
+	}
+	load := configFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := load()
+		if err != nil {
+			return err
+		}
+		var res reloadResult
+		if err := control(cmd.Context(), cfg.Listen.SocketDir, http.MethodPost, "/reload", &res); err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		for _, l := range []struct {
+			what  string
+			names []string
+		}{{"added", res.Added}, {"removed", res.Removed}, {"restarted", res.Restarted}, {"replaced", res.Replaced}} {
+			if len(l.names) > 0 {
+				fmt.Fprintf(out, "%s: %s\n", l.what, strings.Join(l.names, ", "))
+			}
+		}
+		if len(res.Ignored) > 0 {
+			fmt.Fprintf(out, "not applied until the daemon restarts: %s\n", strings.Join(res.Ignored, ", "))
+		}
+		if len(res.Added)+len(res.Removed)+len(res.Restarted)+len(res.Replaced) == 0 {
+			fmt.Fprintln(out, "no server changed")
+		}
+		return nil
 	}
 	return cmd
 }

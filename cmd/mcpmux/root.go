@@ -32,7 +32,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConnectCmd(), newStatusCmd(), newRestartCmd(), newLogsCmd(), newVersionCmd(), newImportCmd(), newClientConfigCmd(), newServiceCmd())
+	root.AddCommand(newServeCmd(), newConnectCmd(), newStatusCmd(), newRestartCmd(), newReloadCmd(), newLogsCmd(), newVersionCmd(), newImportCmd(), newClientConfigCmd(), newServiceCmd())
 	return root
 }
 

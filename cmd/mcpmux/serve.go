@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,7 +63,8 @@ type daemonEnv struct {
 // that it dies with mcpmux even when mcpmux is SIGKILLed.
 const reaperMode = "__reaper"
 
-// serve runs the daemon until ctx is done.
+// serve runs the daemon until ctx is done. SIGHUP, or `mcpmux reload`,
+// reads the config again.
 func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) error {
 	ctx, stop := context.WithCancel(ctx) // idle_exit ends the daemon too
 	defer stop()
@@ -69,12 +72,6 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	if err := socket.PrepareDir(dir); err != nil {
 		return err
 	}
-
-	type served struct {
-		hub mux.Server
-		l   *socket.Listener
-	}
-	var all []served
 	// The control socket first: it is the daemon's lock on socket_dir.
 	ctl, err := listenControl(dir, log)
 	if errors.Is(err, socket.ErrInUse) {
@@ -82,50 +79,41 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	} else if err != nil {
 		return err
 	}
+	d := &daemon{env: env, log: log, ids: new(atomic.Uint64), path: cfg.Path, base: ctx, cfg: cfg, running: map[string]*running{}}
+	var opened []*running
 	closeAll := func() {
 		ctl.Close()
-		for _, s := range all {
-			s.l.Close()
+		for _, r := range opened {
+			r.l.Close()
 		}
 	}
-	ids := new(atomic.Uint64)
 	for _, sc := range cfg.Servers {
-		path := filepath.Join(dir, sc.Name+".sock")
-		l, err := socket.ListenUnix(path)
+		r, err := d.listen(sc)
 		if err != nil {
 			closeAll()
-			if errors.Is(err, socket.ErrInUse) {
-				return fmt.Errorf("another mcpmux is already serving %s", path)
-			}
 			return err
 		}
-		l.Logger = log
-		hub := mux.NewServer(hubConfig(cfg, sc, env, log, ids), sc.Isolated)
-		all = append(all, served{hub, l})
+		opened = append(opened, r)
 	}
 	var web *socket.Web
 	if cfg.Listen.HTTP != "" {
-		byName := make(map[string]socket.Endpoint, len(all))
-		for _, s := range all {
-			byName[s.hub.Name()] = s.hub
-		}
-		if web, err = listenWeb(cfg.Listen, env, byName, log); err != nil {
+		if web, err = listenWeb(cfg.Listen, env, d.endpoint, log); err != nil {
 			closeAll()
 			return err
 		}
 	}
-	log.Info("mcpmux serving", "version", mcpmuxVersion(), "socket_dir", dir, "servers", len(all))
+	for _, r := range opened {
+		d.start(ctx, r)
+		d.running[r.sc.Name] = r
+	}
+	log.Info("mcpmux serving", "version", mcpmuxVersion(), "socket_dir", dir, "servers", len(opened))
 
 	var wg sync.WaitGroup
-	hubs := make([]mux.Server, len(all))
-	for i, s := range all {
-		hubs[i] = s.hub
-	}
 	if cfg.Daemon.IdleExit > 0 {
-		wg.Go(func() { exitWhenIdle(ctx, hubs, cfg.Daemon.IdleExit, stop, log) })
+		wg.Go(func() { exitWhenIdle(ctx, d.servers, cfg.Daemon.IdleExit, stop, log) })
 	}
 	wg.Go(func() {
-		if err := serveControl(ctx, ctl, controlHandler(hubs, time.Now()), log); err != nil {
+		if err := serveControl(ctx, ctl, controlHandler(d, time.Now()), log); err != nil {
 			log.Error("control socket failed", "error", err)
 		}
 	})
@@ -136,22 +124,28 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 			}
 		})
 	}
-	for _, s := range all {
-		wg.Go(func() { s.hub.Run(ctx) })
-		wg.Go(func() {
-			err := socket.Serve(ctx, s.l, func(ctx context.Context, c net.Conn) {
-				serveUnix(ctx, s.hub, c, cfg.Listen.MaxStreamsPerConn, log)
-			})
-			if err != nil {
-				log.Error("listener failed", "server", s.hub.Name(), "error", err)
-			}
-		})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for ctx.Err() == nil {
+		select {
+		case <-hup:
+			log.Info("SIGHUP: reloading the config", "config", d.path)
+			d.reload() // logs its own outcome
+		case <-ctx.Done():
+		}
 	}
-	<-ctx.Done()
 	log.Info("mcpmux shutting down")
 	wg.Wait()
+	d.wg.Wait()
 	log.Info("mcpmux stopped")
 	return nil
+}
+
+// endpoint finds a server for the web listener.
+func (d *daemon) endpoint(name string) (socket.Endpoint, bool) {
+	srv, ok := d.server(name)
+	return srv, ok
 }
 
 // hubConfig turns one [servers.NAME] table into the hub's configuration.
@@ -260,7 +254,7 @@ func serveUnix(ctx context.Context, hub mux.Server, c net.Conn, maxStreams int, 
 
 // listenWeb opens the web listener of [listen] http. The token is
 // http_token, or the one kept in the state folder (made on first use).
-func listenWeb(lc listenConfig, env daemonEnv, servers map[string]socket.Endpoint, log *slog.Logger) (*socket.Web, error) {
+func listenWeb(lc listenConfig, env daemonEnv, lookup func(string) (socket.Endpoint, bool), log *slog.Logger) (*socket.Web, error) {
 	notLoopback := func() error {
 		return fmt.Errorf("[listen] http = %q is not a loopback address; set http_allow_remote = true to serve beyond this machine", lc.HTTP)
 	}
@@ -288,11 +282,8 @@ func listenWeb(lc listenConfig, env daemonEnv, servers map[string]socket.Endpoin
 		Token:       token,
 		Origins:     lc.HTTPOrigins,
 		AllowRemote: lc.HTTPAllowRemote,
-		Lookup: func(name string) (socket.Endpoint, bool) {
-			ep, ok := servers[name]
-			return ep, ok
-		},
-		Logger: log,
+		Lookup:      lookup,
+		Logger:      log,
 	})
 	if errors.Is(err, socket.ErrNotLoopback) { // "localhost" bound beyond loopback
 		return nil, notLoopback()
@@ -338,7 +329,7 @@ func unixPeer(c net.Conn) session.Peer {
 }
 
 // exitWhenIdle stops the daemon once no server has had a session for idle.
-func exitWhenIdle(ctx context.Context, hubs []mux.Server, idle time.Duration, stop func(), log *slog.Logger) {
+func exitWhenIdle(ctx context.Context, servers func() []mux.Server, idle time.Duration, stop func(), log *slog.Logger) {
 	tick := time.NewTicker(min(idle/4, time.Second))
 	defer tick.Stop()
 	last := time.Now()
@@ -348,7 +339,7 @@ func exitWhenIdle(ctx context.Context, hubs []mux.Server, idle time.Duration, st
 			return
 		case <-tick.C:
 		}
-		for _, h := range hubs {
+		for _, h := range servers() {
 			if h.Status().Sessions > 0 {
 				last = time.Now()
 				break
