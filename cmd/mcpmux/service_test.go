@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -334,4 +335,22 @@ func TestServiceErrors(t *testing.T) {
 		require.Error(t, err)
 		assert.Equal(t, "neither XDG_CONFIG_HOME nor HOME is set to an absolute path: cannot find the systemd user folder", err.Error())
 	})
+}
+
+// TestServiceUnitVerifies runs systemd-analyze verify over the unit, where
+// the tool exists, with ExecStart pointing at a real executable.
+func TestServiceUnitVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed")
+	}
+	f := newServiceFixture(t, "linux", nil)
+	exe, err := exec.LookPath("true") // any real executable: verify checks ExecStart exists
+	require.NoError(t, err)
+	f.env.executable = func() (string, error) { return exe, nil }
+	_, err = f.service("install", "--config", f.cfg)
+	require.NoError(t, err)
+	unit := filepath.Join(f.home, ".config", "systemd", "user", "mcpmux.service")
+	out, err := exec.Command(analyze, "verify", unit).CombinedOutput()
+	assert.NoError(t, err, "systemd-analyze verify %s:\n%s", unit, out)
 }
