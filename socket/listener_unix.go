@@ -250,7 +250,8 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) Close() error {
 	l.closeOnce.Do(func() {
 		var rmErr error
-		if now, err := os.Lstat(l.path); err == nil && os.SameFile(l.file, now) {
+		// l.file is nil for an inherited socket: its file is not ours.
+		if now, err := os.Lstat(l.path); err == nil && l.file != nil && os.SameFile(l.file, now) {
 			if err := os.Remove(l.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				rmErr = fmt.Errorf("remove %s: %w", l.path, err)
 			}

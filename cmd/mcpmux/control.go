@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/mux"
-	"github.com/mcpmux/mcpmux/socket"
 )
 
 // controlSocket is the daemon's control endpoint inside socket_dir: HTTP
@@ -345,16 +344,6 @@ func newRestartCmd() *cobra.Command {
 		return err
 	}
 	return cmd
-}
-
-// listenControl opens the control socket.
-func listenControl(dir string, log *slog.Logger) (*socket.Listener, error) {
-	l, err := socket.ListenUnix(filepath.Join(dir, controlSocket))
-	if err != nil {
-		return nil, err
-	}
-	l.Logger = log
-	return l, nil
 }
 
 // residentBytes reads the daemon's resident set size from /proc; 0 where

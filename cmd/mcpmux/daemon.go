@@ -31,9 +31,10 @@ type daemon struct {
 
 	wg sync.WaitGroup // every server's goroutines
 
-	mu      sync.Mutex
-	cfg     *config // [daemon] and [listen] as started; [servers] as last loaded
-	running map[string]*running
+	mu        sync.Mutex
+	cfg       *config // [daemon] and [listen] as started; [servers] as last loaded
+	running   map[string]*running
+	inherited map[string]*socket.Listener // sockets a service manager passed, not yet used, by path
 }
 
 // running is one served server: its router, its socket, and what stops them.
@@ -48,7 +49,7 @@ type running struct {
 // listen opens the socket of a server and makes its router; start runs them.
 func (d *daemon) listen(sc serverConfig) (*running, error) {
 	path := filepath.Join(d.cfg.Listen.SocketDir, sc.Name+".sock")
-	l, err := socket.ListenUnix(path)
+	l, err := d.listenUnix(path)
 	if errors.Is(err, socket.ErrInUse) {
 		return nil, fmt.Errorf("another mcpmux is already serving %s", path)
 	} else if err != nil {
@@ -194,4 +195,15 @@ func onlyHowItStarts(a, b serverConfig) bool {
 		return s
 	}
 	return reflect.DeepEqual(startKeys(a), startKeys(b))
+}
+
+// listenUnix takes the socket a service manager passed for path, if it
+// passed one, else listens on path.
+func (d *daemon) listenUnix(path string) (*socket.Listener, error) {
+	if l, ok := d.inherited[path]; ok {
+		delete(d.inherited, path)
+		d.log.Info("using the socket the service manager passed", "socket", path)
+		return l, nil
+	}
+	return socket.ListenUnix(path)
 }

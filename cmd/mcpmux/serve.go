@@ -44,6 +44,9 @@ func newServeCmd() *cobra.Command {
 		} else {
 			env.reaper = []string{exe, reaperMode}
 		}
+		if env.inherited, err = socket.Inherited(os.Getenv("LISTEN_PID"), os.Getenv("LISTEN_FDS"), os.Getpid()); err != nil {
+			return fmt.Errorf("socket activation: %w", err)
+		}
 		return serve(cmd.Context(), cfg, env, log)
 	}
 	return cmd
@@ -53,9 +56,10 @@ func newServeCmd() *cobra.Command {
 // (servers inherit an allowlist of it), its stderr (for stderr = "inherit")
 // and the argv that re-executes it as a reaper (nil: none).
 type daemonEnv struct {
-	environ []string
-	stderr  io.Writer
-	reaper  []string
+	environ   []string
+	stderr    io.Writer
+	reaper    []string
+	inherited map[string]*socket.Listener // sockets passed by systemd socket activation, by path
 }
 
 // reaperMode, as the first argument, makes the mcpmux binary a reaper
@@ -72,14 +76,15 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	if err := socket.PrepareDir(dir); err != nil {
 		return err
 	}
+	d := &daemon{env: env, log: log, ids: new(atomic.Uint64), path: cfg.Path, base: ctx, cfg: cfg, running: map[string]*running{}, inherited: env.inherited}
 	// The control socket first: it is the daemon's lock on socket_dir.
-	ctl, err := listenControl(dir, log)
+	ctl, err := d.listenUnix(filepath.Join(dir, controlSocket))
 	if errors.Is(err, socket.ErrInUse) {
 		return fmt.Errorf("another mcpmux is already serving %s", dir)
 	} else if err != nil {
 		return err
 	}
-	d := &daemon{env: env, log: log, ids: new(atomic.Uint64), path: cfg.Path, base: ctx, cfg: cfg, running: map[string]*running{}}
+	ctl.Logger = log
 	var opened []*running
 	closeAll := func() {
 		ctl.Close()
@@ -106,6 +111,11 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 		d.start(ctx, r)
 		d.running[r.sc.Name] = r
 	}
+	for path, l := range d.inherited {
+		log.Warn("the service manager passed a socket no server uses; closing it", "socket", path)
+		l.Close()
+	}
+	d.inherited = nil
 	log.Info("mcpmux serving", "version", mcpmuxVersion(), "socket_dir", dir, "servers", len(opened))
 
 	var wg sync.WaitGroup
