@@ -167,15 +167,21 @@ func control(ctx context.Context, dir, method, urlPath string, out any) error {
 		return fmt.Errorf("read the daemon's answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
-		}
-		return fmt.Errorf("the daemon answered %s", resp.Status)
+		return daemonError(resp.Status, body)
 	}
 	return json.Unmarshal(body, out)
+}
+
+// daemonError is the error of a refused control request: the daemon's own
+// words when it gave them.
+func daemonError(status string, body []byte) error {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return errors.New(e.Error)
+	}
+	return fmt.Errorf("the daemon answered %s", status)
 }
 
 func newStatusCmd() *cobra.Command {
@@ -270,14 +276,8 @@ func newLogsCmd() *cobra.Command {
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			var e struct {
-				Error string `json:"error"`
-			}
-			json.NewDecoder(resp.Body).Decode(&e)
-			if e.Error == "" {
-				e.Error = "the daemon answered " + resp.Status
-			}
-			return errors.New(e.Error)
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			return daemonError(resp.Status, body)
 		}
 		_, err = io.Copy(cmd.OutOrStdout(), resp.Body)
 		if cmd.Context().Err() != nil {
