@@ -397,6 +397,17 @@ func (h *Hub) call(ctx context.Context, proc process, method string, params any)
 // waitReady waits until a server is initialized and returns it with its
 // cached InitializeResult.
 func (h *Hub) waitReady(ctx context.Context) (process, *initResult, error) {
+	// The common case, on every request: the server is up. No timer.
+	h.mu.Lock()
+	proc, res, ready := h.proc, h.init, h.ready
+	h.mu.Unlock()
+	select {
+	case <-ready:
+		if proc != nil {
+			return proc, res, nil
+		}
+	default:
+	}
 	t := time.NewTimer(h.cfg.StartTimeout)
 	defer t.Stop()
 	for {
