@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -342,4 +344,45 @@ func TestClientConfigServerURL(t *testing.T) {
 		require.NoError(t, err, tt.listen)
 		assert.Equal(t, tt.want, got, tt.listen)
 	}
+}
+
+// TestClientConfigMatchesEditorSchemas decodes each editor's snippet with
+// that editor's shape, strictly, and checks what points at mcpmux.
+func TestClientConfigMatchesEditorSchemas(t *testing.T) {
+	home := t.TempDir()
+	cfg := filepath.Join(home, ".config", "mcpmux", "mux.toml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(cfg), 0o700))
+	require.NoError(t, os.WriteFile(cfg, []byte(clientConfigToml), 0o600))
+	const exe = "/usr/local/bin/mcpmux"
+	type stdio struct {
+		Type    string   `json:"type,omitempty"`
+		Command string   `json:"command"`
+		Args    []string `json:"args"`
+	}
+	decode := func(t *testing.T, editor string, v any) {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := newClientConfigCmdWith(fakeSetupEnv(t, map[string]string{"HOME": home}, exe))
+		cmd.SetArgs([]string{"memory", "--for", editor})
+		cmd.SetOut(&out)
+		cmd.SetErr(io.Discard)
+		require.NoError(t, cmd.Execute())
+		text := out.String()
+		text = text[strings.Index(text, "{"):] // Claude Code's text leads with a command line
+		dec := json.NewDecoder(strings.NewReader(text))
+		dec.DisallowUnknownFields()
+		require.NoError(t, dec.Decode(v), "%s snippet:\n%s", editor, text)
+	}
+	for _, editor := range []string{"claude", "claude-desktop", "cursor"} {
+		var doc struct {
+			MCPServers map[string]stdio `json:"mcpServers"`
+		}
+		decode(t, editor, &doc)
+		assert.Equal(t, map[string]stdio{"memory": {Command: exe, Args: []string{"connect", "memory"}}}, doc.MCPServers, editor)
+	}
+	var vscode struct {
+		Servers map[string]stdio `json:"servers"`
+	}
+	decode(t, "vscode", &vscode)
+	assert.Equal(t, map[string]stdio{"memory": {Type: "stdio", Command: exe, Args: []string{"connect", "memory"}}}, vscode.Servers)
 }
