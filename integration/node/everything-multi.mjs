@@ -38,9 +38,15 @@ function handlersFor(name, caps, elicitAction = "accept") {
 const serverRequests = (c) => c.tap.serverRequests().map((m) => ({
   method: m.method,
   prompt: m.params?.messages?.[0]?.content?.text,
+  message: m.params?.message,
 }));
 
-const logs = (c) => c.tap.notifications("notifications/message").map((n) => ({ level: n.params.level, data: String(n.params.data) }));
+// barrier returns once everything the server sent before now has reached
+// every client: mcpmux keeps each session's messages in order, so the
+// answer to a ping comes after whatever was routed to it earlier.
+const barrier = (clients) => Promise.all(clients.map((c) => c.client.ping(opts())));
+
+const logs = (c, from = 0) => c.tap.in.slice(from).filter((m) => m.method === "notifications/message").map((n) => ({ level: n.params.level, data: String(n.params.data) }));
 const updates = (c) => c.tap.notifications("notifications/resources/updated").map((n) => n.params.uri);
 
 main(async () => {
@@ -73,14 +79,8 @@ main(async () => {
   // of one server process.
   await checkpoint("connected");
 
-  // Logging: per-session levels, then simulated logging for the whole run
-  // (one message at once, then every 5 s, at random levels).
-  await c1.client.setLoggingLevel("debug", opts());
-  await c2.client.setLoggingLevel("error", opts());
-  await c0.client.callTool({ name: "toggle-simulated-logging", arguments: {} }, undefined, opts());
-  const loggingStarted = performance.now();
-
-  // Colliding ids: all five call echo at once under the same id.
+  // Colliding ids: all five call echo at once, each under id 1 (0 was its
+  // initialize).
   await Promise.all(M.map(async (c) => {
     const r = await c.client.callTool({ name: "echo", arguments: { message: `from ${c.name}` } }, undefined, opts());
     const req = c.tap.sent("tools/call", "echo");
@@ -98,25 +98,37 @@ main(async () => {
     const req = c.tap.sent("tools/call", "trigger-long-running-operation");
     out.main[c.name].long = { token: req.params._meta?.progressToken, text: text(r) };
   }));
-  await sleep(200); // a stray progress for someone else would arrive by now
+  await barrier(M); // a stray progress for someone else would have arrived by now
   for (const c of M) out.main[c.name].progress = progressOf(c.tap);
+
+  // Logging: per-session levels, then simulated logging for the rest of the run
+  // (one message at once, then every 5 s, at random levels).
+  // Only what arrives from now on counts: before its setLevel a session is
+  // at the default level (info), and the server logs at info on its own
+  // (e.g. "Roots updated" once mcpmux answered its roots/list).
+  await c1.client.setLoggingLevel("debug", opts());
+  await c2.client.setLoggingLevel("error", opts());
+  await barrier(M);
+  const logsFrom = new Map(M.map((c) => [c, c.tap.in.length]));
+  await c0.client.callTool({ name: "toggle-simulated-logging", arguments: {} }, undefined, opts());
+  const loggingStarted = performance.now();
 
   // Subscriptions: c3 and c4 subscribe, the others do not. Each turn of
   // toggle-subscriber-updates on sends one notifications/resources/updated
   // per subscribed URI at once (then every 5 s: it is turned off before).
   const toggleUpdates = async () => {
     await c0.client.callTool({ name: "toggle-subscriber-updates", arguments: {} }, undefined, opts());
-    await sleep(500);
+    await sleep(300);
     await c0.client.callTool({ name: "toggle-subscriber-updates", arguments: {} }, undefined, opts());
   };
   await c3.client.subscribeResource({ uri: resourceURI }, opts());
   await c4.client.subscribeResource({ uri: resourceURI }, opts());
   await toggleUpdates();
-  await sleep(200);
+  await barrier(M);
   const updatesBoth = Object.fromEntries(M.map((c) => [c.name, updates(c)]));
   await c3.client.unsubscribeResource({ uri: resourceURI }, opts());
   await toggleUpdates();
-  await sleep(200);
+  await barrier(M);
   const updatesAfter = Object.fromEntries(M.map((c) => [c.name, updates(c)]));
   for (const c of M) out.main[c.name].updates = { bothSubscribed: updatesBoth[c.name], afterUnsubscribe: updatesAfter[c.name] };
   await c4.client.unsubscribeResource({ uri: resourceURI }, opts());
@@ -182,9 +194,9 @@ main(async () => {
   const left = (args.logWaitMs ?? 10600) - (performance.now() - loggingStarted);
   if (left > 0) await sleep(left);
   await c0.client.callTool({ name: "toggle-simulated-logging", arguments: {} }, undefined, opts());
-  await sleep(500);
+  await barrier(M);
   for (const c of M) {
-    out.main[c.name].logs = logs(c);
+    out.main[c.name].logs = logs(c, logsFrom.get(c));
     out.main[c.name].serverRequests = serverRequests(c);
     out.main[c.name].taskStatus = c.tap.notifications("notifications/tasks/status").map((n) => n.params.taskId);
   }
