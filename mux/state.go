@@ -12,26 +12,21 @@ import (
 // subscriptions (counted per URI), log levels (the server gets the most
 // verbose one any session wants), and task ownership.
 
-// fire sends a request of mcpmux's own whose answer nobody waits for.
+// fire sends a request of mcpmux's own whose answer nobody waits for (its
+// answer, routed to session 0 with no waiter, is dropped).
 func (h *Hub) fire(proc process, method string, params any) {
 	if proc == nil {
 		return
 	}
-	own := json.RawMessage(`"fire-` + method + `"`)
-	up, err := h.reqs.Add(idmapRoute(own))
+	up, err := h.reqs.Add(idmapRoute(json.RawMessage(`"fire-` + h.nextCallID() + `"`)))
 	if err != nil {
-		// One of the same kind is in flight; use a unique id.
-		own = json.RawMessage(`"fire-` + method + `-` + h.nextCallID() + `"`)
-		if up, err = h.reqs.Add(idmapRoute(own)); err != nil {
-			return
-		}
-	}
-	frame, err := jsonrpc.Request(json.RawMessage(itoa(up)), method, params)
-	if err != nil {
-		h.reqs.Take(up)
 		return
 	}
-	if proc.Send(frame) != nil {
+	frame, err := jsonrpc.Request(json.RawMessage(itoa(up)), method, params)
+	if err == nil {
+		err = proc.Send(frame)
+	}
+	if err != nil {
 		h.reqs.Take(up)
 	}
 }
