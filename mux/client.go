@@ -299,7 +299,8 @@ func (c *client) forward(m *jsonrpc.Message, out sink, after func(*jsonrpc.Messa
 	var data *routeData
 	serial := c.h.cfg.ServerRequests == "serialize" && interactive(m.Method)
 	if b, ok := out.(*batch); ok || c.h.cfg.RequestTimeout > 0 || after != nil || serial {
-		data = &routeData{batch: b, after: after}
+		// Set before the route is published: other goroutines settle it.
+		data = &routeData{batch: b, after: after, h: c.h, serial: serial}
 		route.Data = data
 	}
 	tokSpan, hasToken := m.ParamsPath("_meta", "progressToken")
@@ -330,7 +331,7 @@ func (c *client) forward(m *jsonrpc.Message, out sink, after func(*jsonrpc.Messa
 		data.timer.Store(time.AfterFunc(c.h.cfg.RequestTimeout, func() { c.h.timeout(up) }))
 	}
 	if serial {
-		data.h, data.up, data.serial = c.h, up, true
+		data.up.Store(up)
 		if !c.h.acquire(up, frame) {
 			return // queued: sent when the interactive request before it ends
 		}
@@ -374,8 +375,8 @@ type routeData struct {
 	timer atomic.Pointer[time.Timer] // its request_timeout, if any
 	after func(*jsonrpc.Message)     // sees the answer first (subscriptions)
 
-	h      *Hub // for serial: the slot to release
-	up     int64
+	h      *Hub         // for serial: the slot to release
+	up     atomic.Int64 // its upstream id, once known
 	serial bool
 }
 
@@ -393,7 +394,7 @@ func (d *routeData) settle() *batch {
 		t.Stop()
 	}
 	if d.serial {
-		d.h.release(d.up)
+		d.h.release(d.up.Load())
 	}
 	return d.batch
 }

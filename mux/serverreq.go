@@ -490,7 +490,7 @@ func (h *Hub) rootsChanged() {
 // routeUp is the upstream id of a serialized route, 0 for any other.
 func routeUp(r idmap.Route) int64 {
 	if d := dataOf(r); d != nil && d.serial {
-		return d.up
+		return d.up.Load()
 	}
 	return 0
 }
