@@ -3,7 +3,8 @@
 // moment at which they are wider, a live one never stolen, a stale one taken
 // over), the peer-credential check that refuses other users, yamux on those
 // sockets (one session per stream), and the loopback web listener with its
-// Host, Origin and token checks and its WebSocket upgrade.
+// Host, Origin and token checks, its WebSocket upgrade, and Streamable HTTP
+// (each HTTP session a transport of its own).
 //
 // It knows the routing layer only through small callbacks: it hands each
 // finished connection, stream or WebSocket transport to its caller, who owns

@@ -46,9 +46,14 @@ type WebConfig struct {
 	Lookup func(name string) (Endpoint, bool)
 
 	// Timers of each WebSocket; zero means the session package's defaults.
+	// WriteTimeout also bounds each write to a Streamable HTTP stream.
 	PingInterval time.Duration
 	PongTimeout  time.Duration
 	WriteTimeout time.Duration
+
+	// HTTPSessionIdle ends a Streamable HTTP session that has had no
+	// request for this long; zero means DefaultHTTPSessionIdle.
+	HTTPSessionIdle time.Duration
 
 	Logger *slog.Logger // refusals at Warn, sessions at Debug; nil discards
 }
@@ -63,14 +68,16 @@ const handshakeTimeout = 10 * time.Second
 // shutdownTimeout bounds the wait for plain HTTP requests at shutdown.
 const shutdownTimeout = 5 * time.Second
 
-// Web is the web listener: one WebSocket endpoint per server, at
-// ws://HOST:PORT/servers/NAME, each upgrade carrying one session, one
-// JSON-RPC message per text frame.
+// Web is the web listener: one endpoint per server, at
+// http://HOST:PORT/servers/NAME. A WebSocket upgrade there carries one
+// session, one JSON-RPC message per text frame; POST, GET and DELETE there
+// are Streamable HTTP (see streamable.go), each HTTP session one session.
 //
 // Each request passes these checks, in this order: Host names a loopback
 // address or localhost (against DNS rebinding; any Host when AllowRemote),
 // and Origin is absent or allowed, else 403; the token is presented, else
-// 401; the server exists, else 404; it has room for a session, else 503.
+// 401; the server exists, else 404; it has room for a session, else 503
+// (for a WebSocket, and for a Streamable HTTP initialize).
 // The token is accepted as "Authorization: Bearer TOKEN", as "?token=TOKEN",
 // or as a Sec-WebSocket-Protocol entry "mcp.auth.TOKEN", and compared in
 // constant time. Subprotocol "mcp" is selected when the client offers it.
@@ -81,9 +88,10 @@ type Web struct {
 	tokenSum [sha256.Size]byte
 	upgrader websocket.Upgrader
 
-	mu      sync.Mutex
-	closing bool
-	active  sync.WaitGroup // sessions, which run on hijacked connections
+	mu           sync.Mutex
+	closing      bool
+	active       sync.WaitGroup          // sessions: on hijacked connections, or HTTP sessions
+	httpSessions map[string]*httpSession // by Mcp-Session-Id
 }
 
 // ListenWeb validates cfg and listens on cfg.Addr. Without AllowRemote an
@@ -173,12 +181,14 @@ func (w *Web) Serve(ctx context.Context) error {
 	if err == nil {
 		<-served
 	}
-	// Sessions run on hijacked connections, which Shutdown does not track:
-	// refuse new ones, end the running ones, wait for them.
+	// Sessions run on hijacked connections, which Shutdown does not track,
+	// or outlive their requests (HTTP sessions): refuse new ones, end the
+	// running ones, wait for them.
 	w.mu.Lock()
 	w.closing = true
 	w.mu.Unlock()
 	cancel()
+	w.closeHTTPSessions()
 	w.active.Wait()
 	if err != nil {
 		return fmt.Errorf("web listener on %s: %w", w.l.Addr(), err)
@@ -217,8 +227,7 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !websocket.IsWebSocketUpgrade(r) {
-		rw.Header().Set("Upgrade", "websocket")
-		refuse(http.StatusUpgradeRequired, "this endpoint speaks WebSocket", "server", name)
+		w.serveStreamable(rw, r, name, ep, refuse)
 		return
 	}
 	if ep.Full() {

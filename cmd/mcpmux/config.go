@@ -36,6 +36,7 @@ const (
 	defaultMaxInflight     = 256
 	defaultOutboxHighWater = 1 << 20
 	defaultOutboxMax       = 64 << 20
+	defaultHTTPSessionIdle = 30 * time.Minute
 	defaultStderr          = "log"
 	defaultStdinGrace      = 2 * time.Second
 	defaultTermGrace       = 2 * time.Second
@@ -78,6 +79,8 @@ type listenConfig struct {
 	OutboxMax         int      // outbox_max: bytes queued to a client before it is evicted; default 64MiB
 	HTTPAllowRemote   bool     // http_allow_remote: serve the web listener beyond loopback; default false
 	MaxStreamsPerConn int      // max_streams_per_conn: yamux streams per Unix connection; default 256
+
+	HTTPSessionIdle time.Duration // http_session_idle: a Streamable HTTP session without requests this long ends; default 30m
 }
 
 // serverConfig is one [servers.NAME] table: an MCP server run over stdio.
@@ -388,7 +391,7 @@ func (d *decoder) unknown(path keyPath) {
 	case "log_level", "log_format", "autostart", "idle_exit":
 		home = "[daemon]"
 	case "socket_dir", "http", "http_token", "http_origins", "max_inflight", "outbox_high_water", "outbox_max",
-		"http_allow_remote", "max_streams_per_conn":
+		"http_allow_remote", "max_streams_per_conn", "http_session_idle":
 		home = "[listen]"
 	case "command", "args", "env", "inherit_env", "cwd", "stderr", "stdin_grace", "term_grace",
 		"start_timeout", "max_message_bytes", "max_junk_lines", "write_queue_bytes",
@@ -418,6 +421,7 @@ func (d *decoder) document(doc map[string]any) *config {
 			OutboxMax:       defaultOutboxMax,
 
 			MaxStreamsPerConn: 256,
+			HTTPSessionIdle:   defaultHTTPSessionIdle,
 		},
 	}
 	for key, v := range doc {
@@ -551,6 +555,14 @@ func (d *decoder) listen(path keyPath, t map[string]any, c *listenConfig) {
 					break
 				}
 				c.MaxStreamsPerConn = n
+			}
+		case "http_session_idle":
+			if dur, ok := d.duration(p, v); ok {
+				if dur <= 0 {
+					d.errorf(p, "must be longer than 0s")
+					break
+				}
+				c.HTTPSessionIdle = dur
 			}
 		case "http_origins":
 			list, ok := d.strs(p, v)

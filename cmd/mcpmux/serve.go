@@ -294,6 +294,8 @@ func listenWeb(lc listenConfig, env daemonEnv, lookup func(string) (socket.Endpo
 		AllowRemote: lc.HTTPAllowRemote,
 		Lookup:      lookup,
 		Logger:      log,
+
+		HTTPSessionIdle: lc.HTTPSessionIdle,
 	})
 	if errors.Is(err, socket.ErrNotLoopback) { // "localhost" bound beyond loopback
 		return nil, notLoopback()
