@@ -549,19 +549,11 @@ func (d *decoder) listen(path keyPath, t map[string]any, c *listenConfig) {
 				c.HTTPAllowRemote = b
 			}
 		case "max_streams_per_conn":
-			if n, ok := d.integer(p, v); ok {
-				if n < 1 {
-					d.errorf(p, "must be at least 1 (got %d)", n)
-					break
-				}
+			if n, ok := d.atLeastOne(p, v); ok {
 				c.MaxStreamsPerConn = n
 			}
 		case "http_session_idle":
-			if dur, ok := d.duration(p, v); ok {
-				if dur <= 0 {
-					d.errorf(p, "must be longer than 0s")
-					break
-				}
+			if dur, ok := d.longerThanZero(p, v); ok {
 				c.HTTPSessionIdle = dur
 			}
 		case "http_origins":
@@ -575,11 +567,7 @@ func (d *decoder) listen(path keyPath, t map[string]any, c *listenConfig) {
 			}
 			c.HTTPOrigins = list
 		case "max_inflight":
-			if n, ok := d.integer(p, v); ok {
-				if n < 1 {
-					d.errorf(p, "must be at least 1 (got %d)", n)
-					break
-				}
+			if n, ok := d.atLeastOne(p, v); ok {
 				c.MaxInflight = n
 			}
 		case "outbox_high_water":
@@ -684,11 +672,7 @@ func (d *decoder) server(path keyPath, name string, t map[string]any) (s serverC
 				s.TermGrace = dur
 			}
 		case "start_timeout":
-			if dur, ok := d.duration(p, v); ok {
-				if dur == 0 {
-					d.errorf(p, "must be longer than zero")
-					break
-				}
+			if dur, ok := d.longerThanZero(p, v); ok {
 				s.StartTimeout = dur
 			}
 		case "max_message_bytes":
@@ -712,45 +696,48 @@ func (d *decoder) server(path keyPath, name string, t map[string]any) (s serverC
 			if n, ok := d.size(p, v); ok {
 				s.WriteQueueBytes = n
 			}
-		case "restart_backoff", "restart_backoff_max", "restart_window", "write_stall_timeout",
-			"ping_interval", "request_timeout", "idle_timeout":
-			dur, ok := d.duration(p, v)
-			if !ok {
-				break
+		case "restart_backoff":
+			if dur, ok := d.longerThanZero(p, v); ok {
+				s.RestartBackoff = dur
 			}
-			if dur == 0 && (key == "restart_backoff" || key == "restart_backoff_max" || key == "restart_window") {
-				d.errorf(p, "must be longer than zero")
-				break
+		case "restart_backoff_max":
+			if dur, ok := d.longerThanZero(p, v); ok {
+				s.RestartBackoffMax = dur
 			}
-			*map[string]*time.Duration{
-				"restart_backoff":     &s.RestartBackoff,
-				"restart_backoff_max": &s.RestartBackoffMax,
-				"restart_window":      &s.RestartWindow,
-				"write_stall_timeout": &s.WriteStallTimeout,
-				"ping_interval":       &s.PingInterval,
-				"request_timeout":     &s.RequestTimeout,
-				"idle_timeout":        &s.IdleTimeout,
-			}[key] = dur
-		case "max_restarts", "ping_failures":
-			n, ok := d.integer(p, v)
-			if !ok {
-				break
+		case "restart_window":
+			if dur, ok := d.longerThanZero(p, v); ok {
+				s.RestartWindow = dur
 			}
-			if n < 0 || (key == "ping_failures" && n == 0) {
-				d.errorf(p, "must be a positive number (got %d)", n)
-				break
+		case "write_stall_timeout":
+			if dur, ok := d.duration(p, v); ok {
+				s.WriteStallTimeout = dur
 			}
-			if key == "max_restarts" {
+		case "ping_interval":
+			if dur, ok := d.duration(p, v); ok {
+				s.PingInterval = dur
+			}
+		case "request_timeout":
+			if dur, ok := d.duration(p, v); ok {
+				s.RequestTimeout = dur
+			}
+		case "idle_timeout":
+			if dur, ok := d.duration(p, v); ok {
+				s.IdleTimeout = dur
+			}
+		case "max_restarts":
+			if n, ok := d.integer(p, v); ok {
+				if n < 0 {
+					d.errorf(p, "must not be negative (got %d)", n)
+					break
+				}
 				s.MaxRestarts = n
-			} else {
+			}
+		case "ping_failures":
+			if n, ok := d.atLeastOne(p, v); ok {
 				s.PingFailures = n
 			}
 		case "max_sessions":
-			if n, ok := d.integer(p, v); ok {
-				if n < 1 {
-					d.errorf(p, "must be at least 1 (got %d)", n)
-					break
-				}
+			if n, ok := d.atLeastOne(p, v); ok {
 				s.MaxSessions = n
 			}
 		case "server_requests":
@@ -762,11 +749,7 @@ func (d *decoder) server(path keyPath, name string, t map[string]any) (s serverC
 				s.ServerRequests = mode
 			}
 		case "server_request_timeout":
-			if dur, ok := d.duration(p, v); ok {
-				if dur == 0 {
-					d.errorf(p, "must be longer than zero")
-					break
-				}
+			if dur, ok := d.longerThanZero(p, v); ok {
 				s.ServerRequestTimeout = dur
 			}
 		case "roots":
@@ -1025,6 +1008,26 @@ func (d *decoder) integer(p keyPath, v any) (int, bool) {
 		return 0, false
 	}
 	return int(n), true
+}
+
+// atLeastOne accepts an integer of 1 or more.
+func (d *decoder) atLeastOne(p keyPath, v any) (int, bool) {
+	n, ok := d.integer(p, v)
+	if ok && n < 1 {
+		d.errorf(p, "must be at least 1 (got %d)", n)
+		return 0, false
+	}
+	return n, ok
+}
+
+// longerThanZero accepts a duration above zero.
+func (d *decoder) longerThanZero(p keyPath, v any) (time.Duration, bool) {
+	dur, ok := d.duration(p, v)
+	if ok && dur == 0 {
+		d.errorf(p, "must be longer than zero")
+		return 0, false
+	}
+	return dur, ok
 }
 
 // duration accepts a string in time.ParseDuration's syntax, not negative.

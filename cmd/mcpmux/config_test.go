@@ -342,7 +342,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"http with empty port", "[listen]\nhttp = \"localhost:\"\n", `2: listen.http: invalid address "localhost:"`},
 		{"empty origin", "[listen]\nhttp_origins = [\"\"]\n", `2: listen.http_origins: origins must not be empty strings`},
 		{"max_inflight zero", "[listen]\nmax_inflight = 0\n", `2: listen.max_inflight: must be at least 1 (got 0)`},
-		{"http_session_idle zero", "[listen]\nhttp_session_idle = \"0s\"\n", `2: listen.http_session_idle: must be longer than 0s`},
+		{"http_session_idle zero", "[listen]\nhttp_session_idle = \"0s\"\n", `2: listen.http_session_idle: must be longer than zero`},
 		{"outbox_max not above high water", "[listen]\noutbox_high_water = \"2MiB\"\noutbox_max = \"2MiB\"\n", `3: listen.outbox_max: 2MiB must be larger than outbox_high_water (2MiB)`},
 		{"outbox_high_water above default max", "[listen]\noutbox_high_water = \"64MiB\"\n", `2: listen.outbox_high_water: 64MiB must be smaller than outbox_max (default 64MiB)`},
 		{"bad duration", "[servers.memory]\ncommand = \"npx\"\nstdin_grace = \"2 s\"\n", `3: servers.memory.stdin_grace: invalid duration "2 s"`},
