@@ -28,6 +28,7 @@ type Route struct {
 	ID      json.RawMessage // its id exactly as sent
 	Method  string
 	Token   json.RawMessage // its progress token exactly as sent; nil when it had none
+	Task    bool            // task-augmented (params.task): its result may create a task
 	Started time.Time
 	Data    any // the caller's; carried untouched
 }

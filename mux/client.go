@@ -296,6 +296,7 @@ func (c *client) forward(m *jsonrpc.Message, out sink, after func(*jsonrpc.Messa
 		return
 	}
 	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Started: time.Now()}
+	_, route.Task = m.ParamsPath("task")
 	var data *routeData
 	serial := c.h.cfg.ServerRequests == "serialize" && interactive(m.Method)
 	if b, ok := out.(*batch); ok || c.h.cfg.RequestTimeout > 0 || after != nil || serial {

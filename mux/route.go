@@ -68,7 +68,9 @@ func (h *Hub) routeResponse(m *jsonrpc.Message) {
 		h.wake(up, m)
 		return
 	}
-	if m.Kind == jsonrpc.KindResult {
+	if m.Kind == jsonrpc.KindResult && r.Task {
+		// Only a task-augmented request can create a task: other results,
+		// however large, are not walked again.
 		h.recordTask(r.Session, up, r.Token, m.Result)
 	} else {
 		h.recordElicitations(r.Session, m.Error)

@@ -185,7 +185,7 @@ func TestLogLevelsPerSession(t *testing.T) {
 func TestTasksBelongToTheirCreator(t *testing.T) {
 	h := newHarness(t, nil)
 	a, b := h.session("2025-11-25"), h.session("2025-11-25")
-	a.send(`{"jsonrpc":"2.0","id":1,"method":"task"}`)
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"task","params":{"task":{"ttl":60000}}}`) // task-augmented, as the spec asks
 	assert.Contains(t, string(a.recv().Result), `"taskId":"t-`)
 	taskID := "t-" + string(h.srv.messages("task")[0].ID)
 
