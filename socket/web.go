@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -288,13 +289,23 @@ func (w *Web) authorized(r *http.Request) bool {
 	return ok == 1
 }
 
-// originAllowed: no Origin (not a browser), or one listed in Origins.
+// originAllowed: no Origin (not a browser), the listener's own loopback
+// origin, or one listed in Origins.
+//
+// A page whose origin is http://127.0.0.1:PORT (or localhost, ::1) on this
+// listener's port can only have been served by the listener itself, so it is
+// same-origin and no rebinding is involved; a rebinding page always carries
+// its own, non-loopback, origin.
 func (w *Web) originAllowed(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return true
 	}
 	origin = strings.TrimSuffix(origin, "/")
+	if u, err := url.Parse(origin); err == nil && u.Scheme == "http" && u.Path == "" &&
+		isLoopbackHost(u.Hostname()) && strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
 	for _, o := range w.cfg.Origins {
 		if strings.EqualFold(origin, strings.TrimSuffix(o, "/")) {
 			return true
