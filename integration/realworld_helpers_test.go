@@ -120,6 +120,10 @@ func findRealWorld() (*realWorld, error) {
 			Version string `json:"version"`
 		}
 		json.Unmarshal(b, &got)
+		if alias, ok := strings.CutPrefix(want, "npm:"); ok {
+			// "npm:NAME@VERSION" installs NAME under another name.
+			want = alias[strings.LastIndex(alias, "@")+1:]
+		}
 		if got.Version != want {
 			return nil, fmt.Errorf("%s is %s in %s/node_modules, package.json pins %s: %s", name, got.Version, dir, want, hint)
 		}

@@ -51,6 +51,15 @@ func NewReaderSize(r io.Reader, limit, size int) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, size), limit: limit}
 }
 
+// HasLine reports whether a whole non-blank line is already buffered, so
+// that the next Read returns without waiting for input. A reader that holds
+// back work while more input is at hand asks it before each Read.
+func (r *Reader) HasLine() bool {
+	b, _ := r.br.Peek(r.br.Buffered())
+	i := bytes.IndexByte(b, '\n')
+	return i >= 0 && skipSpace(b[:i], 0) < i
+}
+
 // Read returns the next non-blank line, without its line ending, in a slice
 // the caller owns. A line over the limit is skipped and reported as a
 // *TooLargeError, after which Read may be called again. Any other error

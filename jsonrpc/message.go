@@ -162,7 +162,10 @@ func Parse(frame []byte) (*Message, error) {
 		if have[rResult] || have[rError] {
 			return m, invalid(`a message with "method" cannot carry "result" or "error"`)
 		}
-		if err := json.Unmarshal(v, &m.Method); err != nil {
+		if bytes.IndexByte(v, '\\') < 0 {
+			// Valid UTF-8 JSON with no escape: the bytes are the string.
+			m.Method = string(v[1 : len(v)-1])
+		} else if err := json.Unmarshal(v, &m.Method); err != nil {
 			return m, invalid(`member "method" is not a valid string`)
 		}
 		if have[rID] {

@@ -32,6 +32,10 @@ type client struct {
 	nextSrvID   int64  // ids of the requests mcpmux sends this session; never reused
 	logLevel    string // set by logging/setLevel; "" until then
 	roots       []root // its roots, when mcpmux gathers them
+
+	// held is the process to which the session's read goroutine, alone,
+	// has queued requests with SendLater since its last Flush.
+	held laterSender
 }
 
 func (c *client) capabilities() caps {
@@ -161,6 +165,35 @@ func (c *client) WaitRoom(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// laterSender is a process that can hold frames back until Flush.
+type laterSender interface {
+	SendLater(frame []byte) error
+	Flush()
+}
+
+// sendUp sends a request to the server from the session's read goroutine.
+// It is held back while the session has more frames at hand, and Flush
+// sends the run in one write.
+func (c *client) sendUp(proc process, frame []byte) error {
+	ls, ok := proc.(laterSender)
+	if !ok {
+		return proc.Send(frame)
+	}
+	if c.held != nil && c.held != ls {
+		c.held.Flush() // the server was replaced mid-run
+	}
+	c.held = ls
+	return ls.SendLater(frame)
+}
+
+// Flush implements session.Flusher.
+func (c *client) Flush() {
+	if c.held != nil {
+		c.held.Flush()
+		c.held = nil
+	}
 }
 
 // HandleMessage implements session.Handler.
@@ -337,7 +370,7 @@ func (c *client) forward(m *jsonrpc.Message, out sink, after func(*jsonrpc.Messa
 			return // queued: sent when the interactive request before it ends
 		}
 	}
-	if err := proc.Send(frame); err != nil {
+	if err := c.sendUp(proc, frame); err != nil {
 		if r, ok := c.h.reqs.Take(up); ok {
 			c.h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server cannot take the request: %v", err), Reason: jsonrpc.ReasonUpstreamUnavailable})
 		}
@@ -347,6 +380,11 @@ func (c *client) forward(m *jsonrpc.Message, out sink, after func(*jsonrpc.Messa
 // deliver sends the answer to one of this session's requests and counts the
 // request out of flight.
 func (c *client) deliver(r idmap.Route, frame []byte, ans *jsonrpc.Message) {
+	c.deliverWith(r, frame, ans, c.sess.Send)
+}
+
+// deliverWith is deliver with the session's Send or SendLater.
+func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, send func([]byte) error) {
 	if d := dataOf(r); d != nil && d.after != nil {
 		d.after(ans)
 	}
@@ -354,7 +392,7 @@ func (c *client) deliver(r idmap.Route, frame []byte, ans *jsonrpc.Message) {
 		b.reply(frame)
 		b.done()
 	} else {
-		c.sess.Send(frame)
+		send(frame)
 	}
 	c.sess.End()
 }

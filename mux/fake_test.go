@@ -99,6 +99,10 @@ type fakeProc struct {
 
 	nextAsk int
 	asks    map[string]*jsonrpc.Message // the fake's own requests to its client -> the request that caused them
+
+	// replyMu makes the fake's answers one stream, as a real server's
+	// stdout is read by one goroutine.
+	replyMu sync.Mutex
 }
 
 func (p *fakeProc) Pid() int { return p.pid }
@@ -166,7 +170,12 @@ func (p *fakeProc) reply(frame []byte) {
 	if err != nil {
 		panic(err)
 	}
+	p.replyMu.Lock()
+	defer p.replyMu.Unlock()
 	p.h.HandleMessage(m)
+	if f, ok := p.h.(upstream.Flusher); ok {
+		f.Flush() // the real reader does before each read that may wait
+	}
 }
 
 // answer plays the server: the method says what to do.

@@ -121,6 +121,10 @@ type Hub struct {
 	serialBusy   int64 // under "serialize": the interactive request in flight; 0 none
 	serialQueue  []queued
 
+	// held are the sessions that have answers queued by SendLater on the
+	// server's reader goroutine, which alone uses it (see flushHeld).
+	held []*client
+
 	kick     chan struct{} // 1-buffered: restart the server now
 	demand   chan struct{} // 1-buffered: a session wants the server
 	sessions chan struct{} // 1-buffered: a session came or went

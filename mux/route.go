@@ -25,6 +25,17 @@ func (u *upstreamHandler) HandleMessage(m *jsonrpc.Message) {
 	}
 }
 
+// Flush implements upstream.Flusher: once the reader has handled a run of
+// messages, the answers it queued go out, one write per session.
+func (u *upstreamHandler) Flush() {
+	h := (*Hub)(u)
+	for i, c := range h.held {
+		c.sess.Flush()
+		h.held[i] = nil
+	}
+	h.held = h.held[:0]
+}
+
 // HandleTooLarge fails the request whose answer was too large to carry.
 func (u *upstreamHandler) HandleTooLarge(id json.RawMessage, size int64) {
 	h := (*Hub)(u)
@@ -80,8 +91,22 @@ func (h *Hub) routeResponse(m *jsonrpc.Message) {
 		dataOf(r).settle()
 		return
 	}
+	// The answer waits for the end of the run of messages the reader
+	// has at hand (Flush, above), so a burst of answers to one session
+	// costs one write.
+	if len(h.held) < maxHeld {
+		if len(h.held) == 0 || h.held[len(h.held)-1] != c {
+			h.held = append(h.held, c)
+		}
+		c.deliverWith(r, m.WithID(r.ID), m, c.sess.SendLater)
+		return
+	}
 	c.deliver(r, m.WithID(r.ID), m)
 }
+
+// maxHeld bounds the sessions one run of answers is held for: past it,
+// answers are sent at once.
+const maxHeld = 1024
 
 // recordElicitations notes, from a -32042 error, the URL elicitations the
 // session that receives it now owns.

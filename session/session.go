@@ -58,6 +58,33 @@ type Handler interface {
 	WaitRoom(ctx context.Context) error
 }
 
+// A Flusher is a Handler that may hold back what it sends on while the
+// session reads a run of frames that arrived together. The session calls
+// Flush whenever its next read may wait for the client.
+type Flusher interface {
+	Flush()
+}
+
+// lineBuffer is a Transport that can tell whether a whole frame is already
+// buffered, so the next ReadFrame will not wait.
+type lineBuffer interface {
+	HasLine() bool
+}
+
+// batchWriter is a Transport that writes several frames in one go.
+type batchWriter interface {
+	WriteFrames(frames [][]byte) error
+}
+
+// directWriter is a Transport that can try a write that never blocks.
+type directWriter interface {
+	// TryWrite writes frames if the connection takes them without
+	// blocking. It reports false when nothing was written. When only part
+	// was, it keeps the rest and reports more: the rest goes out first on
+	// the next WriteFrames, which the session's writer must then call.
+	TryWrite(frames [][]byte) (ok, more bool)
+}
+
 // Peer says who is at the other end of a session, for logs and status.
 type Peer struct {
 	Transport string // "unix", "yamux", "websocket", ...
@@ -93,6 +120,7 @@ type Session struct {
 	queue    [][]byte
 	queued   int
 	inflight int
+	writing  bool          // the writer or a Flush is writing: the other must not
 	ready    chan struct{} // 1-buffered: the queue is not empty
 	room     chan struct{} // 1-buffered: the outbox drained or a request ended
 }
@@ -221,6 +249,17 @@ func (s *Session) closeWith(err error) {
 // outbox would pass its maximum is evicted: Send returns ErrSlowClient and
 // the session ends.
 func (s *Session) Send(frame []byte) error {
+	if err := s.SendLater(frame); err != nil {
+		return err
+	}
+	notify(s.ready)
+	return nil
+}
+
+// SendLater is Send without waking the writer: the frame waits for the next
+// Send or Flush. A reader that handles a run of messages queues its sends
+// with it and flushes once the run is handled, so they go out in one write.
+func (s *Session) SendLater(frame []byte) error {
 	select {
 	case <-s.done:
 		return ErrClosed
@@ -239,8 +278,67 @@ func (s *Session) Send(frame []byte) error {
 	s.queue = append(s.queue, frame)
 	s.queued += len(frame)
 	s.mu.Unlock()
-	notify(s.ready)
 	return nil
+}
+
+// directMax bounds what Flush writes itself; more goes to the writer.
+const directMax = 64 << 10
+
+// Flush sends what SendLater queued. When the writer is idle and the
+// transport can write without blocking, Flush writes the queued frames
+// itself, in one write: an answer then reaches its client with no goroutine
+// handoff. Otherwise it wakes the writer. Flush never blocks.
+func (s *Session) Flush() {
+	dw, _ := s.t.(directWriter)
+	s.mu.Lock()
+	if len(s.queue) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	if dw == nil || s.writing || s.queued > directMax || s.isDone() {
+		s.mu.Unlock()
+		notify(s.ready)
+		return
+	}
+	batch := s.queue
+	s.queue = nil
+	s.writing = true
+	s.mu.Unlock()
+
+	ok, more := dw.TryWrite(batch)
+	n := 0
+	if ok {
+		for _, f := range batch {
+			n += len(f)
+		}
+		s.bytesOut.Add(int64(n))
+		clear(batch)
+	}
+	s.mu.Lock()
+	s.writing = false
+	if ok {
+		s.queued -= n
+	} else {
+		s.queue = append(batch, s.queue...)
+	}
+	wake := more || len(s.queue) > 0
+	room := s.queued <= s.cfg.OutboxHighWater
+	s.mu.Unlock()
+	if wake {
+		notify(s.ready)
+	}
+	if ok && room {
+		notify(s.room)
+	}
+}
+
+func (s *Session) isDone() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Reply sends an error that mcpmux emits, naming the server.
@@ -272,7 +370,15 @@ func (s *Session) Inflight() int {
 }
 
 func (s *Session) readLoop(ctx context.Context, h Handler) error {
+	flusher, _ := h.(Flusher)
+	lb, _ := s.t.(lineBuffer)
 	for {
+		// What the handler held back goes out before anything here can
+		// wait: the next read, or the wait for room, which the answers to
+		// those very requests may be what ends.
+		if flusher != nil && (lb == nil || !lb.HasLine() || !s.hasRoom()) {
+			flusher.Flush()
+		}
 		if err := s.waitForRoom(ctx); err != nil {
 			return err
 		}
@@ -337,10 +443,7 @@ func (s *Session) handle(h Handler, frame []byte) {
 // fewer than MaxInflight requests are in flight.
 func (s *Session) waitForRoom(ctx context.Context) error {
 	for {
-		s.mu.Lock()
-		ok := s.queued <= s.cfg.OutboxHighWater && s.inflight < s.cfg.MaxInflight
-		s.mu.Unlock()
-		if ok {
+		if s.hasRoom() {
 			return nil
 		}
 		select {
@@ -351,6 +454,13 @@ func (s *Session) waitForRoom(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// hasRoom reports whether the session may read another frame now.
+func (s *Session) hasRoom() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queued <= s.cfg.OutboxHighWater && s.inflight < s.cfg.MaxInflight
 }
 
 // flushTimeout bounds how long a closing session keeps writing what it had
@@ -376,9 +486,53 @@ func (s *Session) writeLoop() error {
 
 func (s *Session) writeQueued() error {
 	s.mu.Lock()
+	if s.writing {
+		// A Flush is writing; it wakes us again if it leaves frames.
+		s.mu.Unlock()
+		return nil
+	}
 	batch := s.queue
 	s.queue = nil
+	s.writing = true
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.writing = false
+		more := len(s.queue) > 0
+		s.mu.Unlock()
+		if more {
+			notify(s.ready)
+		}
+	}()
+	if bw, ok := s.t.(batchWriter); ok {
+		// Runs of frames up to directMax go out in one write each (with,
+		// first, whatever a partial TryWrite left); the outbox shrinks
+		// after each run.
+		// The loop runs at least once: an empty batch still sends the rest
+		// of a partial TryWrite.
+		for first := true; first || len(batch) > 0; first = false {
+			k, n := 0, 0
+			for k < len(batch) && (k == 0 || n+len(batch[k]) <= directMax) {
+				n += len(batch[k])
+				k++
+			}
+			err := bw.WriteFrames(batch[:k])
+			clear(batch[:k])
+			batch = batch[k:]
+			s.bytesOut.Add(int64(n))
+			s.mu.Lock()
+			s.queued -= n
+			room := s.queued <= s.cfg.OutboxHighWater
+			s.mu.Unlock()
+			if room {
+				notify(s.room)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for i, frame := range batch {
 		err := s.t.WriteFrame(frame)
 		s.bytesOut.Add(int64(len(frame)))

@@ -47,6 +47,14 @@ type Handler interface {
 	HandleTooLarge(id json.RawMessage, size int64)
 }
 
+// A Flusher is a Handler that may hold back what it sends on while it
+// handles a run of messages that arrived together. The reader calls Flush
+// before each read that may wait for the server, so held-back sends are
+// delayed by no more than the handling of that run.
+type Flusher interface {
+	Flush()
+}
+
 // Process is one run of one server. Its methods are safe for concurrent use.
 type Process struct {
 	cfg Config
@@ -63,16 +71,19 @@ type Process struct {
 	reports  *bufio.Reader
 	reportsF *os.File
 
-	stdin  *os.File // our write end; only writeLoop writes to it
-	stdout *os.File // our read end; only readLoop reads it
-	stderr *os.File // our read end of the stderr pipe, when we read stderr at all
-	tail   *ring    // last stderr lines, StderrLog only
+	stdin    *os.File        // our write end; writeLoop writes to it, or a Flush while writeLoop idles
+	rawIn    syscall.RawConn // stdin's, for Flush's non-blocking writes
+	flushBuf []byte          // Flush's, used under writing
+	stdout   *os.File        // our read end; only readLoop reads it
+	stderr   *os.File        // our read end of the stderr pipe, when we read stderr at all
+	tail     *ring           // last stderr lines, StderrLog only
 
 	mu       sync.Mutex
 	queue    [][]byte      // frames waiting for writeLoop
 	queued   int           // bytes waiting, newlines included
 	room     chan struct{} // closed while queued <= WriteQueueBytes, replaced when it rises above
 	roomOpen bool          // room is closed
+	writing  bool          // writeLoop or a Flush is writing: the other must not
 	closed   bool          // Send refuses; closing is closed; stdin is closed
 	reason   string        // why mcpmux ended the process; the first one set wins
 	stopping bool          // a Stop call drives the escalation
@@ -254,6 +265,9 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		done:     make(chan struct{}),
 	}
 	close(p.room)
+	if p.rawIn, err = stdinW.SyscallConn(); err != nil {
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
 	if cfg.Stderr == StderrLog {
 		p.tail = newRing(cfg.StderrTailLines)
 	}
@@ -326,6 +340,20 @@ func readReport(r *bufio.Reader) (kind string, n int, err error) {
 // ErrQueueFull if the frame would take the queued bytes past twice
 // WriteQueueBytes.
 func (p *Process) Send(frame []byte) error {
+	if err := p.SendLater(frame); err != nil {
+		return err
+	}
+	select {
+	case p.ready <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// SendLater is Send without waking the writer: the frame waits for the next
+// Send or Flush. A caller that reads a run of frames queues all but the
+// last with it and then flushes, so the run goes out in one write.
+func (p *Process) SendLater(frame []byte) error {
 	n := len(frame) + 1
 	p.mu.Lock()
 	switch {
@@ -338,13 +366,15 @@ func (p *Process) Send(frame []byte) error {
 	}
 	p.queue = append(p.queue, frame)
 	p.queued += n
-	if p.queued > p.cfg.WriteQueueBytes && p.roomOpen {
+	full := p.queued > p.cfg.WriteQueueBytes
+	if full && p.roomOpen {
 		p.room, p.roomOpen = make(chan struct{}), false
 	}
 	p.mu.Unlock()
-	select {
-	case p.ready <- struct{}{}:
-	default:
+	if full {
+		// WaitWritable callers now wait for the queue to drain: it must be
+		// draining, whoever was to flush it.
+		p.wake()
 	}
 	return nil
 }

@@ -26,8 +26,14 @@ func (p *Process) readLoop() {
 // whether it stopped because of a junk flood (the process is then killed).
 func (p *Process) readFrames() (flood bool) {
 	r := jsonrpc.NewReaderSize(p.stdout, p.cfg.MaxMessageBytes, stdoutBufferSize)
+	flusher, _ := p.h.(Flusher)
 	junk := 0 // junk lines in a row
 	for {
+		if flusher != nil && !r.HasLine() {
+			// The run of messages read so far is handled; the next read
+			// may wait, so what the handler held back goes now.
+			flusher.Flush()
+		}
 		frame, err := r.Read()
 		if tooLarge := (*jsonrpc.TooLargeError)(nil); errors.As(err, &tooLarge) {
 			p.log.Warn("message from server over the size limit, skipped",

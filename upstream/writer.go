@@ -3,6 +3,7 @@ package upstream
 import (
 	"errors"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -27,12 +28,19 @@ func (p *Process) writeLoop() {
 			return
 		}
 		p.mu.Lock()
+		if p.writing {
+			// A Flush is writing; it wakes us again if it leaves frames.
+			p.mu.Unlock()
+			continue
+		}
 		batch := p.queue
 		p.queue = nil
+		p.writing = len(batch) > 0
 		p.mu.Unlock()
 
 		err := p.writeBatch(batch, &buf)
 		clear(batch) // written or dropped: let the frames go while we idle
+		p.doneWriting()
 		switch {
 		case err == nil:
 			continue
@@ -118,5 +126,81 @@ func (p *Process) release(n int) {
 	if p.queued <= p.cfg.WriteQueueBytes && !p.roomOpen {
 		close(p.room)
 		p.roomOpen = true
+	}
+}
+
+// pipeBuf is POSIX's PIPE_BUF on every system mcpmux runs on: a write to a
+// pipe of at most this many bytes is atomic, all or nothing.
+const pipeBuf = 4096
+
+// Flush writes what SendLater queued. When writeLoop is idle and the queued
+// frames fit in one atomic pipe write, Flush writes them itself, without
+// blocking: a request then reaches the server with no goroutine handoff.
+// Otherwise, or when the pipe is full, it wakes writeLoop, which owns
+// stall detection. Flush never blocks.
+func (p *Process) Flush() {
+	p.mu.Lock()
+	if p.closed || len(p.queue) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	size := 0
+	for _, f := range p.queue {
+		size += len(f) + 1
+	}
+	if p.writing || size > pipeBuf {
+		p.mu.Unlock()
+		p.wake()
+		return
+	}
+	batch := p.queue
+	p.queue = nil
+	p.writing = true
+	p.mu.Unlock()
+
+	b := p.flushBuf[:0]
+	for _, f := range batch {
+		b = append(append(b, f...), '\n')
+	}
+	p.flushBuf = b
+	written := false
+	// One attempt, not blocking: the callback reports done either way.
+	_ = p.rawIn.Write(func(fd uintptr) bool {
+		n, err := syscall.Write(int(fd), b)
+		written = err == nil && n == len(b)
+		return true
+	})
+	if written {
+		clear(batch)
+		p.release(size)
+		p.doneWriting()
+		return
+	}
+	// Nothing was written (a write this short is atomic): the frames go
+	// back ahead of any queued since, for writeLoop, which also meets
+	// whatever error there was.
+	p.mu.Lock()
+	if !p.closed {
+		p.queue = append(batch, p.queue...)
+	}
+	p.mu.Unlock()
+	p.doneWriting()
+}
+
+// doneWriting ends a writer's turn and wakes writeLoop if frames wait.
+func (p *Process) doneWriting() {
+	p.mu.Lock()
+	p.writing = false
+	more := len(p.queue) > 0
+	p.mu.Unlock()
+	if more {
+		p.wake()
+	}
+}
+
+func (p *Process) wake() {
+	select {
+	case p.ready <- struct{}{}:
+	default:
 	}
 }
