@@ -121,8 +121,8 @@ func inspectorSessions(t *testing.T, d *daemon, name string) (pid, restarts, cou
 
 // The daemon's debug log of a session's start and of its initialize.
 var (
-	sessionAttached    = regexp.MustCompile(`msg="session attached" server=mcp session=(\d+) transport=(\S+)`)
-	sessionInitialized = regexp.MustCompile(`msg="session initialized" server=mcp session=(\d+) .*\\"name\\":\\"inspector-cli\\"`)
+	sessionAttached    = regexp.MustCompile(`msg="session attached" server=everything session=(\d+) transport=(\S+)`)
+	sessionInitialized = regexp.MustCompile(`msg="session initialized" server=everything session=(\d+) .*\\"name\\":\\"inspector-cli\\"`)
 )
 
 // inspectorTransports lists, in the order they started, the transports of
@@ -144,17 +144,17 @@ func inspectorTransports(log string) []string {
 // as its stdio server) and twice over Streamable HTTP with the token on the
 // URL; all four runs are sessions of one server process.
 //
-// The server is named mcp for a limit of Inspector 0.15.0: its HTTP
-// transport posts to the URL as given only if the path ends in /mcp, and
-// otherwise to /mcp at the root, dropping the path and the query (token and
-// all). /servers/mcp is the one mcpmux URL it keeps. It has no option to
+// The URL is /servers/everything/mcp, mcpmux's alias of /servers/everything,
+// for a limit of Inspector 0.15.0: its HTTP transport posts to the URL as
+// given only if the path ends in /mcp, and otherwise to /mcp at the root,
+// dropping the path and the query (token and all). It has no option to
 // send a header either, so the Authorization: Bearer form of the token is
 // left to TestRealWorldStreamableHTTP.
 func TestInspectorCLI(t *testing.T) {
 	t.Parallel()
 	rw := needRealWorld(t)
-	d := startDaemon(t, rw.server("mcp", rwEverything, []string{"stdio"}, rwFast), rwListen)
-	url := "http://" + rwWebAddr(d) + "/servers/mcp"
+	d := startDaemon(t, rw.server("everything", rwEverything, []string{"stdio"}, rwFast), rwListen)
+	url := "http://" + rwWebAddr(d) + "/servers/everything/mcp"
 
 	// check runs tools/list and echo over target, and checks their results
 	// whole: the tools are server-everything's, and the echo comes back
@@ -194,14 +194,14 @@ func TestInspectorCLI(t *testing.T) {
 	}
 
 	t.Run("connect", func(t *testing.T) {
-		check(t, "connect", []string{bins.mcpmux, "connect", "--config", d.path, "mcp"})
+		check(t, "connect", []string{bins.mcpmux, "connect", "--config", d.path, "everything"})
 		// The Inspector closed its bridge's stdin before it exited, so the
 		// bridge's session ends too; the daemon sees that a moment later.
 		var got, restarts int
 		eventually(t, readyTimeout, "the sessions of the Inspector's bridges end", func() (bool, error) {
 			var count int
 			var sessions []string
-			got, restarts, count, sessions = inspectorSessions(t, d, "mcp")
+			got, restarts, count, sessions = inspectorSessions(t, d, "everything")
 			return count == 0 && len(sessions) == 0, nil
 		})
 		samePid(t, got, restarts)
@@ -211,7 +211,7 @@ func TestInspectorCLI(t *testing.T) {
 		check(t, "streamable http", []string{url + "?token=" + rwToken}, "--transport", "http")
 		// The Inspector closes its HTTP transport without a DELETE, so both
 		// HTTP sessions stay in the daemon until they idle out (30 min).
-		got, restarts, count, sessions := inspectorSessions(t, d, "mcp")
+		got, restarts, count, sessions := inspectorSessions(t, d, "everything")
 		samePid(t, got, restarts)
 		assert.Equal(t, []string{"http inspector-cli", "http inspector-cli"}, sessions, "the daemon's HTTP sessions")
 		assert.Equal(t, len(sessions), count, "the status's count of sessions against its list")
@@ -222,7 +222,7 @@ func TestInspectorCLI(t *testing.T) {
 		assert.Error(t, r.err, "mcp-inspector with a wrong token exited 0; stdout:\n%s", r.stdout)
 		assert.Contains(t, r.stderr, "Unauthorized: missing or wrong token")
 		assert.Empty(t, r.stdout)
-		_, _, count, sessions = inspectorSessions(t, d, "mcp")
+		_, _, count, sessions = inspectorSessions(t, d, "everything")
 		assert.Equal(t, []string{"http inspector-cli", "http inspector-cli"}, sessions, "sessions after the refused run")
 		assert.Equal(t, 2, count)
 	})
@@ -237,5 +237,5 @@ func TestInspectorCLI(t *testing.T) {
 		return len(inspectorTransports(d.log())) >= 4, nil
 	})
 	assert.Equal(t, []string{"unix", "unix", "http", "http"}, inspectorTransports(d.log()), "transports of the inspector-cli sessions, in order")
-	assert.Equal(t, pid, oneProcess(t, d, "mcp"))
+	assert.Equal(t, pid, oneProcess(t, d, "everything"))
 }

@@ -217,6 +217,9 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, ok := strings.CutPrefix(r.URL.Path, ServersPath)
+	// /servers/NAME/mcp is the same endpoint: some clients only keep a
+	// URL's path when it ends in /mcp, the usual MCP endpoint.
+	name = strings.TrimSuffix(name, "/mcp")
 	var ep Endpoint
 	if ok && name != "" && !strings.Contains(name, "/") {
 		ep, ok = w.cfg.Lookup(name)

@@ -181,6 +181,9 @@ func TestWebChecks(t *testing.T) {
 		{"unknown server, no token", "/servers/nope", nil, nil, http.StatusUnauthorized},
 		{"not under /servers/", "/demo", auth, nil, http.StatusNotFound},
 		{"nested path", "/servers/demo/x", auth, nil, http.StatusNotFound},
+		{"the /mcp alias", "/servers/demo/mcp", auth, nil, http.StatusSwitchingProtocols},
+		{"the /mcp alias, nested", "/servers/demo/x/mcp", auth, nil, http.StatusNotFound},
+		{"the /mcp alias alone", "/servers/mcp", auth, nil, http.StatusNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
