@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -162,11 +163,25 @@ func unwrapSyscall(err error) error {
 // seen with each line short enough to hold. It returns nil at EOF; with
 // terminate, a last line that lacks its newline gets one, so that
 // `printf '{...}' | mcpmux connect NAME` is answered.
-func copyLines(w io.Writer, r io.Reader, terminate bool, seen func([]byte)) error {
+//
+// Lines that arrive together leave together: output is buffered, and
+// flushed whenever the next read may wait.
+func copyLines(w io.Writer, r io.Reader, terminate bool, seen func([]byte)) (err error) {
 	br := bufio.NewReaderSize(r, 64<<10)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	defer func() {
+		if ferr := bw.Flush(); err == nil {
+			err = ferr
+		}
+	}()
 	var line []byte
 	held := true
 	for {
+		if !hasLine(br) {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		}
 		chunk, err := br.ReadSlice('\n')
 		complete := err == nil || (errors.Is(err, io.EOF) && len(chunk) > 0)
 		if held && len(chunk) > 0 {
@@ -182,13 +197,13 @@ func copyLines(w io.Writer, r io.Reader, terminate bool, seen func([]byte)) erro
 			seen(line)
 		}
 		if len(chunk) > 0 {
-			if _, werr := w.Write(chunk); werr != nil {
+			if _, werr := bw.Write(chunk); werr != nil {
 				return werr
 			}
 		}
 		if complete {
 			if err != nil && terminate {
-				if _, werr := w.Write([]byte{'\n'}); werr != nil {
+				if werr := bw.WriteByte('\n'); werr != nil {
 					return werr
 				}
 			}
@@ -201,6 +216,13 @@ func copyLines(w io.Writer, r io.Reader, terminate bool, seen func([]byte)) erro
 			return err
 		}
 	}
+}
+
+// hasLine reports whether a whole line is buffered in br, so that the next
+// ReadSlice returns without waiting.
+func hasLine(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
 }
 
 // tracker knows which requests the bridge forwarded are still unanswered.
