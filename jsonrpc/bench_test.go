@@ -130,3 +130,19 @@ func BenchmarkReader1KB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReader10MB frames a stream of 10 MB messages through a server
+// stdout's 256 KiB buffer: a line longer than the buffer is gathered from
+// many reads.
+func BenchmarkReader10MB(b *testing.B) {
+	line := append(callResult(10<<20), '\n')
+	r := jsonrpc.NewReaderSize(&loopReader{buf: line}, 16<<20, 256<<10)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := r.Read()
+		if err != nil || len(f) != len(line)-1 {
+			b.Fatalf("read %d bytes: %v", len(f), err)
+		}
+	}
+}

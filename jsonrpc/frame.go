@@ -78,43 +78,51 @@ func (r *Reader) Read() ([]byte, error) {
 
 func (r *Reader) readLine() ([]byte, error) {
 	var (
-		frame []byte
+		frags [][]byte // copies of the buffer-fulls of a long line
+		n     int      // their bytes
 		size  int64
 		scan  *idScanner
 	)
 	for {
 		chunk, err := r.br.ReadSlice('\n')
 		size += int64(len(chunk))
-		if scan == nil && len(frame)+len(chunk)-2 > r.limit { // room for "\r\n"; no overflow at math.MaxInt
+		if scan == nil && n+len(chunk)-2 > r.limit { // room for "\r\n"; no overflow at math.MaxInt
 			scan = new(idScanner)
-			scan.feed(frame)
-			frame = nil
+			for _, f := range frags {
+				scan.feed(f)
+			}
+			frags, n = nil, 0
 		}
 		if scan != nil {
 			scan.feed(chunk)
-		} else if len(chunk) > 0 {
-			if frame == nil && err == nil {
-				// The common case: the whole line fits in the buffer.
-				frame = make([]byte, 0, len(chunk))
-			}
-			frame = append(frame, chunk...) // ReadSlice's buffer is reused
 		}
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if scan == nil {
+				// ReadSlice's buffer is reused: keep a copy. The line is
+				// put together once, at its end, so a 10 MB line is
+				// copied twice, not once per growth of one slice.
+				frags = append(frags, bytes.Clone(chunk))
+				n += len(chunk)
+			}
 			continue
-		case err != nil && !(errors.Is(err, io.EOF) && size > 0):
+		}
+		if err != nil && !(errors.Is(err, io.EOF) && size > 0) {
 			return nil, err
 		}
-		frame = trimEOL(frame)
-		if scan == nil && len(frame) <= r.limit {
-			return frame, nil
+		if scan != nil {
+			return nil, &TooLargeError{Size: size - int64(scan.eol()), Limit: r.limit, ID: scan.id()}
 		}
-		if scan == nil { // over the limit by its last byte or two
+		frame := make([]byte, 0, n+len(chunk))
+		for _, f := range frags {
+			frame = append(frame, f...)
+		}
+		frame = trimEOL(append(frame, chunk...))
+		if len(frame) > r.limit { // over the limit by its last byte or two
 			scan = new(idScanner)
 			scan.feed(frame)
 			return nil, &TooLargeError{Size: int64(len(frame)), Limit: r.limit, ID: scan.id()}
 		}
-		return nil, &TooLargeError{Size: size - int64(scan.eol()), Limit: r.limit, ID: scan.id()}
+		return frame, nil
 	}
 }
 
