@@ -186,6 +186,11 @@ func copyLines(w io.Writer, r io.Reader, terminate bool, seen func([]byte)) (err
 		complete := err == nil || (errors.Is(err, io.EOF) && len(chunk) > 0)
 		if held && len(chunk) > 0 {
 			if len(line)+len(chunk) <= bridgeLineLimit {
+				if len(line)+len(chunk) > cap(line) {
+					// Double: append's growth of large slices would copy
+					// a long line many times over.
+					line = append(make([]byte, 0, max(2*cap(line), len(line)+len(chunk))), line...)
+				}
 				line = append(line, chunk...)
 			} else {
 				held, line = false, line[:0]
@@ -208,6 +213,9 @@ func copyLines(w io.Writer, r io.Reader, terminate bool, seen func([]byte)) (err
 				}
 			}
 			line, held = line[:0], true
+			if cap(line) > 1<<20 {
+				line = nil // do not keep a long line's buffer for good
+			}
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 			return nil
