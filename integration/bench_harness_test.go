@@ -1,7 +1,11 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"image/png"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,22 +16,79 @@ import (
 )
 
 // TestBenchHarness runs the side-by-side benchmark (go run ./integration/bench)
-// in short mode with the binaries TestMain built, and checks that every path
-// worked and gave figures. It judges no figure.
+// in short mode with the binaries TestMain built, server-everything and
+// supergateway from ./node, and checks that every path, backend and figure
+// gave a result and that the chart renders. It judges no figure and no time.
 func TestBenchHarness(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	rw := needRealWorld(t) // node and the npm packages; skipped under -short
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	rep, err := benchkit.Run(ctx, benchkit.Options{Short: true, Mcpmux: bins.mcpmux, Demoserver: bins.demoserver})
+	rep, err := benchkit.Run(ctx, benchkit.Options{Short: true, Mcpmux: bins.mcpmux, NodeDir: rw.dir, Node: rw.node})
 	require.NoError(t, err)
-	t.Logf("in %v:\n%s\n%s", time.Since(start).Round(time.Millisecond), rep.Table(), rep.Ratios())
-	require.Len(t, rep.Rows, 5, "one row per path")
-	for _, row := range rep.Rows {
-		assert.Positive(t, row.P50, "%s: p50", row.Path)
-		assert.Positive(t, row.P99, "%s: p99", row.Path)
-		assert.Positive(t, row.CallsPerSec, "%s: calls/s", row.Path)
-		assert.Positive(t, row.MBps1, "%s: 1 MB MB/s", row.Path)
-		assert.Positive(t, row.MBps10, "%s: 10 MB MB/s", row.Path)
+	t.Logf("in %v:\n%s", time.Since(start).Round(time.Millisecond), rep.Summary())
+
+	for _, be := range benchkit.Backends() {
+		for _, p := range benchkit.Paths() {
+			row := rep.Row(be, p)
+			if !assert.NotNil(t, row, "%s over %s: no row", be, p) {
+				continue
+			}
+			assert.Positive(t, row.P50, "%s over %s: p50", be, p)
+			assert.GreaterOrEqual(t, row.P99, row.P50, "%s over %s: p99", be, p)
+			assert.Positive(t, row.CallsPerSec, "%s over %s: calls/s", be, p)
+			assert.Equal(t, be == benchkit.BackendGo, row.Huge, "%s over %s: huge results measured", be, p)
+			if row.Huge {
+				assert.Positive(t, row.Huge1, "%s over %s: 1 MB time", be, p)
+				assert.Positive(t, row.Huge10, "%s over %s: 10 MB time", be, p)
+				assert.Positive(t, row.MBps1, "%s over %s: 1 MB MB/s", be, p)
+				assert.Positive(t, row.MBps10, "%s over %s: 10 MB MB/s", be, p)
+			}
+		}
 	}
-	assert.Less(t, time.Since(start), 15*time.Second, "the short run must stay under 15 s")
+	assert.Len(t, rep.Rows, len(benchkit.Backends())*len(benchkit.Paths()), "one row per backend and path")
+
+	for _, p := range benchkit.AggregatePaths() {
+		for _, n := range rep.Counts.Sessions {
+			if p == benchkit.PathRelay && n > rep.Counts.RelayMax {
+				continue
+			}
+			assert.Positive(t, rep.Agg(p, n), "%s with %d sessions: calls/s", p, n)
+		}
+	}
+	assert.Len(t, rep.Counts.Sessions, 4, "four session counts, as the full run has")
+
+	assert.Positive(t, rep.Ready.Socket, "client #%d over the socket", rep.Ready.Nth)
+	assert.Positive(t, rep.Ready.Connect, "client #%d through mcpmux connect", rep.Ready.Nth)
+	assert.Positive(t, rep.Ready.Cold, "cold start")
+	if rep.Memory {
+		for name, m := range map[string]benchkit.Memory{
+			"daemon with no session": rep.Idle.Base, "daemon with idle sessions": rep.Idle.With,
+			"one server per client": rep.Shared.Each, "shared: daemon": rep.Shared.Daemon,
+			"shared: server tree": rep.Shared.Server, "shared: bridges": rep.Shared.Bridges,
+		} {
+			assert.Positive(t, m.RSS, "%s: RSS", name)
+			assert.Positive(t, m.PSS, "%s: PSS", name)
+		}
+	}
+	targets := rep.Targets()
+	want := 4*len(benchkit.Backends()) + 2 // per backend; then large results and the Nth client
+	if rep.Memory {
+		want += 2 // idle memory, shared memory
+	}
+	assert.Len(t, targets, want, "the targets")
+	for _, tg := range targets {
+		assert.True(t, tg.Measured, "target %q was not measured", tg.Name)
+	}
+
+	chart := filepath.Join(t.TempDir(), "bench.png")
+	f, err := os.Create(chart)
+	require.NoError(t, err)
+	require.NoError(t, rep.WriteChart(f))
+	require.NoError(t, f.Close())
+	b, err := os.ReadFile(chart)
+	require.NoError(t, err)
+	img, err := png.Decode(bytes.NewReader(b))
+	require.NoError(t, err, "the chart is a PNG")
+	assert.Greater(t, img.Bounds().Dx(), 600, "chart width")
 }

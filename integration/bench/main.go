@@ -1,54 +1,82 @@
-// Command bench measures, in one run and against the same demo server, echo
-// latency, pipelined calls per second and huge-result throughput over five
-// paths: direct stdio, a plain byte relay on a Unix socket, mcpmux's Unix
-// socket, `mcpmux connect` and mcpmux's WebSocket.
+// Command bench measures, in one run, what issue #6 asks of mcpmux: echo
+// latency and pipelined throughput over six paths (direct stdio, a plain
+// byte relay on a Unix socket, mcpmux's Unix socket, `mcpmux connect`,
+// mcpmux's WebSocket and supergateway's WebSocket) for two backends (a
+// minimal Go echo server and server-everything), large results, aggregate
+// throughput with up to 1,000 sessions, the daemon's memory with 1,000 idle
+// sessions, how soon one more client is served, and the memory of one shared
+// server against one per client; then the targets, met or missed.
 //
 //	go run ./integration/bench [-short] [-write]
 //
-// With -write it also writes BENCHMARKS.md at the repository root.
+// It needs node and the npm packages of integration/node (npm ci there, as
+// ./scripts/test does). With -write it writes BENCHMARKS.md and its chart,
+// BENCHMARKS.png, at the repository root. It never fails on a figure.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"time"
+	"syscall"
 
 	"github.com/mcpmux/mcpmux/integration/benchkit"
 )
 
+const (
+	mdFile    = "BENCHMARKS.md"
+	chartFile = "BENCHMARKS.png"
+)
+
 func main() {
-	short := flag.Bool("short", false, "a few iterations: only check that every path works")
-	write := flag.Bool("write", false, "write BENCHMARKS.md at the repository root")
+	short := flag.Bool("short", false, "tiny counts: only check that every path and figure works")
+	write := flag.Bool("write", false, "write "+mdFile+" and "+chartFile+" at the repository root")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	rep, err := benchkit.Run(ctx, benchkit.Options{Short: *short, Progress: os.Stderr})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *short, *write)
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	fmt.Print(rep.Table())
-	fmt.Println()
-	fmt.Print(rep.Ratios())
-	if !*write {
-		return
-	}
+}
+
+func run(ctx context.Context, short, write bool) error {
 	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	rep, err := benchkit.Run(ctx, benchkit.Options{Short: short, NodeDir: filepath.Join(root, "integration", "node"), Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	rep.Machine.Commit = commit(root)
+	fmt.Print(rep.Summary())
+	if !write {
+		return nil
+	}
+	png, err := os.Create(filepath.Join(root, chartFile))
+	if err != nil {
+		return err
+	}
+	err = rep.WriteChart(png)
+	if cerr := png.Close(); err == nil {
+		err = cerr
+	}
 	if err == nil {
-		err = os.WriteFile(filepath.Join(root, "BENCHMARKS.md"), []byte(markdown(rep, *short)), 0o644)
+		err = os.WriteFile(filepath.Join(root, mdFile), []byte(markdown(rep)), 0o644)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+		return err
 	}
-	fmt.Fprintln(os.Stderr, "wrote", filepath.Join(root, "BENCHMARKS.md"))
+	fmt.Fprintln(os.Stderr, "wrote", filepath.Join(root, mdFile), "and", filepath.Join(root, chartFile))
+	return nil
 }
 
 // repoRoot is the folder of the main module's go.mod.
@@ -59,39 +87,21 @@ func repoRoot() (string, error) {
 	}
 	gomod := strings.TrimSpace(string(out))
 	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("not inside a module")
+		return "", errors.New("not inside a module")
 	}
 	return filepath.Dir(gomod), nil
 }
 
-func markdown(rep *benchkit.Report, short bool) string {
-	uname, err := exec.Command("uname", "-a").Output()
+// commit names the checkout measured: the commit, and whether tracked
+// files differ from it.
+func commit(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
-		uname = []byte("unknown")
+		return "unknown"
 	}
-	var b strings.Builder
-	b.WriteString("# Benchmarks\n\n")
-	b.WriteString("Written by `go run ./integration/bench -write`: the same demo server (`integration/demoserver`)\n")
-	b.WriteString("reached five ways, one after the other, in one run.\n\n")
-	b.WriteString("- **direct stdio**: the client runs the demo server and talks on its stdin/stdout.\n")
-	b.WriteString("- **byte relay (unix)**: the floor: a Unix socket whose accepted connection is joined to a demo server's pipes by two `io.Copy` loops, nothing parsed.\n")
-	b.WriteString("- **mcpmux unix socket**: `<socket_dir>/demo.sock` of `mcpmux serve`.\n")
-	b.WriteString("- **mcpmux connect**: the stdio bridge `mcpmux connect demo` to that socket.\n")
-	b.WriteString("- **mcpmux websocket**: `ws://127.0.0.1:PORT/servers/demo`.\n\n")
-	fmt.Fprintf(&b, "Echo: %d sequential `tools/call echo` after a warm-up, round-trip percentiles. ", rep.EchoCalls)
-	fmt.Fprintf(&b, "Pipelined: %d echo calls with %d in flight. ", rep.Pipelined, rep.InFlight)
-	fmt.Fprintf(&b, "Huge: `tools/call huge` of 1 MB (%d times) and 10 MB (%d times), one at a time; MB/s of answer bytes received.\n\n", rep.Huge1Reps, rep.Huge10Reps)
-	if short {
-		b.WriteString("**Short run (`-short`): these figures only show that every path works.**\n\n")
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		c += ", with local changes"
 	}
-	b.WriteString("## Machine\n\n")
-	fmt.Fprintf(&b, "- `uname -a`: `%s`\n", strings.TrimSpace(string(uname)))
-	fmt.Fprintf(&b, "- CPUs: %d\n", runtime.NumCPU())
-	fmt.Fprintf(&b, "- Go: %s\n", runtime.Version())
-	fmt.Fprintf(&b, "- Date: %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	b.WriteString("## Results\n\n")
-	b.WriteString(rep.Table())
-	b.WriteString("\n## Ratios\n\nFor p50 lower is better; for calls/s higher is better.\n\n")
-	b.WriteString(rep.Ratios())
-	return b.String()
+	return c
 }

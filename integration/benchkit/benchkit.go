@@ -1,130 +1,272 @@
-// Package benchkit measures, side by side and against the same backend (the
-// demo server), the cost of the ways a client can reach an MCP server:
-// directly over its stdio, through a plain byte relay on a Unix socket (the
-// floor), through mcpmux's Unix socket, through `mcpmux connect` and over
-// mcpmux's WebSocket. The program integration/bench prints its figures;
-// integration/bench_harness_test.go runs it in short mode.
+// Package benchkit measures, side by side and in one run, the cost of the
+// ways a client can reach a stdio MCP server: directly over its stdio,
+// through a plain byte relay on a Unix socket (the floor), through mcpmux's
+// Unix socket, through `mcpmux connect`, over mcpmux's WebSocket, and over
+// supergateway's WebSocket (the peer). Two backends: a minimal Go echo
+// server (integration/bench/echoserver, the floor) and the reference
+// server-everything under node. Besides latency and throughput per path it
+// measures aggregate throughput with many sessions, the daemon's memory with
+// idle sessions, how soon one more client is served by a running server, and
+// the memory of one shared server against one per client. The program
+// integration/bench prints the figures and writes BENCHMARKS.md and its
+// chart; integration/bench_harness_test.go runs it in short mode.
 package benchkit
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/gorilla/websocket"
 )
 
-// Options says what to measure and with which binaries.
+// Options says what to measure and with which programs.
 type Options struct {
-	Short      bool   // a few iterations: only checks that every path works
+	Short      bool   // tiny counts: only checks that every path and figure works
 	Mcpmux     string // prebuilt mcpmux; empty: built with go build
-	Demoserver string // prebuilt demo server; empty: built with go build
+	Echoserver string // prebuilt integration/bench/echoserver; empty: built
+	NodeDir    string // integration/node, where npm ci installed server-everything and supergateway
+	Node       string // the node executable; empty: node on PATH
 	Progress   io.Writer
 }
 
-// Row is the figures of one path.
+// The paths, in the order they are measured.
+const (
+	PathDirect  = "direct stdio"
+	PathRelay   = "byte relay (unix)"
+	PathSocket  = "mcpmux unix socket"
+	PathConnect = "mcpmux connect"
+	PathWS      = "mcpmux websocket"
+	PathSG      = "supergateway websocket"
+)
+
+// Paths lists every path, in the order they are measured.
+func Paths() []string {
+	return []string{PathDirect, PathRelay, PathSocket, PathConnect, PathWS, PathSG}
+}
+
+// The backends.
+const (
+	BackendGo         = "go echo"
+	BackendEverything = "server-everything"
+)
+
+// Backends lists every backend, in the order they are measured.
+func Backends() []string { return []string{BackendGo, BackendEverything} }
+
+// AggregatePaths are the paths measured with many sessions at once.
+func AggregatePaths() []string { return []string{PathRelay, PathSocket, PathWS, PathSG} }
+
+// Counts are the sizes of a run.
+type Counts struct {
+	Warm, Echo      int           // sequential echo calls: warm-up, then timed
+	Pipelined       int           // pipelined echo calls, InFlight at once
+	InFlight        int           //
+	Huge1, Huge10   int           // the two large results, one at a time, each after one untimed (if more than 1)
+	Sessions        []int         // aggregate: sessions at once, per level
+	AggFor          time.Duration // aggregate: how long each level runs
+	RelayMax        int           // aggregate: the relay (one server process per session) up to this many
+	Idle            int           // idle sessions for the daemon's memory
+	Nth             int           // the client whose readiness is timed
+	SocketReps      int           // ... over the socket, this many times
+	ConnectReps     int           // ... through mcpmux connect, this many times
+	Copies          int           // server-everything processes, one per client, against one shared
+	HugeSizes       [2]int        // bytes of the two huge results
+	GatewayHugeReps int           // supergateway is slow with huge results: fewer repetitions
+}
+
+func counts(short bool) Counts {
+	if short {
+		return Counts{Warm: 2, Echo: 20, Pipelined: 200, InFlight: 64, Huge1: 1, Huge10: 1,
+			Sessions: []int{1, 2, 4, 8}, AggFor: 30 * time.Millisecond, RelayMax: 4,
+			Idle: 20, Nth: 3, SocketReps: 2, ConnectReps: 1, Copies: 3,
+			HugeSizes: [2]int{100_000, 1_000_000}, GatewayHugeReps: 1}
+	}
+	return Counts{Warm: 2000, Echo: 2000, Pipelined: 20000, InFlight: 64, Huge1: 15, Huge10: 7,
+		Sessions: []int{1, 16, 256, 1000}, AggFor: 1500 * time.Millisecond, RelayMax: 256,
+		Idle: 1000, Nth: 10, SocketReps: 50, ConnectReps: 20, Copies: 10,
+		HugeSizes: [2]int{1_000_000, 10_000_000}, GatewayHugeReps: 1}
+}
+
+// Row is the figures of one backend over one path.
 type Row struct {
+	Backend, Path string
+	P50, P99      time.Duration // sequential echo round trip
+	CallsPerSec   float64       // pipelined echo, InFlight at once
+	Huge          bool          // the huge figures were measured (the Go backend only)
+	Huge1, Huge10 time.Duration // median time of one 1 MB and one 10 MB result
+	MBps1, MBps10 float64       // answer bytes received per second
+}
+
+// AggRow is the aggregate throughput of one path with some sessions at once.
+type AggRow struct {
 	Path        string
-	P50, P99    time.Duration // sequential echo round trip
-	CallsPerSec float64       // pipelined echo, InFlight at once
-	MBps1       float64       // a 1 MB huge result
-	MBps10      float64       // a 10 MB huge result
+	Sessions    int
+	CallsPerSec float64
+}
+
+// Idle is the daemon's memory with many initialized, idle sessions.
+type Idle struct {
+	Sessions   int
+	Base, With Memory // with no session, and with Sessions
+	OpenFiles  int    // the daemon's soft open-file limit
+}
+
+// Memory is a resident set and a proportional set (shared pages divided
+// among the processes that map them), in bytes.
+type Memory struct{ RSS, PSS int64 }
+
+func (m Memory) plus(o Memory) Memory { return Memory{m.RSS + o.RSS, m.PSS + o.PSS} }
+
+// Ready is how long one more client (the Nth) waits for initialize and
+// tools/list to be answered by a server-everything that mcpmux already
+// runs, against starting server-everything itself.
+type Ready struct {
+	Nth             int
+	Socket, Connect time.Duration // medians: over the socket; through a new `mcpmux connect`
+	Cold            time.Duration // median: spawn server-everything, initialize, tools/list
+}
+
+// Shared is the memory of Copies server-everything processes, one per
+// client, against one shared by Copies clients through mcpmux.
+type Shared struct {
+	Copies  int
+	Each    Memory // sum over the Copies process trees
+	Daemon  Memory // mcpmux serve itself
+	Server  Memory // the tree under it: the reaper and server-everything
+	Bridges Memory // the Copies `mcpmux connect` bridges the clients ran
+}
+
+// Machine describes where the figures were taken.
+type Machine struct {
+	Uname, Go, Node string
+	CPUs            int
+	Date            time.Time
+	Commit          string // set by the caller, if it knows
 }
 
 // Report is the result of a run.
 type Report struct {
-	Rows                  []Row
-	EchoCalls, Pipelined  int
-	InFlight              int
-	Huge1Reps, Huge10Reps int
+	Short     bool
+	Counts    Counts
+	Machine   Machine
+	Rows      []Row
+	Aggregate []AggRow
+	Idle      Idle
+	Ready     Ready
+	Shared    Shared
+	Memory    bool // the memory figures were measured (Linux only)
 }
 
-// InFlight is how many pipelined calls are outstanding at once.
-const InFlight = 64
-
+// token is the http_token of the daemons.
 const token = "bench-token"
 
-type counts struct{ warm, echo, pipelined, huge1, huge10 int }
+// backend is one server the paths reach.
+type backend struct {
+	name   string   // BackendGo or BackendEverything
+	server string   // its name in the daemon's config
+	argv   []string // how to run it
+	huge   bool     // it has the huge tool
+}
 
-// Run builds what it needs and measures every path.
-func Run(ctx context.Context, o Options) (*Report, error) {
-	n := counts{warm: 200, echo: 2000, pipelined: 20000, huge1: 20, huge10: 5}
-	if o.Short {
-		n = counts{warm: 2, echo: 20, pipelined: 200, huge1: 1, huge10: 1}
-	}
-	progress := o.Progress
-	if progress == nil {
-		progress = io.Discard
-	}
-	dir, err := os.MkdirTemp("", "mxb")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	if err := build(ctx, dir, &o); err != nil {
-		return nil, err
-	}
-	d, err := startDaemon(ctx, dir, o.Mcpmux, o.Demoserver)
-	if err != nil {
-		return nil, err
-	}
-	defer d.stop()
-	relay, err := startRelay(dir, o.Demoserver)
-	if err != nil {
-		return nil, err
-	}
-	defer relay.stop()
+// run is the state of one Run.
+type run struct {
+	ctx        context.Context
+	o          Options
+	n          Counts
+	dir        string
+	progress   io.Writer
+	start      time.Time
+	everything string // server-everything's entry point
+	gateway    string // supergateway's
+	track      tracker
+}
 
-	paths := []struct {
-		name string
-		dial func() (conn, error)
-	}{
-		{"direct stdio", func() (conn, error) { return startCmd(exec.Command(o.Demoserver), io.Discard) }},
-		{"byte relay (unix)", func() (conn, error) { return dialUnix(relay.path) }},
-		{"mcpmux unix socket", func() (conn, error) { return dialUnix(d.socket) }},
-		{"mcpmux connect", func() (conn, error) {
-			return startCmd(exec.Command(o.Mcpmux, "connect", "--config", d.config, "--no-autostart", "demo"), os.Stderr)
-		}},
-		{"mcpmux websocket", func() (conn, error) { return dialWS(d.wsURL) }},
+// Run builds what it needs and measures everything, one thing at a time.
+func Run(ctx context.Context, o Options) (rep *Report, err error) {
+	r := &run{ctx: ctx, o: o, n: counts(o.Short), progress: o.Progress, start: time.Now()}
+	if r.progress == nil {
+		r.progress = io.Discard
 	}
-	rep := &Report{EchoCalls: n.echo, Pipelined: n.pipelined, InFlight: InFlight, Huge1Reps: n.huge1, Huge10Reps: n.huge10}
-	for _, p := range paths {
-		fmt.Fprintf(progress, "measuring %s...\n", p.name)
-		c, err := p.dial()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.name, err)
+	if err := raiseOpenFiles(2*max(r.n.Idle, r.n.Sessions[len(r.n.Sessions)-1]) + 4*r.n.RelayMax + 256); err != nil {
+		return nil, err
+	}
+	if err := r.findNode(); err != nil {
+		return nil, err
+	}
+	r.dir, err = os.MkdirTemp("", "mxb") // short: socket paths must fit sun_path
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(r.dir)
+	if err := r.build(); err != nil {
+		return nil, err
+	}
+	r.track.init()
+	stop := context.AfterFunc(ctx, r.track.closeAll)
+	defer func() {
+		if !stop() {
+			<-r.track.done // closeAll ran: wait until it is over
 		}
-		row, err := measure(c, n)
-		cerr := c.Close()
-		if err == nil && cerr != nil {
-			err = cerr
+		if err == nil {
+			err = context.Cause(ctx)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.name, err)
+	}()
+
+	rep = &Report{Short: o.Short, Counts: r.n, Machine: machine(r.o.Node), Memory: canMeasureMemory}
+	backends := []backend{
+		{name: BackendGo, server: "echo", argv: []string{r.o.Echoserver}, huge: true},
+		{name: BackendEverything, server: "everything", argv: []string{r.o.Node, r.everything, "stdio"}},
+	}
+	if err := r.paths(rep, backends); err != nil {
+		return nil, err
+	}
+	if canMeasureMemory {
+		if rep.Idle, err = r.idle(backends[0]); err != nil {
+			return nil, fmt.Errorf("idle sessions: %w", err)
 		}
-		row.Path = p.name
-		rep.Rows = append(rep.Rows, row)
+	}
+	if rep.Ready, rep.Shared, err = r.readyAndShared(backends[1]); err != nil {
+		return nil, fmt.Errorf("ready and shared: %w", err)
 	}
 	return rep, nil
 }
 
-// build fills in the binaries that o does not name.
-func build(ctx context.Context, dir string, o *Options) error {
+func (r *run) logf(format string, args ...any) {
+	fmt.Fprintf(r.progress, "%6.1fs "+format+"\n", append([]any{time.Since(r.start).Seconds()}, args...)...)
+}
+
+// findNode finds node and the two npm packages.
+func (r *run) findNode() error {
+	if r.o.Node == "" {
+		node, err := exec.LookPath("node")
+		if err != nil {
+			return fmt.Errorf("node is not on PATH (%w): the benchmarks need Node 20 or newer", err)
+		}
+		r.o.Node = node
+	}
+	if r.o.NodeDir == "" {
+		return errors.New("Options.NodeDir is empty: it must name integration/node")
+	}
+	r.everything = filepath.Join(r.o.NodeDir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	r.gateway = filepath.Join(r.o.NodeDir, "node_modules", "supergateway", "dist", "index.js")
+	for _, f := range []string{r.everything, r.gateway} {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("%w: run npm ci in %s (./scripts/test does)", err, r.o.NodeDir)
+		}
+	}
+	return nil
+}
+
+// build fills in the binaries that Options does not name.
+func (r *run) build() error {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -134,14 +276,14 @@ func build(ctx context.Context, dir string, o *Options) error {
 		path *string
 		pkg  string
 	}{
-		{&o.Mcpmux, "github.com/mcpmux/mcpmux/cmd/mcpmux"},
-		{&o.Demoserver, "github.com/mcpmux/mcpmux/integration/demoserver"},
+		{&r.o.Mcpmux, "github.com/mcpmux/mcpmux/cmd/mcpmux"},
+		{&r.o.Echoserver, "github.com/mcpmux/mcpmux/integration/bench/echoserver"},
 	} {
 		if *b.path != "" {
 			continue
 		}
-		out := filepath.Join(dir, filepath.Base(b.pkg))
-		cmd := exec.CommandContext(ctx, goTool, "build", "-o", out, b.pkg)
+		out := filepath.Join(r.dir, filepath.Base(b.pkg))
+		cmd := exec.CommandContext(r.ctx, goTool, "build", "-o", out, b.pkg)
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("go build %s: %w\n%s", b.pkg, err, msg))
 			continue
@@ -151,416 +293,110 @@ func build(ctx context.Context, dir string, o *Options) error {
 	return errors.Join(errs...)
 }
 
-// measure runs the warm-up, the sequential echoes, the pipelined echoes and
-// the huge results on one initialized session.
-func measure(c conn, n counts) (Row, error) {
-	var row Row
-	if err := c.send(request("init", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}`)); err != nil {
-		return row, err
+func machine(node string) Machine {
+	m := Machine{Go: runtime.Version(), CPUs: runtime.NumCPU(), Date: time.Now().UTC(), Uname: "unknown", Node: "unknown"}
+	if out, err := exec.Command("uname", "-a").Output(); err == nil {
+		m.Uname = strings.TrimSpace(string(out))
 	}
-	if _, err := recvAnswer(c); err != nil {
-		return row, fmt.Errorf("initialize: %w", err)
+	if out, err := exec.Command(node, "--version").Output(); err == nil {
+		m.Node = strings.TrimSpace(string(out))
 	}
-	if err := c.send([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")); err != nil {
-		return row, err
-	}
-	echo := func(i int) error {
-		if err := c.send(echoCall(i)); err != nil {
-			return err
-		}
-		line, err := recvAnswer(c)
-		if err == nil && !bytes.Contains(line, []byte(`"bench`)) {
-			err = fmt.Errorf("unexpected echo answer %.200s", line)
-		}
+	return m
+}
+
+// raiseOpenFiles raises our soft open-file limit to need, if it is lower
+// (Go raises it to the hard limit at start already). The processes we start
+// get the limit we started with; mcpmux and node raise their own.
+func raiseOpenFiles(need int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return err
 	}
-	for i := range n.warm {
-		if err := echo(i); err != nil {
-			return row, fmt.Errorf("warm-up: %w", err)
-		}
+	if lim.Cur >= uint64(need) {
+		return nil
 	}
-	lat := make([]time.Duration, n.echo)
-	for i := range n.echo {
-		t0 := time.Now()
-		if err := echo(i); err != nil {
-			return row, fmt.Errorf("echo: %w", err)
-		}
-		lat[i] = time.Since(t0)
+	if lim.Max < uint64(need) {
+		return fmt.Errorf("the hard open-file limit is %d; the benchmarks need %d (raise it: ulimit -Hn)", lim.Max, need)
 	}
-	slices.Sort(lat)
-	row.P50, row.P99 = lat[len(lat)/2], lat[len(lat)*99/100]
-
-	cps, err := pipelined(c, n.pipelined)
-	if err != nil {
-		return row, fmt.Errorf("pipelined: %w", err)
-	}
-	row.CallsPerSec = cps
-	if row.MBps1, err = huge(c, 1_000_000, n.huge1); err != nil {
-		return row, fmt.Errorf("huge 1 MB: %w", err)
-	}
-	if row.MBps10, err = huge(c, 10_000_000, n.huge10); err != nil {
-		return row, fmt.Errorf("huge 10 MB: %w", err)
-	}
-	return row, nil
+	lim.Cur = uint64(need)
+	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 }
 
-// pipelined sends total echo calls keeping InFlight outstanding and returns
-// calls per second.
-func pipelined(c conn, total int) (float64, error) {
-	slots := make(chan struct{}, InFlight)
-	done := make(chan error, 1)
-	t0 := time.Now()
-	go func() {
-		for range total {
-			line, err := recvAnswer(c)
-			if err == nil && !bytes.Contains(line, []byte(`"bench`)) {
-				err = fmt.Errorf("unexpected answer %.200s", line)
-			}
-			if err != nil {
-				done <- err
-				return
-			}
-			<-slots
-		}
-		done <- nil
-	}()
-	for i := range total {
-		select {
-		case slots <- struct{}{}:
-		case err := <-done:
-			return 0, errors.Join(err, errors.New("answers ended early"))
-		}
-		if err := c.send(echoCall(i)); err != nil {
-			return 0, err
-		}
+// tracker holds every open session, so that the end of Run's ctx can close
+// them and so unblock whatever waits on them.
+type tracker struct {
+	mu     sync.Mutex
+	open   map[conn]struct{}
+	closed bool
+	done   chan struct{} // closed when closeAll is over
+}
+
+func (t *tracker) init() {
+	t.open = make(map[conn]struct{})
+	t.done = make(chan struct{})
+}
+
+// add tracks c, or closes it if the run is over.
+func (t *tracker) add(c conn) (conn, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, errors.Join(errors.New("run cancelled"), c.Close())
 	}
-	if err := <-done; err != nil {
-		return 0, err
+	t.open[c] = struct{}{}
+	t.mu.Unlock()
+	return &tracked{conn: c, t: t}, nil
+}
+
+func (t *tracker) closeAll() {
+	defer close(t.done)
+	t.mu.Lock()
+	t.closed = true
+	all := make([]conn, 0, len(t.open))
+	for c := range t.open {
+		all = append(all, c)
 	}
-	return float64(total) / time.Since(t0).Seconds(), nil
-}
-
-// huge asks reps times, one at a time, for a result of size bytes and
-// returns the MB/s of the answers received.
-func huge(c conn, size, reps int) (float64, error) {
-	var bytesIn int
-	t0 := time.Now()
-	for i := range reps {
-		if err := c.send(request(strconv.Itoa(i), "tools/call", fmt.Sprintf(`{"name":"huge","arguments":{"bytes":%d}}`, size))); err != nil {
-			return 0, err
-		}
-		line, err := recvAnswer(c)
-		if err != nil {
-			return 0, err
-		}
-		if len(line) < size {
-			return 0, fmt.Errorf("answer of %d bytes for a %d-byte result: %.200s", len(line), size, line)
-		}
-		bytesIn += len(line)
-	}
-	return float64(bytesIn) / 1e6 / time.Since(t0).Seconds(), nil
-}
-
-func request(id, method, params string) []byte {
-	return []byte(`{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":"` + method + `","params":` + params + "}\n")
-}
-
-func echoCall(i int) []byte {
-	return request(strconv.Itoa(i), "tools/call", `{"name":"echo","arguments":{"text":"bench`+strconv.Itoa(i)+`"}}`)
-}
-
-// recvAnswer returns the next answer, skipping notifications and failing
-// on an error answer. Only the head of a line is inspected, so that a
-// 10 MB answer is not parsed.
-func recvAnswer(c conn) ([]byte, error) {
-	for {
-		line, err := c.recv()
-		if err != nil {
-			return nil, err
-		}
-		head := line[:min(len(line), 256)]
-		if bytes.Contains(head, []byte(`"method"`)) && !bytes.Contains(head, []byte(`"result"`)) {
-			continue // a notification or a request from the server
-		}
-		if bytes.Contains(head, []byte(`"error"`)) {
-			return nil, fmt.Errorf("error answer: %.300s", line)
-		}
-		return line, nil
+	t.mu.Unlock()
+	for _, c := range all {
+		c.Close()
 	}
 }
 
-// conn is one session, one JSON-RPC message per send and recv.
-type conn interface {
-	send(line []byte) error // line ends with '\n'
-	recv() ([]byte, error)  // without the '\n'
-	Close() error
+type tracked struct {
+	conn
+	t *tracker
 }
 
-// streamConn is newline-delimited JSON over a byte stream.
-type streamConn struct {
-	w     io.Writer
-	r     *bufio.Reader
-	close func() error
+func (c *tracked) Close() error {
+	c.t.mu.Lock()
+	delete(c.t.open, c.conn)
+	c.t.mu.Unlock()
+	return c.conn.Close()
 }
 
-func newStream(r io.Reader, w io.Writer, close func() error) *streamConn {
-	return &streamConn{w: w, r: bufio.NewReaderSize(r, 1<<20), close: close}
-}
-
-func (s *streamConn) send(line []byte) error { _, err := s.w.Write(line); return err }
-func (s *streamConn) Close() error           { return s.close() }
-func (s *streamConn) recv() ([]byte, error) {
-	line, err := s.r.ReadSlice('\n')
-	if err == nil {
-		return line[:len(line)-1], nil
-	}
-	if !errors.Is(err, bufio.ErrBufferFull) {
+// dial opens a session with open and tracks it.
+func (r *run) dial(open func() (conn, error)) (*client, error) {
+	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	buf := append([]byte(nil), line...)
-	for {
-		line, err = s.r.ReadSlice('\n')
-		buf = append(buf, line...)
-		if err == nil {
-			return buf[:len(buf)-1], nil
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return nil, err
-		}
-	}
-}
-
-func dialUnix(path string) (conn, error) {
-	c, err := net.Dial("unix", path)
+	c, err := open()
 	if err != nil {
 		return nil, err
 	}
-	return newStream(c, c, c.Close), nil
-}
-
-// startCmd runs cmd with its stdio on pipes; Close closes its stdin and
-// waits for it to exit.
-func startCmd(cmd *exec.Cmd, stderr io.Writer) (conn, error) {
-	stdin, err := cmd.StdinPipe()
+	c, err = r.track.add(c)
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = stderr
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return newStream(stdout, stdin, func() error {
-		stdin.Close()
-		return cmd.Wait()
-	}), nil
+	return &client{conn: c}, nil
 }
 
-// wsConn is one session over a WebSocket, one message per text frame.
-type wsConn struct{ ws *websocket.Conn }
-
-func dialWS(url string) (conn, error) {
-	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
-	ws, _, err := d.Dial(url+"?token="+token, nil)
-	if err != nil {
-		return nil, err
-	}
-	ws.SetReadLimit(64 << 20)
-	return &wsConn{ws: ws}, nil
-}
-
-func (c *wsConn) send(line []byte) error {
-	return c.ws.WriteMessage(websocket.TextMessage, bytes.TrimSuffix(line, []byte("\n")))
-}
-
-func (c *wsConn) recv() ([]byte, error) {
-	_, msg, err := c.ws.ReadMessage()
-	return bytes.TrimSuffix(msg, []byte("\n")), err
-}
-
-func (c *wsConn) Close() error {
-	c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-	return c.ws.Close()
-}
-
-// relay is the floor: each accepted Unix connection gets its own demo
-// server, and two io.Copy loops pass the bytes, nothing parsed.
-type relay struct {
-	path string
-	ln   net.Listener
-	wg   sync.WaitGroup
-}
-
-func startRelay(dir, demoserver string) (*relay, error) {
-	r := &relay{path: filepath.Join(dir, "relay.sock")}
-	ln, err := net.Listen("unix", r.path)
-	if err != nil {
-		return nil, err
-	}
-	r.ln = ln
-	r.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			r.wg.Go(func() { serveRelay(c, demoserver) })
-		}
-	})
-	return r, nil
-}
-
-func serveRelay(c net.Conn, demoserver string) {
-	defer c.Close()
-	cmd := exec.Command(demoserver)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return
-	}
-	if err := cmd.Start(); err != nil { // its stderr is discarded
-		return
-	}
+// closeAll closes every client at once and waits.
+func closeAll(clients []*client) error {
+	errs := make([]error, len(clients))
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		io.Copy(c, stdout)
-		c.(*net.UnixConn).CloseWrite()
-	})
-	io.Copy(stdin, c)
-	stdin.Close() // EOF: the demo server exits
+	for i, c := range clients {
+		wg.Go(func() { errs[i] = c.Close() })
+	}
 	wg.Wait()
-	cmd.Wait()
-}
-
-func (r *relay) stop() {
-	r.ln.Close()
-	r.wg.Wait()
-}
-
-// daemon is a running `mcpmux serve` with one server, demo.
-type daemon struct {
-	cmd    *exec.Cmd
-	config string
-	socket string
-	wsURL  string
-	log    *syncBuffer
-	exited chan error
-}
-
-var webURL = regexp.MustCompile(`url=ws://([^/\s]+)/servers/NAME`)
-
-func startDaemon(ctx context.Context, dir, mcpmux, demoserver string) (*daemon, error) {
-	sockets := filepath.Join(dir, "s")
-	d := &daemon{config: filepath.Join(dir, "mux.toml"), socket: filepath.Join(sockets, "demo.sock"), log: &syncBuffer{}, exited: make(chan error, 1)}
-	text := fmt.Sprintf("[daemon]\nlog_level = \"info\"\n\n[listen]\nsocket_dir = %q\nhttp = \"127.0.0.1:0\"\nhttp_token = %q\n\n[servers.demo]\ncommand = %q\n",
-		sockets, token, demoserver)
-	if err := os.WriteFile(d.config, []byte(text), 0o600); err != nil {
-		return nil, err
-	}
-	d.cmd = exec.Command(mcpmux, "serve", "--config", d.config)
-	d.cmd.Stderr = d.log
-	d.cmd.WaitDelay = 5 * time.Second
-	if err := d.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { d.exited <- d.cmd.Wait() }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m := webURL.FindStringSubmatch(d.log.String()); m != nil && d.wsURL == "" {
-			d.wsURL = "ws://" + m[1] + "/servers/demo"
-		}
-		if d.wsURL != "" {
-			if c, err := net.Dial("unix", d.socket); err == nil {
-				c.Close()
-				return d, nil
-			}
-		}
-		select {
-		case err := <-d.exited:
-			d.exited <- err
-			return nil, fmt.Errorf("mcpmux serve exited: %v\n%s", err, d.log.String())
-		case <-ctx.Done():
-			d.stop()
-			return nil, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			d.stop()
-			return nil, fmt.Errorf("mcpmux serve not ready in 20s:\n%s", d.log.String())
-		}
-	}
-}
-
-func (d *daemon) stop() {
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.exited:
-	case <-time.After(10 * time.Second):
-		d.cmd.Process.Kill()
-		<-d.exited
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// Table is the report as a Markdown table.
-func (r *Report) Table() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "| path | echo p50 | echo p99 | pipelined calls/s (%d in flight) | 1 MB huge MB/s | 10 MB huge MB/s |\n", r.InFlight)
-	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
-	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %.0f | %.0f |\n", row.Path, us(row.P50), us(row.P99), row.CallsPerSec, row.MBps1, row.MBps10)
-	}
-	return b.String()
-}
-
-func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d.Nanoseconds())/1e3) }
-
-// Row returns the row of path, or nil.
-func (r *Report) Row(path string) *Row {
-	for i := range r.Rows {
-		if r.Rows[i].Path == path {
-			return &r.Rows[i]
-		}
-	}
-	return nil
-}
-
-// Ratios is the Markdown list of mcpmux's figures over the relay's and the
-// direct path's.
-func (r *Report) Ratios() string {
-	direct, relay := r.Row("direct stdio"), r.Row("byte relay (unix)")
-	var b strings.Builder
-	b.WriteString("| mcpmux path | p50 / relay | p50 / direct | calls/s / relay | calls/s / direct |\n|---|---:|---:|---:|---:|\n")
-	for _, row := range r.Rows {
-		if !strings.HasPrefix(row.Path, "mcpmux") || direct == nil || relay == nil {
-			continue
-		}
-		fmt.Fprintf(&b, "| %s | %.2f× | %.2f× | %.2f× | %.2f× |\n", row.Path,
-			float64(row.P50)/float64(relay.P50), float64(row.P50)/float64(direct.P50),
-			row.CallsPerSec/relay.CallsPerSec, row.CallsPerSec/direct.CallsPerSec)
-	}
-	return b.String()
+	return errors.Join(errs...)
 }

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mcpmux/mcpmux/integration/benchkit"
+)
+
+// markdown is BENCHMARKS.md: the machine, the method of every figure, the
+// targets, the tables and the chart.
+func markdown(rep *benchkit.Report) string {
+	n, m := rep.Counts, rep.Machine
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+
+	w("# Benchmarks\n\n")
+	w("Written by `go run ./integration/bench -write` (%s), in one run: every figure below\n", m.Date.Format("2006-01-02 15:04 UTC"))
+	w("comes from the same run on the same machine, one measurement after the other. On a shared\n")
+	w("2-core VM figures move between runs by tens of percent (p99 by more), so compare figures\n")
+	w("within this file, not across runs. Nothing here is enforced: the targets are reported as\n")
+	w("met or missed. `go run` builds mcpmux without the race detector.\n\n")
+	if rep.Short {
+		w("**Short run (`-short`): tiny counts, these figures only show that every path works.**\n\n")
+	}
+	w("![echo latency and pipelined throughput per path](%s)\n\n", chartFile)
+
+	w("## Machine\n\n")
+	w("- `uname -a`: `%s`\n", m.Uname)
+	w("- CPUs: %d (the client, the proxy and the server share them)\n", m.CPUs)
+	w("- Go: %s; Node: %s\n", m.Go, m.Node)
+	w("- mcpmux: built from this repository at %s\n", m.Commit)
+	w("- supergateway 4.0.0, @modelcontextprotocol/server-everything 2026.8.31 (pinned in `integration/node`)\n\n")
+
+	w("## Targets\n\n")
+	w("The targets of issue #6, each computed from figures of this run (ratios against the relay or\n")
+	w("supergateway measured minutes apart, on the same machine).\n\n")
+	b.WriteString(rep.TargetsTable())
+
+	w("\n## What is measured\n\n")
+	w("**Backends.** *%s*: `integration/bench/echoserver`, a minimal Go stdio server (one request at a\n", benchkit.BackendGo)
+	w("time, answers flushed in batches while more input waits), the floor: what remains is the cost of\n")
+	w("the path. *%s*: the reference TypeScript server under node, tool `echo`.\n\n", benchkit.BackendEverything)
+	w("**Paths**, the same for both backends:\n\n")
+	w("- **%s**: the client spawns the server and talks on its stdin/stdout.\n", benchkit.PathDirect)
+	w("- **%s**: the floor of any socket: a Unix socket whose accepted connection is joined to a\n", benchkit.PathRelay)
+	w("  server process of its own by two `io.Copy` loops, nothing parsed.\n")
+	w("- **%s**: `<socket_dir>/NAME.sock` of `mcpmux serve`, one daemon serving both backends.\n", benchkit.PathSocket)
+	w("- **%s**: the stdio bridge `mcpmux connect NAME` to that socket (one process more).\n", benchkit.PathConnect)
+	w("- **%s**: `ws://127.0.0.1:PORT/servers/NAME` of the same daemon.\n", benchkit.PathWS)
+	w("- **%s**: the peer: `node …/supergateway/dist/index.js --stdio \"<server>\" --outputTransport ws\n", benchkit.PathSG)
+	w("  --logLevel none`, which runs one server for all its WebSocket clients; at `ws://127.0.0.1:PORT/message`.\n")
+	w("  It turns ids into strings on the way in and back with `parseInt`, so every client here uses\n")
+	w("  numeric ids.\n\n")
+	w("Every session sends `initialize` and `notifications/initialized` first. WebSocket clients\n")
+	w("(gorilla/websocket) offer the subprotocol `mcp`.\n\n")
+	w("**Per path** (one session):\n\n")
+	w("- *Echo p50/p99*: %d sequential `tools/call echo` after %d warm-up calls (node's JIT needs\n", n.Echo, n.Warm)
+	w("  them), each timed from send to answer.\n")
+	w("- *Pipelined calls/s*: %d echo calls sent while keeping %d unanswered, divided by the time to\n", n.Pipelined, n.InFlight)
+	w("  the last answer.\n")
+	w("- *Large results* (Go backend only: server-everything has no such tool): `tools/call huge`\n")
+	w("  returning %s of text (%d times), then %s (%d times), one at a time: the median time per\n",
+		benchkit.Size(n.HugeSizes[0]), n.Huge1, benchkit.Size(n.HugeSizes[1]), n.Huge10)
+	w("  result, and answer bytes received per second.")
+	if n.Huge10 > 1 {
+		w(" One untimed %s call comes first and sizes the buffers on the way.", benchkit.Size(n.HugeSizes[1]))
+	}
+	w("\n  supergateway, which takes seconds per 10 MB, gets %d call of each size only. The target is\n", n.GatewayHugeReps)
+	w("  the median time mcpmux's socket adds to a %s result over direct stdio.\n\n", benchkit.Size(n.HugeSizes[1]))
+	w("**Many sessions** (Go backend): %s sessions open and initialized, then all of them make\n", joinInts(n.Sessions))
+	w("echo calls one after the other (one in flight each) for %v; the table gives the calls\n", n.AggFor)
+	w("answered per second, all sessions together. mcpmux serves them all from one server process.\n")
+	w("The relay starts one server process per session, so it is measured up to %d sessions only;\n", n.RelayMax)
+	w("direct stdio has no shared sessions (it would be one server per client, as the relay is).\n\n")
+	w("**Idle sessions**: a fresh `mcpmux serve` with the Go server; `VmRSS` (and PSS, from\n")
+	w("`smaps_rollup`) of the daemon process, with no session, then with %d socket sessions that\n", n.Idle)
+	w("each did initialize and one ping, and nothing since. `max_sessions` is raised above 1,024\n")
+	w("for this; the daemon's open-file limit was %d.\n\n", rep.Idle.OpenFiles)
+	w("**Client #%d ready** (server-everything): with the server running in a fresh daemon and\n", n.Nth)
+	w("%d clients connected, the time from connecting to the answer of `tools/list` (after\n", n.Nth-1)
+	w("`initialize`), median of %d connections over the socket and of %d new `mcpmux connect`\n", n.SocketReps, n.ConnectReps)
+	w("processes; against the median of %d cold starts of the server itself (spawn node,\n", n.Copies)
+	w("`initialize`, `tools/list`).\n\n")
+	w("**Shared memory** (server-everything): %d server processes, one per client, each initialized\n", n.Copies)
+	w("with `tools/list` answered, RSS summed over each process tree; against `mcpmux serve` plus its\n")
+	w("tree (the reaper and the one server) with %d clients connected through `mcpmux connect`.\n", n.Copies)
+	w("RSS counts the pages node's processes share once per process; PSS divides them among\n")
+	w("the processes, so the PSS column is the fairer sum. The bridges' own memory is shown apart.\n\n")
+
+	w("## Echo, pipelined and large results\n\n")
+	b.WriteString(rep.PathsTable())
+	w("## Ratios\n\nFor p50 lower is better; for calls/s higher is better.\n\n")
+	b.WriteString(rep.RatiosTable())
+	w("\n## Many sessions at once (%s, calls/s)\n\n", benchkit.BackendGo)
+	b.WriteString(rep.AggregateTable())
+	w("\n## Memory and the Nth client\n\n")
+	if !rep.Memory {
+		w("The memory figures need Linux's /proc; this run left them out.\n\n")
+	}
+	b.WriteString(rep.MemoryTables())
+	return b.String()
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%d", x)
+	}
+	return strings.Join(s, ", ")
+}

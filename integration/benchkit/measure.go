@@ -1,0 +1,271 @@
+package benchkit
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+// path is one way to open a session with a backend.
+type path struct {
+	name string
+	open func() (conn, error)
+}
+
+// paths measures every path for every backend, against one daemon that
+// runs both; the Go backend's paths are also measured with many sessions.
+func (r *run) paths(rep *Report, backends []backend) (err error) {
+	servers := make([]serverConf, len(backends))
+	for i, b := range backends {
+		servers[i] = serverConf{name: b.server, argv: b.argv}
+	}
+	r.logf("starting mcpmux serve with %d servers...", len(servers))
+	maxSessions := r.n.Sessions[len(r.n.Sessions)-1] + 64
+	d, err := startDaemon(r.ctx, filepath.Join(r.dir, "a"), r.o.Mcpmux, maxSessions, servers...)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, d.stop()) }()
+	for _, b := range backends {
+		if err := r.backend(rep, d, b); err != nil {
+			return fmt.Errorf("%s: %w", b.name, err)
+		}
+	}
+	return nil
+}
+
+// backend measures b over every path.
+func (r *run) backend(rep *Report, d *daemon, b backend) (err error) {
+	rl, err := startRelay(filepath.Join(r.dir, "r-"+b.server+".sock"), b.argv)
+	if err != nil {
+		return err
+	}
+	defer rl.stop()
+	r.logf("starting supergateway in front of %s...", b.name)
+	gw, err := startGateway(r.ctx, r.o.Node, r.gateway, b.argv)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, gw.stop()) }()
+
+	connect := []string{r.o.Mcpmux, "connect", "--config", d.config, "--no-autostart", b.server}
+	paths := []path{
+		{PathDirect, func() (conn, error) {
+			p, err := spawn(b.argv, nil, nil)
+			if err != nil {
+				return nil, err
+			}
+			return procConn(p, 5*time.Second), nil
+		}},
+		{PathRelay, func() (conn, error) { return dialUnix(rl.path) }},
+		{PathSocket, func() (conn, error) { return dialUnix(d.socket(b.server)) }},
+		{PathConnect, func() (conn, error) {
+			p, err := spawn(connect, raceEnv(), nil)
+			if err != nil {
+				return nil, err
+			}
+			return procConn(p, 10*time.Second), nil
+		}},
+		{PathWS, func() (conn, error) { return dialWS(d.wsURL(b.server)) }},
+		{PathSG, func() (conn, error) { return dialWS(gw.url) }},
+	}
+	for _, p := range paths {
+		r.logf("measuring %s over %s...", b.name, p.name)
+		c, err := r.dial(p.open)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		hugeReps := [2]int{r.n.Huge1, r.n.Huge10}
+		if p.name == PathSG {
+			hugeReps = [2]int{min(r.n.Huge1, r.n.GatewayHugeReps), min(r.n.Huge10, r.n.GatewayHugeReps)}
+		}
+		row, err := r.measure(c, b.huge, hugeReps)
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		row.Backend, row.Path = b.name, p.name
+		rep.Rows = append(rep.Rows, row)
+	}
+	if b.name != BackendGo {
+		return nil
+	}
+	for _, p := range paths {
+		if !slices.Contains(AggregatePaths(), p.name) {
+			continue
+		}
+		for _, n := range r.n.Sessions {
+			if p.name == PathRelay && n > r.n.RelayMax {
+				continue
+			}
+			r.logf("measuring %s over %s with %d sessions...", b.name, p.name, n)
+			cps, err := r.aggregate(p.open, n)
+			if err != nil {
+				return fmt.Errorf("%s, %d sessions: %w", p.name, n, err)
+			}
+			rep.Aggregate = append(rep.Aggregate, AggRow{Path: p.name, Sessions: n, CallsPerSec: cps})
+		}
+	}
+	return nil
+}
+
+// measure runs the warm-up, the sequential echoes, the pipelined echoes and
+// (if the backend has the tool) the huge results on one session.
+func (r *run) measure(c *client, huge bool, hugeReps [2]int) (Row, error) {
+	var row Row
+	if err := c.initialize(); err != nil {
+		return row, err
+	}
+	for range r.n.Warm {
+		if err := c.echo(); err != nil {
+			return row, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	lat := make([]time.Duration, r.n.Echo)
+	for i := range lat {
+		t0 := time.Now()
+		if err := c.echo(); err != nil {
+			return row, fmt.Errorf("echo: %w", err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	slices.Sort(lat)
+	row.P50, row.P99 = lat[len(lat)/2], lat[len(lat)*99/100]
+
+	var err error
+	if row.CallsPerSec, err = pipelined(c, r.n.Pipelined, r.n.InFlight); err != nil {
+		return row, fmt.Errorf("pipelined: %w", err)
+	}
+	if !huge {
+		return row, nil
+	}
+	row.Huge = true
+	if hugeReps[1] > 1 { // one untimed, which sizes the buffers on the way
+		if _, _, err := hugeResults(c, r.n.HugeSizes[1], 1); err != nil {
+			return row, fmt.Errorf("huge %d: %w", r.n.HugeSizes[1], err)
+		}
+	}
+	if row.Huge1, row.MBps1, err = hugeResults(c, r.n.HugeSizes[0], hugeReps[0]); err != nil {
+		return row, fmt.Errorf("huge %d: %w", r.n.HugeSizes[0], err)
+	}
+	if row.Huge10, row.MBps10, err = hugeResults(c, r.n.HugeSizes[1], hugeReps[1]); err != nil {
+		return row, fmt.Errorf("huge %d: %w", r.n.HugeSizes[1], err)
+	}
+	return row, nil
+}
+
+// pipelined sends total echo calls keeping inFlight outstanding and returns
+// calls per second. On an error it closes c, so that its reader returns.
+func pipelined(c *client, total, inFlight int) (float64, error) {
+	slots := make(chan struct{}, inFlight)
+	done := make(chan error, 1)
+	t0 := time.Now()
+	go func() { // waited for through done
+		for range total {
+			if err := checkEcho(recvAnswer(c)); err != nil {
+				done <- err
+				return
+			}
+			<-slots
+		}
+		done <- nil
+	}()
+	for range total {
+		var err error
+		select {
+		case slots <- struct{}{}:
+			err = c.send(c.echoCall())
+		case err = <-done:
+			err = errors.Join(err, errors.New("answers ended early"))
+			c.Close()
+			return 0, err
+		}
+		if err != nil {
+			c.Close()
+			return 0, errors.Join(err, <-done)
+		}
+	}
+	if err := <-done; err != nil {
+		return 0, err
+	}
+	return float64(total) / time.Since(t0).Seconds(), nil
+}
+
+// hugeResults asks reps times, one at a time, for a result of size bytes
+// and returns the median time per result and the MB/s of answer bytes.
+func hugeResults(c *client, size, reps int) (time.Duration, float64, error) {
+	params := fmt.Sprintf(`{"name":"huge","arguments":{"bytes":%d}}`, size)
+	var bytesIn int
+	times := make([]time.Duration, reps)
+	t0 := time.Now()
+	for i := range reps {
+		t := time.Now()
+		line, err := c.call("tools/call", params)
+		if err != nil {
+			return 0, 0, err
+		}
+		times[i] = time.Since(t)
+		if len(line) < size {
+			return 0, 0, fmt.Errorf("answer of %d bytes for a %d-byte result: %.200s", len(line), size, line)
+		}
+		bytesIn += len(line)
+	}
+	slices.Sort(times)
+	return times[reps/2], float64(bytesIn) / 1e6 / time.Since(t0).Seconds(), nil
+}
+
+// aggregate opens sessions initialized sessions, then has each make echo
+// calls one after the other for AggFor, all at once, and returns the calls
+// per second they made together.
+func (r *run) aggregate(open func() (conn, error), sessions int) (cps float64, err error) {
+	clients := make([]*client, 0, sessions)
+	defer func() { err = errors.Join(err, closeAll(clients)) }()
+	for range sessions {
+		c, err := r.dial(open)
+		if err != nil {
+			return 0, err
+		}
+		clients = append(clients, c)
+		if err := c.initialize(); err != nil {
+			return 0, err
+		}
+		if err := c.echo(); err != nil {
+			return 0, err
+		}
+	}
+	start := make(chan struct{})
+	calls := make([]int, sessions)
+	errs := make([]error, sessions)
+	var deadline time.Time
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			<-start
+			for time.Now().Before(deadline) {
+				if err := c.echo(); err != nil {
+					errs[i] = err
+					return
+				}
+				calls[i]++
+			}
+		})
+	}
+	t0 := time.Now()
+	deadline = t0.Add(r.n.AggFor)
+	close(start)
+	wg.Wait()
+	elapsed := time.Since(t0)
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, n := range calls {
+		total += n
+	}
+	return float64(total) / elapsed.Seconds(), nil
+}

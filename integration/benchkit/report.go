@@ -1,0 +1,263 @@
+package benchkit
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Row returns the row of backend over path, or nil.
+func (r *Report) Row(backend, path string) *Row {
+	for i := range r.Rows {
+		if r.Rows[i].Backend == backend && r.Rows[i].Path == path {
+			return &r.Rows[i]
+		}
+	}
+	return nil
+}
+
+// Agg returns the aggregate calls/s of path with sessions at once, or 0.
+func (r *Report) Agg(path string, sessions int) float64 {
+	for _, a := range r.Aggregate {
+		if a.Path == path && a.Sessions == sessions {
+			return a.CallsPerSec
+		}
+	}
+	return 0
+}
+
+// Target is one of issue #6's targets, with what this run measured.
+type Target struct {
+	Name     string
+	Want     string
+	Got      string
+	Measured bool // false: a figure it needs was not measured
+	Met      bool
+}
+
+// Targets compares the run with the targets, each as a ratio or a figure
+// of this run. They are reported, never enforced.
+func (r *Report) Targets() []Target {
+	var ts []Target
+	ratio := func(name, want string, ok func(float64) bool, num, den float64) {
+		t := Target{Name: name, Want: want, Got: "not measured"}
+		if num > 0 && den > 0 {
+			v := num / den
+			t.Got, t.Measured, t.Met = fmt.Sprintf("%.2f×", v), true, ok(v)
+		}
+		ts = append(ts, t)
+	}
+	for _, b := range Backends() {
+		relay, sock, ws, sg := r.Row(b, PathRelay), r.Row(b, PathSocket), r.Row(b, PathWS), r.Row(b, PathSG)
+		if relay == nil || sock == nil || ws == nil || sg == nil {
+			continue
+		}
+		ratio(b+": echo p50, mcpmux socket / byte relay", "≤ 1.15×", func(v float64) bool { return v <= 1.15 },
+			float64(sock.P50), float64(relay.P50))
+		ratio(b+": pipelined calls/s, mcpmux socket / byte relay", "≥ 0.90×", func(v float64) bool { return v >= 0.90 },
+			sock.CallsPerSec, relay.CallsPerSec)
+		ratio(b+": echo p50, mcpmux websocket / supergateway websocket", "< 1×", func(v float64) bool { return v < 1 },
+			float64(ws.P50), float64(sg.P50))
+		ratio(b+": pipelined calls/s, mcpmux websocket / supergateway websocket", "≥ 1.5×", func(v float64) bool { return v >= 1.5 },
+			ws.CallsPerSec, sg.CallsPerSec)
+	}
+	if direct, sock := r.Row(BackendGo, PathDirect), r.Row(BackendGo, PathSocket); direct != nil && sock != nil && direct.Huge && sock.Huge {
+		added := sock.Huge10 - direct.Huge10
+		ts = append(ts, Target{Name: fmt.Sprintf("%s: time a %s result adds, mcpmux socket over direct", BackendGo, mb(r.Counts.HugeSizes[1])),
+			Want: "< 10 ms", Got: dur(added), Measured: true, Met: added < 10*time.Millisecond})
+	}
+	if r.Memory {
+		const limit = 64 << 20
+		ts = append(ts, Target{Name: fmt.Sprintf("mcpmux serve RSS with %d idle sessions", r.Idle.Sessions),
+			Want: "≤ 64 MiB", Got: mib(r.Idle.With.RSS), Measured: true, Met: r.Idle.With.RSS <= limit})
+	}
+	ts = append(ts, Target{Name: fmt.Sprintf("%s: client #%d ready (initialize + tools/list) over the socket, server running", BackendEverything, r.Ready.Nth),
+		Want: "< 5 ms", Got: dur(r.Ready.Socket), Measured: r.Ready.Socket > 0, Met: r.Ready.Socket > 0 && r.Ready.Socket < 5*time.Millisecond})
+	if r.Memory {
+		ratio(fmt.Sprintf("%s: RSS of mcpmux + 1 server / %d servers", BackendEverything, r.Shared.Copies), "≤ 20 %",
+			func(v float64) bool { return v <= 0.20 }, float64(r.Shared.Daemon.RSS+r.Shared.Server.RSS), float64(r.Shared.Each.RSS))
+		ts[len(ts)-1].Got = pct(float64(r.Shared.Daemon.RSS+r.Shared.Server.RSS), float64(r.Shared.Each.RSS))
+	}
+	return ts
+}
+
+// TargetsTable is the targets as a Markdown table.
+func (r *Report) TargetsTable() string {
+	var b strings.Builder
+	b.WriteString("| target | wanted | measured | |\n|---|---:|---:|---|\n")
+	for _, t := range r.Targets() {
+		verdict := "missed"
+		switch {
+		case !t.Measured:
+			verdict = "–"
+		case t.Met:
+			verdict = "met"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, verdict)
+	}
+	return b.String()
+}
+
+// PathsTable is the echo, pipelined and huge figures of every path, one
+// table per backend.
+func (r *Report) PathsTable() string {
+	var b strings.Builder
+	for _, be := range Backends() {
+		fmt.Fprintf(&b, "**%s**\n\n", be)
+		huge := r.Row(be, PathDirect) != nil && r.Row(be, PathDirect).Huge
+		fmt.Fprintf(&b, "| path | echo p50 | echo p99 | pipelined calls/s (%d in flight) |", r.Counts.InFlight)
+		if huge {
+			s1, s10 := mb(r.Counts.HugeSizes[0]), mb(r.Counts.HugeSizes[1])
+			fmt.Fprintf(&b, " %s result | %s MB/s | %s result | %s MB/s |", s1, s1, s10, s10)
+		}
+		b.WriteString("\n|---|---:|---:|---:|")
+		if huge {
+			b.WriteString("---:|---:|---:|---:|")
+		}
+		b.WriteString("\n")
+		for _, p := range Paths() {
+			row := r.Row(be, p)
+			if row == nil {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %.0f |", p, dur(row.P50), dur(row.P99), row.CallsPerSec)
+			if huge {
+				fmt.Fprintf(&b, " %s | %.0f | %s | %.0f |", dur(row.Huge1), row.MBps1, dur(row.Huge10), row.MBps10)
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// RatiosTable is each mcpmux path's p50 and calls/s over the relay's, the
+// direct path's and supergateway's.
+func (r *Report) RatiosTable() string {
+	var b strings.Builder
+	b.WriteString("| backend | path | p50 / relay | p50 / direct | p50 / supergateway | calls/s / relay | calls/s / direct | calls/s / supergateway |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	x := func(a, c float64) string {
+		if a <= 0 || c <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", a/c)
+	}
+	for _, be := range Backends() {
+		direct, relay, sg := r.Row(be, PathDirect), r.Row(be, PathRelay), r.Row(be, PathSG)
+		if direct == nil || relay == nil || sg == nil {
+			continue
+		}
+		for _, p := range []string{PathSocket, PathConnect, PathWS} {
+			row := r.Row(be, p)
+			if row == nil {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", be, p,
+				x(float64(row.P50), float64(relay.P50)), x(float64(row.P50), float64(direct.P50)), x(float64(row.P50), float64(sg.P50)),
+				x(row.CallsPerSec, relay.CallsPerSec), x(row.CallsPerSec, direct.CallsPerSec), x(row.CallsPerSec, sg.CallsPerSec))
+		}
+	}
+	return b.String()
+}
+
+// AggregateTable is the calls/s of every aggregate path per session count.
+func (r *Report) AggregateTable() string {
+	var b strings.Builder
+	b.WriteString("| path |")
+	for _, n := range r.Counts.Sessions {
+		fmt.Fprintf(&b, " %d session%s |", n, plural(n))
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(r.Counts.Sessions)) + "\n")
+	for _, p := range AggregatePaths() {
+		fmt.Fprintf(&b, "| %s |", p)
+		for _, n := range r.Counts.Sessions {
+			if v := r.Agg(p, n); v > 0 {
+				fmt.Fprintf(&b, " %.0f |", v)
+			} else {
+				b.WriteString(" – |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// MemoryTables is the idle-session, Nth-client and shared-server figures.
+func (r *Report) MemoryTables() string {
+	var b strings.Builder
+	if r.Memory {
+		i := r.Idle
+		b.WriteString("**Idle sessions** (`mcpmux serve`, one Go echo server)\n\n")
+		b.WriteString("| sessions | daemon RSS | daemon PSS | RSS per session |\n|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "| 0 | %s | %s | |\n", mib(i.Base.RSS), mib(i.Base.PSS))
+		perSession := "–"
+		if i.Sessions > 0 {
+			perSession = fmt.Sprintf("%.1f KiB", float64(i.With.RSS-i.Base.RSS)/1024/float64(i.Sessions))
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s |\n\n", i.Sessions, mib(i.With.RSS), mib(i.With.PSS), perSession)
+	}
+	rd := r.Ready
+	fmt.Fprintf(&b, "**Client #%d ready** (%s; medians)\n\n", rd.Nth, BackendEverything)
+	b.WriteString("| how | initialize + tools/list answered after |\n|---|---:|\n")
+	fmt.Fprintf(&b, "| mcpmux unix socket, server running, %d clients already connected | %s |\n", rd.Nth-1, dur(rd.Socket))
+	fmt.Fprintf(&b, "| a new `mcpmux connect`, server running, %d clients already connected | %s |\n", rd.Nth-1, dur(rd.Connect))
+	fmt.Fprintf(&b, "| cold start: spawn the server directly | %s |\n\n", dur(rd.Cold))
+	if r.Memory {
+		s := r.Shared
+		fmt.Fprintf(&b, "**One %s per client against one shared** (%d clients)\n\n", BackendEverything, s.Copies)
+		b.WriteString("| what | RSS | PSS |\n|---|---:|---:|\n")
+		fmt.Fprintf(&b, "| %d server processes, one per client (each process tree summed) | %s | %s |\n", s.Copies, mib(s.Each.RSS), mib(s.Each.PSS))
+		fmt.Fprintf(&b, "| `mcpmux serve` | %s | %s |\n", mib(s.Daemon.RSS), mib(s.Daemon.PSS))
+		fmt.Fprintf(&b, "| its server tree (reaper + one server) | %s | %s |\n", mib(s.Server.RSS), mib(s.Server.PSS))
+		fmt.Fprintf(&b, "| **mcpmux + one server** | **%s** (%s) | **%s** (%s) |\n",
+			mib(s.Daemon.RSS+s.Server.RSS), pct(float64(s.Daemon.RSS+s.Server.RSS), float64(s.Each.RSS)),
+			mib(s.Daemon.PSS+s.Server.PSS), pct(float64(s.Daemon.PSS+s.Server.PSS), float64(s.Each.PSS)))
+		fmt.Fprintf(&b, "| the clients' %d `mcpmux connect` bridges, not counted above | %s | %s |\n", s.Copies, mib(s.Bridges.RSS), mib(s.Bridges.PSS))
+	}
+	return b.String()
+}
+
+// Summary is every table, for a terminal.
+func (r *Report) Summary() string {
+	return strings.Join([]string{r.PathsTable(), r.RatiosTable(), r.AggregateTable(), r.MemoryTables(), r.TargetsTable()}, "\n")
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "−" + dur(-d)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.1f µs", float64(d.Nanoseconds())/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.2f ms", float64(d.Nanoseconds())/1e6)
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// mb is a size in decimal units, as the large results are chosen.
+func mb(n int) string {
+	if n < 1_000_000 {
+		return fmt.Sprintf("%d kB", n/1000)
+	}
+	return fmt.Sprintf("%d MB", n/1_000_000)
+}
+
+// Size is how the report writes a size of large result.
+func Size(n int) string { return mb(n) }
+
+func pct(a, b float64) string {
+	if b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f %%", 100*a/b)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
