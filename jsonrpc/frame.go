@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // readBufferSize is the initial read buffer of a Reader. A daemon holds one
@@ -90,6 +91,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			scan = new(idScanner)
 			for _, f := range frags {
 				scan.feed(f)
+				putFrag(f)
 			}
 			frags, n = nil, 0
 		}
@@ -101,7 +103,7 @@ func (r *Reader) readLine() ([]byte, error) {
 				// ReadSlice's buffer is reused: keep a copy. The line is
 				// put together once, at its end, so a 10 MB line is
 				// copied twice, not once per growth of one slice.
-				frags = append(frags, bytes.Clone(chunk))
+				frags = append(frags, getFrag(chunk))
 				n += len(chunk)
 			}
 			continue
@@ -112,11 +114,17 @@ func (r *Reader) readLine() ([]byte, error) {
 		if scan != nil {
 			return nil, &TooLargeError{Size: size - int64(scan.eol()), Limit: r.limit, ID: scan.id()}
 		}
-		frame := make([]byte, 0, n+len(chunk))
-		for _, f := range frags {
-			frame = append(frame, f...)
+		var frame []byte
+		if frags == nil {
+			frame = append(make([]byte, 0, len(chunk)), chunk...)
+		} else {
+			// bytes.Join does not clear the memory it fills.
+			frame = bytes.Join(append(frags, chunk), nil)
+			for _, f := range frags {
+				putFrag(f)
+			}
 		}
-		frame = trimEOL(append(frame, chunk...))
+		frame = trimEOL(frame)
 		if len(frame) > r.limit { // over the limit by its last byte or two
 			scan = new(idScanner)
 			scan.feed(frame)
@@ -124,6 +132,28 @@ func (r *Reader) readLine() ([]byte, error) {
 		}
 		return frame, nil
 	}
+}
+
+// fragPool recycles the copies of buffer-fulls that long lines are
+// gathered in, so that a stream of large answers does not fault in fresh
+// memory for each.
+var fragPool sync.Pool
+
+// getFrag returns a copy of chunk, in a pooled buffer when one is big
+// enough.
+func getFrag(chunk []byte) []byte {
+	if p, ok := fragPool.Get().(*[]byte); ok && cap(*p) >= len(chunk) {
+		return append((*p)[:0], chunk...)
+	}
+	return bytes.Clone(chunk)
+}
+
+// putFrag gives a fragment's buffer back to the pool.
+func putFrag(f []byte) {
+	if cap(f) > 1<<20 {
+		return
+	}
+	fragPool.Put(&f)
 }
 
 func trimEOL(b []byte) []byte {

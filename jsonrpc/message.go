@@ -402,6 +402,17 @@ func Splice(frame []byte, edits ...Edit) []byte {
 	} else if len(edits) > 2 {
 		sortEdits(edits)
 	}
+	if n >= largeFrame {
+		// bytes.Join allocates without zeroing: a 10 MB answer is copied
+		// once, not cleared and then copied.
+		parts := make([][]byte, 0, 2*len(edits)+1)
+		last := 0
+		for _, e := range edits {
+			parts = append(parts, frame[last:e.Start], e.Value)
+			last = e.End
+		}
+		return bytes.Join(append(parts, frame[last:]), nil)
+	}
 	out := make([]byte, 0, n)
 	last := 0
 	for _, e := range edits {
@@ -411,6 +422,11 @@ func Splice(frame []byte, edits ...Edit) []byte {
 	}
 	return append(out, frame[last:]...)
 }
+
+// largeFrame is the size from which a frame is put together with
+// bytes.Join, which does not clear memory it is about to fill; below it the
+// difference does not pay for the slice of parts.
+const largeFrame = 64 << 10
 
 func sortEdits(edits []Edit) {
 	for i := 1; i < len(edits); i++ {
