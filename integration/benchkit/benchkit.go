@@ -32,6 +32,7 @@ type Options struct {
 	Short      bool   // tiny counts: only checks that every path and figure works
 	Mcpmux     string // prebuilt mcpmux; empty: built with go build
 	Echoserver string // prebuilt integration/bench/echoserver; empty: built
+	Relay      string // prebuilt integration/bench/relay; empty: built
 	NodeDir    string // integration/node, where npm ci installed server-everything and supergateway
 	Node       string // the node executable; empty: node on PATH
 	Progress   io.Writer
@@ -278,6 +279,7 @@ func (r *run) build() error {
 	}{
 		{&r.o.Mcpmux, "github.com/mcpmux/mcpmux/cmd/mcpmux"},
 		{&r.o.Echoserver, "github.com/mcpmux/mcpmux/integration/bench/echoserver"},
+		{&r.o.Relay, "github.com/mcpmux/mcpmux/integration/bench/relay"},
 	} {
 		if *b.path != "" {
 			continue

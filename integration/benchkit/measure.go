@@ -39,7 +39,7 @@ func (r *run) paths(rep *Report, backends []backend) (err error) {
 
 // backend measures b over every path.
 func (r *run) backend(rep *Report, d *daemon, b backend) (err error) {
-	rl, err := startRelay(filepath.Join(r.dir, "r-"+b.server+".sock"), b.argv)
+	rl, err := startRelay(r.ctx, r.o.Relay, filepath.Join(r.dir, "r-"+b.server+".sock"), b.argv)
 	if err != nil {
 		return err
 	}

@@ -154,60 +154,38 @@ func (d *daemon) stop() error {
 
 func tail(s string, n int) string { return s[max(0, len(s)-n):] }
 
-// relay is the floor: each accepted Unix connection gets its own server
-// process, and two io.Copy loops pass the bytes, nothing parsed.
+// relay is the floor: integration/bench/relay, a process of its own (as
+// mcpmux is) in which each accepted Unix connection gets its own server
+// process and two io.Copy loops pass the bytes, nothing parsed.
 type relay struct {
 	path string
-	argv []string
-	ln   net.Listener
-	quit chan struct{} // closed by stop: servers that outlive their client are killed
-	wg   sync.WaitGroup
+	p    *proc
 }
 
-func startRelay(path string, argv []string) (*relay, error) {
-	ln, err := net.Listen("unix", path)
+func startRelay(ctx context.Context, bin, path string, argv []string) (*relay, error) {
+	p, err := spawn(append([]string{bin, path}, argv...), nil, os.Stderr)
 	if err != nil {
 		return nil, err
 	}
-	r := &relay{path: path, argv: argv, ln: ln, quit: make(chan struct{})}
-	r.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			r.wg.Go(func() { r.serve(c.(*net.UnixConn)) })
+	r := &relay{path: path, p: p}
+	err = poll(ctx, "the relay", p.exited, func() (bool, error) {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			return false, nil
 		}
+		c.Close()
+		return true, nil
 	})
+	if err != nil {
+		r.stop()
+		return nil, err
+	}
 	return r, nil
 }
 
-func (r *relay) serve(c *net.UnixConn) {
-	defer c.Close()
-	p, err := spawn(r.argv, nil, nil)
-	if err != nil {
-		return // the client sees its connection close
-	}
-	copied := make(chan struct{})
-	go func() { // waited for below
-		io.Copy(c, p.stdout)
-		c.CloseWrite()
-		close(copied)
-	}()
-	io.Copy(p.stdin, c)
-	select { // the client is gone: the server has its EOF and should exit
-	case <-copied:
-	case <-r.quit:
-	}
-	p.stop(5 * time.Second)
-	<-copied
-}
-
-func (r *relay) stop() {
-	r.ln.Close()
-	close(r.quit)
-	r.wg.Wait()
-}
+// stop closes the relay's stdin, on which it closes its connections and
+// waits for its servers.
+func (r *relay) stop() { r.p.stop(5 * time.Second) }
 
 // gateway is supergateway's stdio→WebSocket mode, run with node (not npx,
 // whose wrapper would survive a SIGTERM) in front of one server process,
