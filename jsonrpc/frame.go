@@ -52,9 +52,11 @@ func NewReaderSize(r io.Reader, limit, size int) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, size), limit: limit}
 }
 
-// HasLine reports whether a whole non-blank line is already buffered, so
-// that the next Read returns without waiting for input. A reader that holds
-// back work while more input is at hand asks it before each Read.
+// HasLine reports whether the first buffered line is whole and not blank,
+// so that the next Read returns without waiting for input. (A blank line
+// first makes it report false, a flush too many for a caller that batches,
+// never one too few.) A reader that holds back work while more input is at
+// hand asks it before each Read.
 func (r *Reader) HasLine() bool {
 	b, _ := r.br.Peek(r.br.Buffered())
 	i := bytes.IndexByte(b, '\n')

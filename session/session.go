@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -555,6 +556,17 @@ func (s *Session) writeQueued() error {
 // on their way still reach it. Run bounds it: after flushTimeout it closes
 // the transport, because the client may not be reading.
 func (s *Session) flush() {
+	// A Flush may be mid-write. It never blocks, so wait for it to end;
+	// then write what is queued, and what a partial TryWrite left.
+	for {
+		s.mu.Lock()
+		busy := s.writing
+		s.mu.Unlock()
+		if !busy {
+			break
+		}
+		runtime.Gosched()
+	}
 	s.writeQueued()
 }
 

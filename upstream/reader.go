@@ -27,6 +27,11 @@ func (p *Process) readLoop() {
 func (p *Process) readFrames() (flood bool) {
 	r := jsonrpc.NewReaderSize(p.stdout, p.cfg.MaxMessageBytes, stdoutBufferSize)
 	flusher, _ := p.h.(Flusher)
+	if flusher != nil {
+		// Whatever ends the reading (EOF, a junk flood), what the handler
+		// held back goes out.
+		defer flusher.Flush()
+	}
 	junk := 0 // junk lines in a row
 	for {
 		if flusher != nil && !r.HasLine() {

@@ -40,6 +40,11 @@ func (p *Process) writeLoop() {
 
 		err := p.writeBatch(batch, &buf)
 		clear(batch) // written or dropped: let the frames go while we idle
+		if p.cfg.WriteStallTimeout > 0 && len(batch) > 0 {
+			// A deadline left behind would fail the next Flush's write
+			// once it passed.
+			_ = p.stdin.SetWriteDeadline(time.Time{})
+		}
 		p.doneWriting()
 		switch {
 		case err == nil:
