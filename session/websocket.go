@@ -44,7 +44,8 @@ const closeGrace = time.Second
 // disconnected; while the session is not reading (flow control), no pong is
 // expected, since control frames are only read along with messages.
 type WebSocket struct {
-	conn *websocket.Conn
+	conn *websocket.Conn // reads; writes go through out
+	out  *wsWriter
 	cfg  WebSocketConfig
 
 	reading  atomic.Bool  // ReadFrame is waiting for the client
@@ -69,16 +70,21 @@ func NewWebSocket(conn *websocket.Conn, cfg WebSocketConfig) *WebSocket {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 60 * time.Second
 	}
-	w := &WebSocket{conn: conn, cfg: cfg, done: make(chan struct{})}
+	w := &WebSocket{conn: conn, cfg: cfg, done: make(chan struct{}), out: newWSWriter(conn.NetConn(), cfg.WriteTimeout)}
 	w.touch()
 	conn.SetPongHandler(func(string) error {
 		w.touch()
 		return nil
 	})
-	ping := conn.PingHandler() // answers with a pong
 	conn.SetPingHandler(func(data string) error {
 		w.touch()
-		return ping(data)
+		// The pong goes through our writer, which writes every frame.
+		err := w.out.writeControl(opPong, []byte(data), time.Now().Add(closeGrace))
+		var ne net.Error
+		if errors.Is(err, errCloseSent) || errors.As(err, &ne) && ne.Timeout() {
+			return nil // as gorilla's own handler: not worth ending the read
+		}
+		return err
 	})
 	// A close frame from the client is its hang-up: ReadFrame reports
 	// io.EOF, the session flushes what is queued, and Close answers the
@@ -112,7 +118,7 @@ func (w *WebSocket) keepalive() {
 			continue
 		}
 		lastPing = time.Now()
-		err := w.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(w.cfg.WriteTimeout))
+		err := w.out.writeControl(opPing, nil, time.Now().Add(w.cfg.WriteTimeout))
 		var ne net.Error
 		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
 			// The connection is gone or closing; the reader or the writer
@@ -222,14 +228,20 @@ func blank(frame []byte) bool {
 // WriteFrame implements Transport: one text frame, written within
 // WriteTimeout.
 func (w *WebSocket) WriteFrame(frame []byte) error {
-	w.conn.SetWriteDeadline(time.Now().Add(w.cfg.WriteTimeout))
-	return w.conn.WriteMessage(websocket.TextMessage, frame)
+	return w.out.writeMessages([][]byte{frame})
 }
 
 // closeWith sends a close frame with code and reason, once per connection
 // (later ones are refused by the connection itself).
+// WriteFrames writes frames as text messages, gathered into as few writes
+// as it can.
+func (w *WebSocket) WriteFrames(frames [][]byte) error { return w.out.writeMessages(frames) }
+
+// TryWrite implements directWriter.
+func (w *WebSocket) TryWrite(frames [][]byte) (ok, more bool) { return w.out.tryMessages(frames) }
+
 func (w *WebSocket) closeWith(code int, reason string) {
-	w.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeGrace))
+	w.out.writeControl(opClose, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeGrace))
 }
 
 // Close implements Transport: a normal close frame (unless one was sent

@@ -1,0 +1,163 @@
+package session
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// wsWriter writes the server's side of a WebSocket: unmasked frames, each
+// message in one final frame, straight to the connection. It does so
+// itself, rather than through gorilla/websocket's writer, so that a run of
+// messages goes out in one write, and one that the connection takes at once
+// can be written without blocking (TryWrite) by the goroutine that produced
+// it. gorilla/websocket still reads; every frame we write, control frames
+// included, goes through here, under mu. (gorilla writes one frame of its
+// own: the close frame with which it answers a client's protocol error,
+// when the connection is ending anyway.)
+type wsWriter struct {
+	mu      sync.Mutex
+	conn    net.Conn
+	raw     syscall.RawConn // conn's, when it has one
+	timeout time.Duration   // for each blocking write
+	buf     []byte          // messages gathered for one write
+	bufs    net.Buffers     // a large message: its header and payload
+	rest    []byte          // what a partial TryWrite left; written first
+	closed  bool            // a close frame went out: nothing more may
+}
+
+// errCloseSent: the close frame has been written; the connection takes no
+// more messages.
+var errCloseSent = errors.New("session: WebSocket close frame sent")
+
+// WebSocket opcodes (RFC 6455, section 5.2).
+const (
+	opText  = 0x1
+	opClose = 0x8
+	opPing  = 0x9
+	opPong  = 0xA
+)
+
+func newWSWriter(conn net.Conn, timeout time.Duration) *wsWriter {
+	w := &wsWriter{conn: conn, timeout: timeout}
+	if sc, ok := conn.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			w.raw = raw
+		}
+	}
+	return w
+}
+
+// appendHeader appends the header of a final, unmasked frame.
+func appendHeader(b []byte, op byte, n int) []byte {
+	b = append(b, 0x80|op)
+	switch {
+	case n < 126:
+		return append(b, byte(n))
+	case n <= 0xFFFF:
+		return binary.BigEndian.AppendUint16(append(b, 126), uint16(n))
+	default:
+		return binary.BigEndian.AppendUint64(append(b, 127), uint64(n))
+	}
+}
+
+// writeMessages writes each frame as a text message, blocking up to the
+// timeout: small ones gathered into one write, large ones from their own
+// slice.
+func (w *wsWriter) writeMessages(frames [][]byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return errCloseSent
+	}
+	b := append(w.buf[:0], w.rest...)
+	w.rest = nil
+	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	for _, f := range frames {
+		if len(f) < gatherMax {
+			b = append(appendHeader(b, opText, len(f)), f...)
+			continue
+		}
+		b = appendHeader(b, opText, len(f))
+		w.bufs = append(w.bufs[:0], b, f)
+		if _, err := w.bufs.WriteTo(w.conn); err != nil {
+			return err
+		}
+		b = w.buf[:0]
+	}
+	w.keep(b)
+	if len(b) == 0 {
+		return nil
+	}
+	_, err := w.conn.Write(b)
+	return err
+}
+
+// tryMessages writes frames as text messages in one write that does not
+// block; see directWriter.
+func (w *wsWriter) tryMessages(frames [][]byte) (ok, more bool) {
+	if w.raw == nil || !w.mu.TryLock() {
+		return false, false // a control frame is being written: queue
+	}
+	defer w.mu.Unlock()
+	if w.closed || len(w.rest) > 0 {
+		return false, false
+	}
+	b := w.buf[:0]
+	for _, f := range frames {
+		b = append(appendHeader(b, opText, len(f)), f...)
+	}
+	defer w.keep(b)
+	n := 0
+	err := w.raw.Write(func(fd uintptr) bool {
+		for n < len(b) {
+			m, err := syscall.Write(int(fd), b[n:])
+			if err != nil {
+				if errors.Is(err, syscall.EINTR) {
+					continue
+				}
+				return true // EAGAIN, or an error the writer will meet
+			}
+			n += m
+		}
+		return true
+	})
+	switch {
+	case err != nil || n <= 0:
+		return false, false
+	case n < len(b):
+		w.rest = append([]byte(nil), b[n:]...)
+		return true, true
+	}
+	return true, false
+}
+
+// writeControl writes a control frame (payload at most 125 bytes) after
+// whatever a partial TryWrite left, with its own deadline.
+func (w *wsWriter) writeControl(op byte, payload []byte, deadline time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return errCloseSent
+	}
+	if op == opClose {
+		w.closed = true
+	}
+	b := append(appendHeader(append([]byte(nil), w.rest...), op, len(payload)), payload...)
+	w.rest = nil
+	w.conn.SetWriteDeadline(deadline)
+	_, err := w.conn.Write(b)
+	return err
+}
+
+// keep holds on to b as the gathering buffer, unless it grew large.
+func (w *wsWriter) keep(b []byte) {
+	if cap(b) <= 64<<10 {
+		w.buf = b[:0]
+	} else {
+		w.buf = nil
+	}
+}
