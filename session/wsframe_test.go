@@ -1,0 +1,116 @@
+package session_test
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/session"
+)
+
+// TestWebSocketFramesOfEverySize: messages of every header form (7-bit,
+// 16-bit and 64-bit lengths, and at each boundary) written one by one, as a
+// gathered run, and by TryWrite, reach a gorilla/websocket client whole, as
+// text, in order.
+func TestWebSocketFramesOfEverySize(t *testing.T) {
+	tr, client := wsPair(t, session.WebSocketConfig{})
+	sizes := []int{0, 1, 125, 126, 127, 4095, 4096, 65535, 65536, 70000, 1 << 20}
+	var want [][]byte
+	for i, n := range sizes {
+		want = append(want, bytes.Repeat([]byte{'a' + byte(i)}, n))
+	}
+
+	read := func(label string) {
+		t.Helper()
+		client.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for i, w := range want {
+			typ, got, err := client.ReadMessage()
+			require.NoError(t, err, "%s: message %d", label, i)
+			assert.Equal(t, websocket.TextMessage, typ)
+			require.Equal(t, len(w), len(got), "%s: length of message %d", label, i)
+			require.True(t, bytes.Equal(w, got), "%s: bytes of message %d", label, i)
+		}
+	}
+
+	for _, w := range want {
+		require.NoError(t, tr.WriteFrame(w))
+	}
+	read("one by one")
+
+	require.NoError(t, tr.WriteFrames(want))
+	read("gathered")
+
+	// A TryWrite of all of them may take part (the socket buffer is
+	// smaller than the run): the rest then goes out first on the next
+	// write, here an empty one.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		read("tried")
+	}()
+	ok, more := tr.TryWrite(want)
+	require.True(t, ok, "TryWrite wrote nothing to an idle connection")
+	if more {
+		require.NoError(t, tr.WriteFrames(nil))
+	}
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the client did not get the tried messages")
+	}
+}
+
+// TestWebSocketPingAfterPartialTryWrite: a control frame written while a
+// partial TryWrite's rest is pending goes out after that rest, never inside
+// a message: the client reads the message whole, then its handler sees the
+// pong to its ping.
+func TestWebSocketPingAfterPartialTryWrite(t *testing.T) {
+	tr, client := wsPair(t, session.WebSocketConfig{})
+	big := []byte(strings.Repeat("x", 8<<20)) // past any socket buffer
+	ok, more := tr.TryWrite([][]byte{big})
+	require.True(t, ok)
+	require.True(t, more, "8 MiB was taken whole by a socket nobody reads")
+
+	pong := make(chan string, 1)
+	client.SetPongHandler(func(data string) error { pong <- data; return nil })
+	require.NoError(t, client.WriteControl(websocket.PingMessage, []byte("p1"), time.Now().Add(5*time.Second)))
+
+	// The server reads the ping (answering it from its read goroutine)
+	// while the client reads the message. Both readers end when the
+	// transport and the client are closed, at the end.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer client.Close()
+	defer tr.Close()
+	wg.Go(func() { tr.ReadFrame() })
+	client.SetReadDeadline(time.Now().Add(15 * time.Second))
+	done := make(chan error, 1)
+	wg.Go(func() {
+		typ, got, err := client.ReadMessage()
+		if err == nil && (typ != websocket.TextMessage || !bytes.Equal(got, big)) {
+			err = assert.AnError
+		}
+		done <- err
+	})
+	require.NoError(t, tr.WriteFrames(nil), "the rest of the message")
+	select {
+	case err := <-done:
+		require.NoError(t, err, "the message, whole")
+	case <-time.After(20 * time.Second):
+		t.Fatal("no message")
+	}
+	// The pong is read by the client's next read.
+	wg.Go(func() { client.ReadMessage() })
+	select {
+	case got := <-pong:
+		assert.Equal(t, "p1", got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pong")
+	}
+}
