@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -26,41 +27,44 @@ func TestWebSocketFramesOfEverySize(t *testing.T) {
 		want = append(want, bytes.Repeat([]byte{'a' + byte(i)}, n))
 	}
 
-	read := func(label string) {
-		t.Helper()
+	// read takes the messages of want from the client, in order.
+	read := func(label string) error {
 		client.SetReadDeadline(time.Now().Add(10 * time.Second))
 		for i, w := range want {
 			typ, got, err := client.ReadMessage()
-			require.NoError(t, err, "%s: message %d", label, i)
-			assert.Equal(t, websocket.TextMessage, typ)
-			require.Equal(t, len(w), len(got), "%s: length of message %d", label, i)
-			require.True(t, bytes.Equal(w, got), "%s: bytes of message %d", label, i)
+			switch {
+			case err != nil:
+				return fmt.Errorf("%s: message %d: %w", label, i, err)
+			case typ != websocket.TextMessage:
+				return fmt.Errorf("%s: message %d is of type %d", label, i, typ)
+			case !bytes.Equal(w, got):
+				return fmt.Errorf("%s: message %d: %d bytes, want %d of %q", label, i, len(got), len(w), w[:min(len(w), 1)])
+			}
 		}
+		return nil
 	}
 
 	for _, w := range want {
 		require.NoError(t, tr.WriteFrame(w))
 	}
-	read("one by one")
+	require.NoError(t, read("one by one"))
 
 	require.NoError(t, tr.WriteFrames(want))
-	read("gathered")
+	require.NoError(t, read("gathered"))
 
 	// A TryWrite of all of them may take part (the socket buffer is
 	// smaller than the run): the rest then goes out first on the next
 	// write, here an empty one.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		read("tried")
-	}()
+	done := make(chan error, 1)
+	go func() { done <- read("tried") }() // returns by its read deadline
 	ok, more := tr.TryWrite(want)
 	require.True(t, ok, "TryWrite wrote nothing to an idle connection")
 	if more {
 		require.NoError(t, tr.WriteFrames(nil))
 	}
 	select {
-	case <-done:
+	case err := <-done:
+		require.NoError(t, err)
 	case <-time.After(15 * time.Second):
 		t.Fatal("the client did not get the tried messages")
 	}
