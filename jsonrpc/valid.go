@@ -1,6 +1,9 @@
 package jsonrpc
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
 
 // valid reports whether b is one JSON value, with optional white space
 // around it, exactly as encoding/json.Valid decides (including its limit of
@@ -154,6 +157,11 @@ func (v *validator) array() bool {
 func (v *validator) str() bool {
 	b, i := v.b, v.i+1
 	for {
+		// Eight bytes at a time while none of them ends the run of plain
+		// ones; the byte loop below finds which one does.
+		for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && plain[b[i]] {
 			i++
 		}
@@ -188,6 +196,21 @@ func (v *validator) str() bool {
 			return false
 		}
 	}
+}
+
+// special reports whether any of the eight bytes in w is a quote, a
+// backslash or a control character: the bytes that are not plain in a
+// string. (Each test is exact for "any byte": x-0x01.. borrows into a
+// byte's high bit only from a byte that is zero, or below n, and ^x drops
+// the bytes whose high bit was already set.)
+func special(w uint64) bool {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	q := w ^ (ones * '"')
+	bs := w ^ (ones * '\\')
+	return ((q-ones)&^q|(bs-ones)&^bs|(w-ones*0x20)&^w)&highs != 0
 }
 
 func isHex(c byte) bool {
