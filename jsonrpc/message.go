@@ -446,3 +446,21 @@ func editBefore(a, b Edit) bool {
 func (m *Message) WithID(id []byte) []byte {
 	return Splice(m.Frame, Edit{m.idSpan, id})
 }
+
+// ReplaceID is WithID for a caller that owns the frame and is done with the
+// message: when the new id is no longer than the old one, the frame is
+// rewritten in place (the bytes before the id move up by the difference)
+// and a slice of it returned, so that a large answer is not copied whole.
+// Otherwise it returns a copy. Either way m, whose spans no longer match,
+// must not be used afterwards.
+func (m *Message) ReplaceID(id []byte) []byte {
+	s := m.idSpan
+	d := (s.End - s.Start) - len(id)
+	if d < 0 {
+		return m.WithID(id)
+	}
+	f := m.Frame
+	copy(f[d:], f[:s.Start])
+	copy(f[d+s.Start:], id)
+	return f[d:]
+}

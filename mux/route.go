@@ -91,6 +91,10 @@ func (h *Hub) routeResponse(m *jsonrpc.Message) {
 		dataOf(r).settle()
 		return
 	}
+	// The frame is ours: the session's id goes in in place when it fits
+	// (m's spans are stale after this; deliver's callers look at its Kind
+	// only).
+	frame := m.ReplaceID(r.ID)
 	// The answer waits for the end of the run of messages the reader
 	// has at hand (Flush, above), so a burst of answers to one session
 	// costs one write.
@@ -98,10 +102,10 @@ func (h *Hub) routeResponse(m *jsonrpc.Message) {
 		if len(h.held) == 0 || h.held[len(h.held)-1] != c {
 			h.held = append(h.held, c)
 		}
-		c.deliverWith(r, m.WithID(r.ID), m, c.sess.SendLater)
+		c.deliverWith(r, frame, m, c.sess.SendLater)
 		return
 	}
-	c.deliver(r, m.WithID(r.ID), m)
+	c.deliver(r, frame, m)
 }
 
 // maxHeld bounds the sessions one run of answers is held for: past it,
