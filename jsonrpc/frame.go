@@ -299,7 +299,7 @@ func (s *idScanner) id() json.RawMessage {
 
 // validID reports whether v is an id MCP allows: a JSON string or integer.
 func validID(v []byte) bool {
-	if len(v) == 0 || !json.Valid(v) {
+	if len(v) == 0 || !valid(v) {
 		return false
 	}
 	switch v[0] {

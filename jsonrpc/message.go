@@ -102,7 +102,7 @@ func Parse(frame []byte) (*Message, error) {
 					break // keep the first; read on for the id
 				}
 				have[r], seen[r] = true, v
-			case strings.EqualFold(name, want):
+			case mayFold(name, want) && strings.EqualFold(name, want):
 				fail("member " + strconvQuote(name) + " is a miscased " + strconvQuote(want))
 			}
 		}
@@ -198,6 +198,13 @@ func Parse(frame []byte) (*Message, error) {
 		m.Kind, m.Error = KindError, v
 	}
 	return m, nil
+}
+
+// mayFold is a quick test before strings.EqualFold(name, want), for an
+// ASCII want in lower case: an ASCII first byte of name can only fold to
+// its own other case, so most names are ruled out by their first byte.
+func mayFold(name, want string) bool {
+	return len(name) > 0 && (name[0] >= utf8.RuneSelf || name[0]|0x20 == want[0])
 }
 
 func invalid(detail string) *Error {

@@ -115,6 +115,9 @@ const maxHeld = 1024
 // recordElicitations notes, from a -32042 error, the URL elicitations the
 // session that receives it now owns.
 func (h *Hub) recordElicitations(session uint64, e json.RawMessage) {
+	if len(e) == 0 {
+		return // a result
+	}
 	var body struct {
 		Code int `json:"code"`
 		Data struct {
