@@ -69,6 +69,7 @@ func AggregatePaths() []string { return []string{PathRelay, PathSocket, PathWS, 
 type Counts struct {
 	Warm, Echo      int           // sequential echo calls: warm-up, then timed
 	Pipelined       int           // pipelined echo calls, InFlight at once
+	Rounds          int           // the timed echoes and pipelined calls are split into rounds that visit every path in turn
 	InFlight        int           //
 	Huge1, Huge10   int           // the two large results, one at a time, each after one untimed (if more than 1)
 	Sessions        []int         // aggregate: sessions at once, per level
@@ -85,12 +86,12 @@ type Counts struct {
 
 func counts(short bool) Counts {
 	if short {
-		return Counts{Warm: 2, Echo: 20, Pipelined: 200, InFlight: 64, Huge1: 1, Huge10: 1,
+		return Counts{Warm: 2, Echo: 20, Pipelined: 200, Rounds: 2, InFlight: 64, Huge1: 1, Huge10: 1,
 			Sessions: []int{1, 2, 4, 8}, AggFor: 30 * time.Millisecond, RelayMax: 4,
 			Idle: 20, Nth: 3, SocketReps: 2, ConnectReps: 1, Copies: 3,
 			HugeSizes: [2]int{100_000, 1_000_000}, GatewayHugeReps: 1}
 	}
-	return Counts{Warm: 2000, Echo: 2000, Pipelined: 20000, InFlight: 64, Huge1: 15, Huge10: 7,
+	return Counts{Warm: 2000, Echo: 2000, Pipelined: 20000, Rounds: 10, InFlight: 64, Huge1: 15, Huge10: 7,
 		Sessions: []int{1, 16, 256, 1000}, AggFor: 1500 * time.Millisecond, RelayMax: 256,
 		Idle: 1000, Nth: 10, SocketReps: 50, ConnectReps: 20, Copies: 10,
 		HugeSizes: [2]int{1_000_000, 10_000_000}, GatewayHugeReps: 1}

@@ -72,25 +72,64 @@ func (r *run) backend(rep *Report, d *daemon, b backend) (err error) {
 		{PathWS, func() (conn, error) { return dialWS(d.wsURL(b.server)) }},
 		{PathSG, func() (conn, error) { return dialWS(gw.url) }},
 	}
-	for _, p := range paths {
-		r.logf("measuring %s over %s...", b.name, p.name)
+	// One session per path, all open at once, so that the timed echoes and
+	// pipelined calls can go in rounds that visit every path in turn: a
+	// machine that is slower for a while then slows every path alike, and
+	// the ratios between paths hold.
+	clients := make([]*client, len(paths))
+	defer func() { err = errors.Join(err, closeAll(clients)) }()
+	for i, p := range paths {
+		r.logf("opening a session with %s over %s...", b.name, p.name)
 		c, err := r.dial(p.open)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
+		clients[i] = c
+		if err := warm(c, r.n.Warm); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
+	rows := make([]Row, len(paths))
+	lats := make([][]time.Duration, len(paths))
+	pipeTime := make([]time.Duration, len(paths))
+	rounds := max(1, r.n.Rounds)
+	r.logf("measuring %s: echo and pipelined calls over every path, %d rounds...", b.name, rounds)
+	for range rounds {
+		for i, p := range paths {
+			for range r.n.Echo / rounds {
+				t0 := time.Now()
+				if err := clients[i].echo(); err != nil {
+					return fmt.Errorf("%s: echo: %w", p.name, err)
+				}
+				lats[i] = append(lats[i], time.Since(t0))
+			}
+			d, err := pipelined(clients[i], r.n.Pipelined/rounds, r.n.InFlight)
+			if err != nil {
+				return fmt.Errorf("%s: pipelined: %w", p.name, err)
+			}
+			pipeTime[i] += d
+		}
+	}
+	for i, p := range paths {
+		lat := lats[i]
+		slices.Sort(lat)
+		rows[i].P50, rows[i].P99 = lat[len(lat)/2], lat[len(lat)*99/100]
+		rows[i].CallsPerSec = float64(r.n.Pipelined/rounds*rounds) / pipeTime[i].Seconds()
+		if !b.huge {
+			continue
+		}
+		r.logf("measuring %s over %s: large results...", b.name, p.name)
 		hugeReps := [2]int{r.n.Huge1, r.n.Huge10}
 		if p.name == PathSG {
 			hugeReps = [2]int{min(r.n.Huge1, r.n.GatewayHugeReps), min(r.n.Huge10, r.n.GatewayHugeReps)}
 		}
-		row, err := r.measure(c, b.huge, hugeReps)
-		if cerr := c.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := r.huge(clients[i], &rows[i], hugeReps); err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
-		row.Backend, row.Path = b.name, p.name
-		rep.Rows = append(rep.Rows, row)
+	}
+	for i, p := range paths {
+		rows[i].Backend, rows[i].Path = b.name, p.name
+		rep.Rows = append(rep.Rows, rows[i])
 	}
 	if b.name != BackendGo {
 		return nil
@@ -114,54 +153,42 @@ func (r *run) backend(rep *Report, d *daemon, b backend) (err error) {
 	return nil
 }
 
-// measure runs the warm-up, the sequential echoes, the pipelined echoes and
-// (if the backend has the tool) the huge results on one session.
-func (r *run) measure(c *client, huge bool, hugeReps [2]int) (Row, error) {
-	var row Row
+// warm initializes a session and makes n echo calls, untimed: node's JIT
+// and every buffer on the way are ready before anything is measured.
+func warm(c *client, n int) error {
 	if err := c.initialize(); err != nil {
-		return row, err
+		return err
 	}
-	for range r.n.Warm {
+	for range n {
 		if err := c.echo(); err != nil {
-			return row, fmt.Errorf("warm-up: %w", err)
+			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	lat := make([]time.Duration, r.n.Echo)
-	for i := range lat {
-		t0 := time.Now()
-		if err := c.echo(); err != nil {
-			return row, fmt.Errorf("echo: %w", err)
-		}
-		lat[i] = time.Since(t0)
-	}
-	slices.Sort(lat)
-	row.P50, row.P99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	return nil
+}
 
-	var err error
-	if row.CallsPerSec, err = pipelined(c, r.n.Pipelined, r.n.InFlight); err != nil {
-		return row, fmt.Errorf("pipelined: %w", err)
-	}
-	if !huge {
-		return row, nil
-	}
+// huge measures the large results on one session.
+func (r *run) huge(c *client, row *Row, hugeReps [2]int) error {
 	row.Huge = true
 	if hugeReps[1] > 1 { // one untimed, which sizes the buffers on the way
 		if _, _, err := hugeResults(c, r.n.HugeSizes[1], 1); err != nil {
-			return row, fmt.Errorf("huge %d: %w", r.n.HugeSizes[1], err)
+			return fmt.Errorf("huge %d: %w", r.n.HugeSizes[1], err)
 		}
 	}
+	var err error
 	if row.Huge1, row.MBps1, err = hugeResults(c, r.n.HugeSizes[0], hugeReps[0]); err != nil {
-		return row, fmt.Errorf("huge %d: %w", r.n.HugeSizes[0], err)
+		return fmt.Errorf("huge %d: %w", r.n.HugeSizes[0], err)
 	}
 	if row.Huge10, row.MBps10, err = hugeResults(c, r.n.HugeSizes[1], hugeReps[1]); err != nil {
-		return row, fmt.Errorf("huge %d: %w", r.n.HugeSizes[1], err)
+		return fmt.Errorf("huge %d: %w", r.n.HugeSizes[1], err)
 	}
-	return row, nil
+	return nil
 }
 
 // pipelined sends total echo calls keeping inFlight outstanding and returns
-// calls per second. On an error it closes c, so that its reader returns.
-func pipelined(c *client, total, inFlight int) (float64, error) {
+// the time to the last answer. On an error it closes c, so that its reader
+// returns.
+func pipelined(c *client, total, inFlight int) (time.Duration, error) {
 	slots := make(chan struct{}, inFlight)
 	done := make(chan error, 1)
 	t0 := time.Now()
@@ -193,7 +220,7 @@ func pipelined(c *client, total, inFlight int) (float64, error) {
 	if err := <-done; err != nil {
 		return 0, err
 	}
-	return float64(total) / time.Since(t0).Seconds(), nil
+	return time.Since(t0), nil
 }
 
 // hugeResults asks reps times, one at a time, for a result of size bytes

@@ -45,16 +45,17 @@ const (
 		"4 reads, 0.1 futex, against the relay's 2 writes, 3 splices, 3 reads, 3 futex). What it adds is user " +
 		"time: validating and parsing each frame both ways, the id rewrite and the routing (perf: jsonrpc.Parse " +
 		"and the validator about 10 % of the daemon's samples, the rest kernel and scheduler). Across runs this " +
-		"ratio moves around the target (p50 1.01–1.16× of the relay's with the Go server in the last three runs here)."
+		"ratio moves around the target from run to run on this machine."
 	whyServer = "With server-everything the server is the bottleneck: it answers 24–28k calls/s directly and " +
-		"the byte relay gets 16–22k; mcpmux's WebSocket reaches the relay's rate (0.95–1.16× of it in the last " +
-		"runs), so the ratio to supergateway is bounded by what node leaves of two cores."
+		"the byte relay gets 16–22k; mcpmux's WebSocket runs at about the relay's rate (see the tables), so its " +
+		"ratio to supergateway is bounded by what node leaves of two cores, not by the daemon."
 	whyHuge = "Large results cost the daemon fresh memory: perf shows about 18 % of its samples in page faults " +
 		"(this VM makes each one expensive) and most of the rest in copying (kernel to read buffer to frame) " +
 		"and validation. With GOGC=off every 10 MB answer takes about 100 ms (all memory fresh); with the " +
 		"collector on, answers take 12–25 ms once the heap has grown, but a 10 MB allocation made while a " +
 		"cycle marks waits for it (gctrace: 80–130 ms mark phases at the slow answers). The relay copies " +
-		"through fixed buffers and allocates nothing."
+		"through fixed buffers and allocates nothing (and still adds several milliseconds to a 10 MB result here; " +
+		"see its row)."
 	whyReady = "tools/list is the server's own work: server-everything answers it directly in about 2 ms at " +
 		"its median (0.6 ms at best); mcpmux answers initialize itself in about 0.5 ms."
 )
