@@ -238,14 +238,26 @@ func TestStalledServer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jsonrpc.KindResult, m.Kind)
 
-	// 64 requests of 64 KiB: more than the pipe and the server's buffer hold.
+	// 64 requests of 64 KiB: more than the pipe and the server's buffer
+	// hold. They are sent while the answers are read (below): those that
+	// reach the restarted server come back as 64 KiB echoes, and a client
+	// that read nothing until it had sent everything would be paused by
+	// mcpmux's flow control, as it should be, before it had.
 	text := strings.Repeat("x", 64<<10)
 	var ids []string
 	for i := range 64 {
-		id := fmt.Sprintf(`"big%d"`, i)
-		ids = append(ids, id)
-		require.NoError(t, hung.send(toolCall(id, "echo", map[string]any{"text": text})))
+		ids = append(ids, fmt.Sprintf(`"big%d"`, i))
 	}
+	sent := make(chan error, 1) // buffered: the sender never waits for the receive
+	go func() { // ends by its last send or its write deadline; received below
+		for _, id := range ids {
+			if err := hung.send(toolCall(id, "echo", map[string]any{"text": text})); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
 
 	// Meanwhile the other server answers at its usual pace.
 	var lat []time.Duration
@@ -274,6 +286,7 @@ func TestStalledServer(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	require.NoError(t, <-sent, "sending the requests")
 	assert.Positive(t, stalled, "requests failed with upstream_stalled")
 	st := hung.mustStats(t)
 	assert.NotEqual(t, first.PID, st.PID, "the stalled server was restarted")
