@@ -249,7 +249,7 @@ func TestStalledServer(t *testing.T) {
 		ids = append(ids, fmt.Sprintf(`"big%d"`, i))
 	}
 	sent := make(chan error, 1) // buffered: the sender never waits for the receive
-	go func() { // ends by its last send or its write deadline; received below
+	go func() {                 // ends by its last send or its write deadline; received below
 		for _, id := range ids {
 			if err := hung.send(toolCall(id, "echo", map[string]any{"text": text})); err != nil {
 				sent <- err

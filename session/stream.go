@@ -93,8 +93,16 @@ func (s *Stream) TryWrite(frames [][]byte) (ok, more bool) {
 		b = append(append(b, f...), '\n')
 	}
 	defer s.keep(b)
+	ok, more, s.rest = tryWrite(s.raw, b)
+	return ok, more
+}
+
+// tryWrite writes b to raw's connection as far as it goes without
+// blocking. It reports false when nothing was written; when only part was,
+// it returns a copy of the rest.
+func tryWrite(raw syscall.RawConn, b []byte) (ok, more bool, rest []byte) {
 	n := 0
-	err := s.raw.Write(func(fd uintptr) bool {
+	err := raw.Write(func(fd uintptr) bool {
 		for n < len(b) {
 			m, err := syscall.Write(int(fd), b[n:])
 			if err != nil {
@@ -105,16 +113,15 @@ func (s *Stream) TryWrite(frames [][]byte) (ok, more bool) {
 			}
 			n += m
 		}
-		return true
+		return true // done either way: never wait for the connection
 	})
 	switch {
 	case err != nil || n <= 0:
-		return false, false
+		return false, false, nil
 	case n < len(b):
-		s.rest = append([]byte(nil), b[n:]...)
-		return true, true
+		return true, true, append([]byte(nil), b[n:]...)
 	}
-	return true, false
+	return true, false, nil
 }
 
 // keep holds on to b as the gathering buffer, unless it grew large.

@@ -111,28 +111,8 @@ func (w *wsWriter) tryMessages(frames [][]byte) (ok, more bool) {
 		b = append(appendHeader(b, opText, len(f)), f...)
 	}
 	defer w.keep(b)
-	n := 0
-	err := w.raw.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			m, err := syscall.Write(int(fd), b[n:])
-			if err != nil {
-				if errors.Is(err, syscall.EINTR) {
-					continue
-				}
-				return true // EAGAIN, or an error the writer will meet
-			}
-			n += m
-		}
-		return true
-	})
-	switch {
-	case err != nil || n <= 0:
-		return false, false
-	case n < len(b):
-		w.rest = append([]byte(nil), b[n:]...)
-		return true, true
-	}
-	return true, false
+	ok, more, w.rest = tryWrite(w.raw, b)
+	return ok, more
 }
 
 // writeControl writes a control frame (payload at most 125 bytes) after
