@@ -343,10 +343,7 @@ func (p *Process) Send(frame []byte) error {
 	if err := p.SendLater(frame); err != nil {
 		return err
 	}
-	select {
-	case p.ready <- struct{}{}:
-	default:
-	}
+	p.wake()
 	return nil
 }
 
