@@ -1,6 +1,8 @@
 package session
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -24,6 +26,12 @@ var ErrPongTimeout = errors.New("session: WebSocket client answered no ping")
 // WebSocketConfig sets the limits and timers of a WebSocket transport. Zero
 // durations mean the defaults.
 type WebSocketConfig struct {
+	// ReadBuffer is the buffer gorilla/websocket reads the connection
+	// through, when the caller knows it (see socket.Web); with it the
+	// transport can tell that a whole message is already buffered, and
+	// the session batches the requests that arrived together. Optional.
+	ReadBuffer *bufio.Reader
+
 	MaxMessageBytes int           // larger messages are skipped and answered message_too_large
 	PingInterval    time.Duration // how often the client is pinged; default 30s
 	PongTimeout     time.Duration // silence, while a message is awaited, that ends the connection; default 60s
@@ -233,6 +241,55 @@ func (w *WebSocket) WriteFrame(frame []byte) error {
 
 // closeWith sends a close frame with code and reason, once per connection
 // (later ones are refused by the connection itself).
+// HasLine reports whether a whole text message is already buffered, so that
+// the next ReadFrame returns without waiting for the client: control
+// frames before it are skipped, fragments must all be there. Without a
+// known read buffer it reports false, which only costs batching.
+func (w *WebSocket) HasLine() bool {
+	br := w.cfg.ReadBuffer
+	if br == nil {
+		return false
+	}
+	b, _ := br.Peek(br.Buffered())
+	return wholeMessage(b)
+}
+
+// wholeMessage reports whether b, read from a client (frames masked),
+// starts with control frames and then a whole data message.
+func wholeMessage(b []byte) bool {
+	for {
+		if len(b) < 2 {
+			return false
+		}
+		fin, op := b[0]&0x80 != 0, b[0]&0x0f
+		n, h := uint64(b[1]&0x7f), 2
+		switch n {
+		case 126:
+			if len(b) < 4 {
+				return false
+			}
+			n, h = uint64(binary.BigEndian.Uint16(b[2:])), 4
+		case 127:
+			if len(b) < 10 {
+				return false
+			}
+			n, h = binary.BigEndian.Uint64(b[2:]), 10
+		}
+		if b[1]&0x80 != 0 {
+			h += 4 // the mask key
+		}
+		if len(b) < h || uint64(len(b)-h) < n {
+			return false
+		}
+		b = b[h+int(n):]
+		if op < 0x8 && fin {
+			return true // the last (or only) frame of a message
+		}
+		// A control frame, which gorilla handles and reads on, or a
+		// fragment, whose message goes on in the next frame.
+	}
+}
+
 // WriteFrames writes frames as text messages, gathered into as few writes
 // as it can.
 func (w *WebSocket) WriteFrames(frames [][]byte) error { return w.out.writeMessages(frames) }

@@ -1,6 +1,7 @@
 package socket
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -123,11 +124,14 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 	w := &Web{cfg: cfg, l: l, log: log, tokenSum: sha256.Sum256([]byte(cfg.Token))}
 	w.upgrader = websocket.Upgrader{
 		HandshakeTimeout: handshakeTimeout,
-		ReadBufferSize:   4 << 10,
-		WriteBufferSize:  4 << 10,
-		WriteBufferPool:  new(sync.Pool), // idle sessions hold no write buffer
-		Subprotocols:     []string{"mcp"},
-		CheckOrigin:      w.originAllowed, // checked before, and again by the upgrader
+		// 0: gorilla reads through the HTTP server's own 4 KiB buffer,
+		// which hijacked (below) records, so the transport can tell a
+		// whole message is already buffered.
+		ReadBufferSize:  0,
+		WriteBufferSize: 4 << 10,
+		WriteBufferPool: new(sync.Pool), // idle sessions hold no write buffer
+		Subprotocols:    []string{"mcp"},
+		CheckOrigin:     w.originAllowed, // checked before, and again by the upgrader
 		Error: func(rw http.ResponseWriter, r *http.Request, status int, reason error) {
 			w.log.Warn("refused a WebSocket handshake", "peer", r.RemoteAddr, "status", status, "error", reason)
 			http.Error(rw, http.StatusText(status), status)
@@ -248,11 +252,13 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	w.mu.Unlock()
 	defer w.active.Done()
 
-	conn, err := w.upgrader.Upgrade(rw, r, nil)
+	hj := &hijacked{ResponseWriter: rw}
+	conn, err := w.upgrader.Upgrade(hj, r, nil)
 	if err != nil {
 		return // the upgrader answered and logged
 	}
 	t := session.NewWebSocket(conn, session.WebSocketConfig{
+		ReadBuffer:      hj.br,
 		MaxMessageBytes: ep.MaxMessageBytes(),
 		PingInterval:    w.cfg.PingInterval,
 		PongTimeout:     w.cfg.PongTimeout,
@@ -263,6 +269,25 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	if err := ep.Serve(r.Context(), t, peer); err != nil {
 		w.log.Debug("session ended", "server", name, "peer", r.RemoteAddr, "error", err)
 	}
+}
+
+// hijacked is a ResponseWriter whose Hijack records the read buffer it
+// hands over: with ReadBufferSize 0 the upgrader keeps reading through it.
+type hijacked struct {
+	http.ResponseWriter
+	br *bufio.Reader
+}
+
+func (h *hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := h.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the connection cannot be hijacked")
+	}
+	c, brw, err := hj.Hijack()
+	if brw != nil {
+		h.br = brw.Reader
+	}
+	return c, brw, err
 }
 
 // authProtocol prefixes the Sec-WebSocket-Protocol entry that carries the
