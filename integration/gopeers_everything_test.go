@@ -3,11 +3,8 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"testing"
 
-	mcpclient "github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -87,26 +84,13 @@ func TestGoPeersEverything(t *testing.T) {
 	}
 
 	t.Run("go-sdk over the socket", func(t *testing.T) {
-		conn, err := net.DialTimeout("unix", d.socket("everything"), ioTimeout)
-		require.NoError(t, err)
-		defer conn.Close()
-		wire := &gpWire{}
-		client := mcp.NewClient(&mcp.Implementation{Name: "gopeer-socket", Version: "1"}, nil)
-		cs, err := client.Connect(ctx, gpRecorder{&mcp.IOTransport{Reader: conn, Writer: conn}, wire}, nil)
-		require.NoError(t, err, "go-sdk Connect through mcpmux")
-		defer cs.Close()
+		cs, wire := gpSocketSession(t, ctx, d.socket("everything"), "gopeer-socket")
 		sdk(t, cs, "go-sdk over the socket")
 		onWire(t, wire, "go-sdk over the socket")
 	})
 
 	t.Run("go-sdk through mcpmux connect", func(t *testing.T) {
-		cmd := mcpmux(ctx, "connect", "--config", d.path, "everything")
-		var stderr syncBuffer
-		cmd.Stderr = &stderr
-		wire := &gpWire{}
-		client := mcp.NewClient(&mcp.Implementation{Name: "gopeer-command", Version: "1"}, nil)
-		cs, err := client.Connect(ctx, gpRecorder{&mcp.CommandTransport{Command: cmd}, wire}, nil)
-		require.NoError(t, err, "go-sdk Connect through mcpmux connect")
+		cs, wire, stderr := gpCommandSession(t, ctx, d.path, "everything", "gopeer-command")
 		sdk(t, cs, "go-sdk through connect")
 		onWire(t, wire, "go-sdk through connect")
 		require.NoError(t, cs.Close(), "mcpmux connect exits 0 on stdin EOF; stderr: %s", stderr.String())
@@ -114,15 +98,8 @@ func TestGoPeersEverything(t *testing.T) {
 	})
 
 	t.Run("mcp-go over the socket", func(t *testing.T) {
-		conn, err := net.DialTimeout("unix", d.socket("everything"), ioTimeout)
-		require.NoError(t, err)
-		wire := &gpWire{}
-		tee := &gpTeeConn{Conn: conn, wire: wire}
-		defer tee.Close()
-		c := mcpclient.NewClient(transport.NewIO(tee, tee, nil))
-		require.NoError(t, c.Start(ctx))
-		defer c.Close()
-		_, err = c.Initialize(ctx, mcpgo.InitializeRequest{Params: mcpgo.InitializeParams{
+		c, wire := gpMark3labsClient(t, ctx, d.socket("everything"))
+		_, err := c.Initialize(ctx, mcpgo.InitializeRequest{Params: mcpgo.InitializeParams{
 			ProtocolVersion: mcpgo.LATEST_PROTOCOL_VERSION,
 			ClientInfo:      mcpgo.Implementation{Name: "gopeer-mark3labs", Version: "1"},
 		}})

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"testing"
 
+	mcpclient "github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -402,4 +404,53 @@ func gpText(t *testing.T, res *mcp.CallToolResult) string {
 	tc, ok := res.Content[0].(*mcp.TextContent)
 	require.True(t, ok, "content %T", res.Content[0])
 	return tc.Text
+}
+
+// gpSocketSession connects a go-sdk Client called name over IOTransport on
+// the Unix socket at path, recording its wire. The session and the
+// connection are closed at the end of the test, if the test has not.
+func gpSocketSession(t *testing.T, ctx context.Context, path, name string) (*mcp.ClientSession, *gpWire) {
+	t.Helper()
+	conn, err := net.DialTimeout("unix", path, ioTimeout)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	wire := &gpWire{}
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
+	cs, err := client.Connect(ctx, gpRecorder{&mcp.IOTransport{Reader: conn, Writer: conn}, wire}, nil)
+	require.NoError(t, err, "go-sdk Connect through mcpmux")
+	t.Cleanup(func() { cs.Close() })
+	return cs, wire
+}
+
+// gpCommandSession connects a go-sdk Client called name with
+// CommandTransport spawning `mcpmux connect --config CFG server`, as an
+// editor would, recording its wire and the bridge's stderr. The session is
+// closed at the end of the test, if the test has not.
+func gpCommandSession(t *testing.T, ctx context.Context, cfg, server, name string) (*mcp.ClientSession, *gpWire, *syncBuffer) {
+	t.Helper()
+	cmd := mcpmux(ctx, "connect", "--config", cfg, server)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	wire := &gpWire{}
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
+	cs, err := client.Connect(ctx, gpRecorder{&mcp.CommandTransport{Command: cmd}, wire}, nil)
+	require.NoError(t, err, "go-sdk Connect through mcpmux connect")
+	t.Cleanup(func() { cs.Close() })
+	return cs, wire, stderr
+}
+
+// gpMark3labsClient starts a mark3labs/mcp-go Client over the Unix socket at
+// path (transport.NewIO on a net.Conn whose traffic the wire records), not
+// yet initialized. It is closed at the end of the test, if the test has not.
+func gpMark3labsClient(t *testing.T, ctx context.Context, path string) (*mcpclient.Client, *gpWire) {
+	t.Helper()
+	conn, err := net.DialTimeout("unix", path, ioTimeout)
+	require.NoError(t, err)
+	wire := &gpWire{}
+	tee := &gpTeeConn{Conn: conn, wire: wire}
+	t.Cleanup(func() { tee.Close() })
+	c := mcpclient.NewClient(transport.NewIO(tee, tee, nil))
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { c.Close() })
+	return c, wire
 }

@@ -24,8 +24,6 @@ import (
 	"testing"
 	"time"
 
-	mcpclient "github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -169,15 +167,7 @@ func TestGoPeersSDKSocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 
-	conn, err := net.DialTimeout("unix", d.socket("conf"), ioTimeout)
-	require.NoError(t, err)
-	defer conn.Close()
-	wire := &gpWire{}
-	client := mcp.NewClient(&mcp.Implementation{Name: "gopeer-socket", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, gpRecorder{&mcp.IOTransport{Reader: conn, Writer: conn}, wire}, nil)
-	require.NoError(t, err, "go-sdk Connect through mcpmux")
-	defer cs.Close()
-
+	cs, wire := gpSocketSession(t, ctx, d.socket("conf"), "gopeer-socket")
 	gpExercise(t, ctx, cs, wire, "over the socket")
 
 	st := gpServerStatus(t, d, "conf")
@@ -204,20 +194,7 @@ func TestGoPeersSDKCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 
-	cmd := mcpmux(ctx, "connect", "--config", d.path, "conf")
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	wire := &gpWire{}
-	client := mcp.NewClient(&mcp.Implementation{Name: "gopeer-command", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, gpRecorder{&mcp.CommandTransport{Command: cmd}, wire}, nil)
-	require.NoError(t, err, "go-sdk Connect through mcpmux connect")
-	closed := false
-	defer func() {
-		if !closed {
-			cs.Close()
-		}
-	}()
-
+	cs, wire, stderr := gpCommandSession(t, ctx, d.path, "conf", "gopeer-command")
 	gpExercise(t, ctx, cs, wire, "over mcpmux connect")
 
 	st := gpServerStatus(t, d, "conf")
@@ -226,7 +203,6 @@ func TestGoPeersSDKCommand(t *testing.T) {
 	assert.Zero(t, st.Restarts)
 
 	start := time.Now()
-	closed = true
 	require.NoError(t, cs.Close(), "mcpmux connect must exit 0 on stdin EOF; stderr: %s", stderr.String())
 	assert.Less(t, time.Since(start), 4*time.Second, "mcpmux connect took this long to exit after stdin EOF")
 	assert.Empty(t, stderr.String(), "mcpmux connect's stderr")
@@ -246,15 +222,7 @@ func TestGoPeersMark3labsSocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 
-	conn, err := net.DialTimeout("unix", d.socket("conf"), ioTimeout)
-	require.NoError(t, err)
-	wire := &gpWire{}
-	tee := &gpTeeConn{Conn: conn, wire: wire}
-	defer tee.Close()
-	c := mcpclient.NewClient(transport.NewIO(tee, tee, nil))
-	require.NoError(t, c.Start(ctx))
-	defer c.Close()
-
+	c, wire := gpMark3labsClient(t, ctx, d.socket("conf"))
 	init, err := c.Initialize(ctx, mcpgo.InitializeRequest{Params: mcpgo.InitializeParams{
 		ProtocolVersion: mcpgo.LATEST_PROTOCOL_VERSION,
 		ClientInfo:      mcpgo.Implementation{Name: "gopeer-mark3labs", Version: "1"},
