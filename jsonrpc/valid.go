@@ -103,20 +103,8 @@ func (v *validator) object() bool {
 		if !v.value() {
 			return false
 		}
-		v.space()
-		if v.i >= len(v.b) {
-			return false
-		}
-		switch v.b[v.i] {
-		case ',':
-			v.i++
-			v.space()
-		case '}':
-			v.i++
-			v.depth--
-			return true
-		default:
-			return false
+		if more, ok := v.next('}'); !more {
+			return ok
 		}
 	}
 }
@@ -136,22 +124,31 @@ func (v *validator) array() bool {
 		if !v.value() {
 			return false
 		}
-		v.space()
-		if v.i >= len(v.b) {
-			return false
-		}
-		switch v.b[v.i] {
-		case ',':
-			v.i++
-			v.space()
-		case ']':
-			v.i++
-			v.depth--
-			return true
-		default:
-			return false
+		if more, ok := v.next(']'); !more {
+			return ok
 		}
 	}
+}
+
+// next reads what follows a member or an element: a comma, after which
+// more follows, or close, which ends the container (ok); anything else is
+// not JSON.
+func (v *validator) next(close byte) (more, ok bool) {
+	v.space()
+	if v.i >= len(v.b) {
+		return false, false
+	}
+	switch v.b[v.i] {
+	case ',':
+		v.i++
+		v.space()
+		return true, true
+	case close:
+		v.i++
+		v.depth--
+		return false, true
+	}
+	return false, false
 }
 
 func (v *validator) str() bool {
