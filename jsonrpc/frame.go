@@ -306,7 +306,7 @@ func validID(v []byte) bool {
 	case '"':
 		return true
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		return bytes.IndexAny(v, ".eE") < 0
+		return !bytes.ContainsAny(v, ".eE")
 	}
 	return false
 }
