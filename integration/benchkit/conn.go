@@ -160,17 +160,6 @@ func procConn(p *proc, grace time.Duration) conn {
 	return newStream(p.stdout, p.stdin, func() error { return p.stop(grace) })
 }
 
-// stopAll stops every process at once and waits for all of them.
-func stopAll(procs []*proc, grace time.Duration) error {
-	errs := make([]error, len(procs))
-	var wg sync.WaitGroup
-	for i, p := range procs {
-		wg.Go(func() { errs[i] = p.stop(grace) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // wsConn is one session over a WebSocket, one message per text frame.
 type wsConn struct {
 	ws   *websocket.Conn
