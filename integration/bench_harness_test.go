@@ -15,7 +15,7 @@ import (
 	"github.com/mcpmux/mcpmux/integration/benchkit"
 )
 
-// TestBenchHarness runs the side-by-side benchmark (go run ./integration/bench)
+// TestBenchHarness runs the side-by-side benchmark (go run ./bench)
 // in short mode with the binaries TestMain built, server-everything and
 // supergateway from ./node, and checks that every path, backend and figure
 // gave a result and that the chart renders. It judges no figure and no time.

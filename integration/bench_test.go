@@ -15,7 +15,7 @@ import (
 
 // The benchmarks report figures; they never fail on a time. Run them with
 //
-//	go test -run '^$' -bench . -benchtime 2000x ./integration/
+//	cd integration && go test -run '^$' -bench . -benchtime 2000x .
 
 // BenchmarkEchoP99WithSlowReader measures echo latency through mcpmux while
 // another session of the same server is fed 100 MB by a reader that takes

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/mcpmux/mcpmux/integration/benchkit"
 )
 
 // bins holds the paths of the binaries TestMain builds; they are read-only
@@ -76,12 +79,20 @@ func buildBinaries(dir string) error {
 	if err != nil {
 		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	build := func(out, pkg string, race bool) error {
+	// mcpmux is built in its own module's folder, with that go.mod: the
+	// binary under test has the dependencies a user's build gets, not the
+	// ones this module's test peers pull in.
+	root, err := benchkit.RepoRoot(context.Background())
+	if err != nil {
+		return err
+	}
+	build := func(dir, out, pkg string, race bool) error {
 		args := []string{"build", "-o", out}
 		if race {
 			args = append(args, "-race")
 		}
 		cmd := exec.Command(goTool, append(args, pkg)...)
+		cmd.Dir = dir
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go %v: %w\n%s", cmd.Args[1:], err, b)
 		}
@@ -94,9 +105,9 @@ func buildBinaries(dir string) error {
 	if prebuilt := os.Getenv(prebuiltEnv); prebuilt != "" {
 		bins.mcpmux = prebuilt
 	} else {
-		wg.Go(func() { errs[0] = build(bins.mcpmux, "github.com/mcpmux/mcpmux/cmd/mcpmux", raceEnabled) })
+		wg.Go(func() { errs[0] = build(root, bins.mcpmux, "./cmd/mcpmux", raceEnabled) })
 	}
-	wg.Go(func() { errs[1] = build(bins.demoserver, "github.com/mcpmux/mcpmux/integration/demoserver", false) })
+	wg.Go(func() { errs[1] = build("", bins.demoserver, "github.com/mcpmux/mcpmux/integration/demoserver", false) })
 	wg.Wait()
 	return errors.Join(errs...)
 }

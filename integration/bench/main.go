@@ -7,7 +7,7 @@
 // sessions, how soon one more client is served, and the memory of one shared
 // server against one per client; then the targets, met or missed.
 //
-//	go run ./integration/bench [-short] [-write]
+//	cd integration && go run ./bench [-short] [-write]
 //
 // It needs node and the npm packages of integration/node (npm ci there, as
 // ./scripts/test does). With -write it writes BENCHMARKS.md and its chart,
@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -48,7 +47,7 @@ func main() {
 }
 
 func run(ctx context.Context, short, write bool) error {
-	root, err := repoRoot()
+	root, err := benchkit.RepoRoot(ctx)
 	if err != nil {
 		return err
 	}
@@ -77,19 +76,6 @@ func run(ctx context.Context, short, write bool) error {
 	}
 	fmt.Fprintln(os.Stderr, "wrote", filepath.Join(root, mdFile), "and", filepath.Join(root, chartFile))
 	return nil
-}
-
-// repoRoot is the folder of the main module's go.mod.
-func repoRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside a module")
-	}
-	return filepath.Dir(gomod), nil
 }
 
 // commit names the checkout measured: the commit, and whether tracked

@@ -15,7 +15,7 @@ func markdown(rep *benchkit.Report) string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
 	w("# Benchmarks\n\n")
-	w("Written by `go run ./integration/bench -write` (%s), in one run: every figure below\n", m.Date.Format("2006-01-02 15:04 UTC"))
+	w("Written by `cd integration && go run ./bench -write` (%s), in one run: every figure below\n", m.Date.Format("2006-01-02 15:04 UTC"))
 	w("comes from the same run on the same machine, one measurement after the other. On a shared\n")
 	w("2-core VM figures move between runs by tens of percent (p99 by more), so compare figures\n")
 	w("within this file, not across runs. Nothing here is enforced: the targets are reported as\n")

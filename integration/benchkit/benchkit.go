@@ -13,6 +13,7 @@
 package benchkit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -277,16 +278,25 @@ func (r *run) build() error {
 	for _, b := range []struct {
 		path *string
 		pkg  string
+		root bool // in mcpmux's own module, built in its folder with its go.mod
 	}{
-		{&r.o.Mcpmux, "github.com/mcpmux/mcpmux/cmd/mcpmux"},
-		{&r.o.Echoserver, "github.com/mcpmux/mcpmux/integration/bench/echoserver"},
-		{&r.o.Relay, "github.com/mcpmux/mcpmux/integration/bench/relay"},
+		{&r.o.Mcpmux, "./cmd/mcpmux", true},
+		{&r.o.Echoserver, "github.com/mcpmux/mcpmux/integration/bench/echoserver", false},
+		{&r.o.Relay, "github.com/mcpmux/mcpmux/integration/bench/relay", false},
 	} {
 		if *b.path != "" {
 			continue
 		}
 		out := filepath.Join(r.dir, filepath.Base(b.pkg))
 		cmd := exec.CommandContext(r.ctx, goTool, "build", "-o", out, b.pkg)
+		if b.root {
+			root, err := RepoRoot(r.ctx)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			cmd.Dir = root
+		}
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("go build %s: %w\n%s", b.pkg, err, msg))
 			continue
@@ -294,6 +304,27 @@ func (r *run) build() error {
 		*b.path = out
 	}
 	return errors.Join(errs...)
+}
+
+// RepoRoot returns the repository's root: the folder of mcpmux's own module,
+// which the integration module replaces with its parent folder. It asks the
+// go command, so it works from any folder inside the integration module.
+// mcpmux is built there, with the main module's go.mod, so that the binary
+// measured and tested has the dependencies a user's build gets.
+func RepoRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/mcpmux/mcpmux").Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(exit.Stderr))
+		}
+		return "", fmt.Errorf("go list -m github.com/mcpmux/mcpmux (run it inside the integration module): %w", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", errors.New("go list -m github.com/mcpmux/mcpmux: no folder")
+	}
+	return dir, nil
 }
 
 func machine(node string) Machine {
