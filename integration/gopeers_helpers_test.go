@@ -16,7 +16,6 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -62,12 +61,8 @@ func needGoPeers(t *testing.T) string {
 		t.Skip("-short: the Go-peer tier builds the go-sdk conformance server")
 	}
 	gpBuilt.once.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
 		gpBuilt.path = filepath.Join(filepath.Dir(bins.demoserver), "go-sdk-everything-server")
-		cmd := exec.Command(goTool, "build", "-o", gpBuilt.path, gpServerPkg)
+		cmd := exec.Command(bins.goTool, "build", "-o", gpBuilt.path, gpServerPkg)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			gpBuilt.err = fmt.Errorf("go build %s: %w\n%s", gpServerPkg, err, b)
 		}

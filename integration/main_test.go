@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"sync"
 	"syscall"
@@ -24,6 +23,7 @@ import (
 var bins struct {
 	mcpmux     string // the daemon and its CLI, with -race when this binary has it
 	demoserver string // the scripted MCP server
+	goTool     string // the go command that built them
 }
 
 // prebuiltEnv names a variable that may hold the path of an mcpmux binary
@@ -75,10 +75,13 @@ func run(m *testing.M) int {
 // The demo server is built without it: it is not under test, and the
 // throughput tests would pay for its instrumentation.
 func buildBinaries(dir string) error {
+	// go test puts its own Go's bin folder first on PATH, so this finds
+	// the go command that runs the tests.
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("the go command is not on PATH: %w", err)
 	}
+	bins.goTool = goTool
 	// mcpmux is built in its own module's folder, with that go.mod: the
 	// binary under test has the dependencies a user's build gets, not the
 	// ones this module's test peers pull in.

@@ -272,7 +272,7 @@ func (r *run) findNode() error {
 func (r *run) build() error {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("the go command is not on PATH (%w): the benchmarks build mcpmux and two helpers", err)
 	}
 	var errs []error
 	for _, b := range []struct {
