@@ -1,0 +1,12 @@
+// Package testutil holds the helpers that the tests of mcpmux's packages and
+// of the integration module share, so that each exists once: the TestMain
+// that fails a run on goroutines left behind, a watchdog that prints every
+// stack when a run hangs, polling a condition up to a deadline (never a
+// sleep that guesses how long something takes), a buffer that a process's
+// output copier may fill while a test reads it, short folders for Unix
+// sockets, and the check that every package says what it owns.
+//
+// Only _test.go files import it (the integration module's too: its path is
+// inside mcpmux's, so Go lets it). Of the libraries it uses only goleak is
+// not the standard library's; mcpmux's tests use it already.
+package testutil
