@@ -9,13 +9,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/mcpmux/mcpmux/idmap"
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testutil.Main(m)
 }
 
 func route(session uint64, id string) idmap.Route {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -34,7 +35,7 @@ func TestDefaultDir(t *testing.T) {
 }
 
 func TestPrepareDirCreatesPrivateDirAndParents(t *testing.T) {
-	dir := filepath.Join(shortDir(t), "a", "b")
+	dir := filepath.Join(testutil.ShortDir(t), "a", "b")
 	require.NoError(t, socket.PrepareDir(dir))
 
 	for _, d := range []string{dir, filepath.Dir(dir)} {
@@ -47,7 +48,7 @@ func TestPrepareDirCreatesPrivateDirAndParents(t *testing.T) {
 func TestPrepareDirIgnoresPermissiveUmask(t *testing.T) {
 	old := setUmask(0)
 	defer setUmask(old)
-	dir := filepath.Join(shortDir(t), "d")
+	dir := filepath.Join(testutil.ShortDir(t), "d")
 	require.NoError(t, socket.PrepareDir(dir))
 	fi, err := os.Lstat(dir)
 	require.NoError(t, err)
@@ -55,7 +56,7 @@ func TestPrepareDirIgnoresPermissiveUmask(t *testing.T) {
 }
 
 func TestPrepareDirAcceptsExistingPrivateDir(t *testing.T) {
-	dir := filepath.Join(shortDir(t), "d")
+	dir := filepath.Join(testutil.ShortDir(t), "d")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "keep"), []byte("x"), 0o600))
 
@@ -111,7 +112,7 @@ func TestPrepareDirRefusesUnsafeDir(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(shortDir(t), "d")
+			path := filepath.Join(testutil.ShortDir(t), "d")
 			tt.make(t, path)
 
 			err := socket.PrepareDir(path)
@@ -134,7 +135,7 @@ func TestPrepareDirRefusesDirOfAnotherUser(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to give a folder to another uid")
 	}
-	dir := filepath.Join(shortDir(t), "d")
+	dir := filepath.Join(testutil.ShortDir(t), "d")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	require.NoError(t, os.Chown(dir, 65534, 65534))
 

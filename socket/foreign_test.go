@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -34,7 +35,7 @@ func TestAcceptRefusesOtherUsers(t *testing.T) {
 	// The folder and socket are opened up here, in the test only, so that the
 	// foreign client gets as far as the peer check; a 0700 folder would stop
 	// it at connect.
-	dir := shortDir(t)
+	dir := testutil.ShortDir(t)
 	require.NoError(t, os.Chmod(dir, 0o711))
 	exe := copyTestBinary(t, filepath.Join(dir, "client"))
 

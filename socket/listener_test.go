@@ -17,13 +17,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
 // preparedDir returns a folder made by PrepareDir.
 func preparedDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(shortDir(t), "s")
+	dir := filepath.Join(testutil.ShortDir(t), "s")
 	require.NoError(t, socket.PrepareDir(dir))
 	return dir
 }

@@ -12,10 +12,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -63,7 +65,7 @@ func TestServeRunsHandlersConcurrentlyAndWaitsForThem(t *testing.T) {
 
 	cancel()
 	// The listener closes at once, but Serve waits for the handlers.
-	waitFor(t, "the listener to close", func() bool {
+	testutil.Until(t, 5*time.Second, "the listener to close", func() bool {
 		_, err := os.Lstat(path) // Close removes the socket file
 		return errors.Is(err, fs.ErrNotExist)
 	})

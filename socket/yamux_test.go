@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -203,7 +204,7 @@ func TestServeYamuxMaxStreams(t *testing.T) {
 		_, err = echoLine(st, bufio.NewReader(st), "again")
 		return err == nil
 	}
-	waitFor(t, "room for a stream after one closed", eventuallyEcho)
+	testutil.Until(t, 5*time.Second, "room for a stream after one closed", eventuallyEcho)
 }
 
 // TestServeYamuxBadFraming: a frame that is not yamux ends that connection
