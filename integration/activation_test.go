@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // TestSocketActivation: a service manager (played by this test) makes the
@@ -35,7 +37,7 @@ func TestSocketActivation(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"`, bins.mcpmux, "serve", "--config", cfg.path)
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=50")
 	cmd.ExtraFiles = []*os.File{f}
-	var stderr syncBuffer
+	var stderr testutil.Buffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)
@@ -49,7 +51,7 @@ func TestSocketActivation(t *testing.T) {
 	}()
 
 	var c *client
-	eventually(t, 20*time.Second, "served on the passed socket", func() (bool, error) {
+	testutil.Eventually(t, 20*time.Second, "served on the passed socket", func() (bool, error) {
 		var err error
 		if c, err = dialSocket(cfg.socket("demo")); err != nil {
 			return false, err

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // TestAutostartStartsOneDaemon: ten `mcpmux connect` at once with no daemon
@@ -51,7 +53,7 @@ func TestAutostartStartsOneDaemon(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(string(logText), `msg="mcpmux serving"`), "exactly one daemon started:\n%s", logText)
 
-	took := eventually(t, 10*time.Second, "the idle daemon exits", func() (bool, error) { return gone(st.Pid), nil })
+	took := testutil.Eventually(t, 10*time.Second, "the idle daemon exits", func() (bool, error) { return gone(st.Pid), nil })
 	t.Logf("the auto-started daemon exited %v after the last session (idle_exit 2s)", took)
 	if !gone(st.Pid) {
 		syscall.Kill(st.Pid, syscall.SIGKILL)

@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // confSuite is one pinned version of the conformance suite.
@@ -259,7 +261,7 @@ func (c *conformance) runSuite(s confSuite, target, url, outDir string) (confRes
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.node, c.entry(s), "server", "--url", url, "-o", outDir)
 	cmd.Dir = outDir
-	var out syncBuffer
+	var out testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
@@ -347,7 +349,7 @@ func startConfDirect(t *testing.T, srv string) string {
 		require.NoError(t, l.Close())
 
 		cmd := exec.Command(srv, "-http", addr, "-stateless=false")
-		var log syncBuffer
+		var log testutil.Buffer
 		cmd.Stdout, cmd.Stderr = &log, &log
 		require.NoError(t, cmd.Start())
 		exited := make(chan struct{})

@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // confToken is the http_token of the tier's daemon; the suite takes only a
@@ -47,7 +49,7 @@ func TestConformance(t *testing.T) {
 		"http = \"127.0.0.1:0\"\nhttp_token = \""+confToken+"\"")
 	muxed := "http://" + d.webAddr() + "/servers/conf?token=" + confToken
 	var before gpStatus
-	eventually(t, readyTimeout, "the server is ready", func() (bool, error) {
+	testutil.Eventually(t, readyTimeout, "the server is ready", func() (bool, error) {
 		before = gpServerStatus(t, d, "conf")
 		return before.State == "ready", fmt.Errorf("state %s", before.State)
 	})

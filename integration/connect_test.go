@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
@@ -266,7 +267,7 @@ func TestConnectDrain(t *testing.T) {
 		assert.Equal(t, "1", string(msgs[0].ID))
 		t.Logf("connect exited after %v", r.elapsed.Round(time.Millisecond))
 
-		delay := eventually(t, 2*time.Second, "the daemon cancels the abandoned call upstream", func() (bool, error) {
+		delay := testutil.Eventually(t, 2*time.Second, "the daemon cancels the abandoned call upstream", func() (bool, error) {
 			st, err := stats.stats()
 			return err == nil && len(st.Aborted) == len(before.Aborted)+1, err
 		})
@@ -326,7 +327,7 @@ func TestStaleSocketTakenOver(t *testing.T) {
 	require.NoError(t, c.echo("1", "taken over"))
 	assert.NotEqual(t, orphan, c.mustStats(t).PID, "the new daemon runs its own server")
 
-	eventually(t, 5*time.Second, "the killed daemon's server exits", func() (bool, error) {
+	testutil.Eventually(t, 5*time.Second, "the killed daemon's server exits", func() (bool, error) {
 		return processGone(orphan), nil
 	})
 }

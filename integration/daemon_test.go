@@ -11,13 +11,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // Time limits of the harness. They are generous because the daemon runs
@@ -32,7 +33,7 @@ const (
 
 // daemonConfig is a config file in its own short temporary folder, which
 // also holds socket_dir: sun_path allows about 104 bytes, so the folder comes
-// from os.MkdirTemp("", "mx") rather than t.TempDir().
+// is testutil.ShortDir rather than t.TempDir().
 type daemonConfig struct {
 	dir     string   // the temporary folder
 	path    string   // the config file
@@ -47,9 +48,7 @@ var serverTable = regexp.MustCompile(`(?m)^\[servers\.([A-Za-z0-9][A-Za-z0-9._-]
 // busy (nothing of it may reach a client) and useful when a test fails.
 func writeConfig(tb testing.TB, servers, listen string) *daemonConfig {
 	tb.Helper()
-	dir, err := os.MkdirTemp("", "mx")
-	require.NoError(tb, err)
-	tb.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testutil.ShortDir(tb)
 	c := &daemonConfig{dir: dir, path: filepath.Join(dir, "mux.toml"), sockets: filepath.Join(dir, "s")}
 	for _, m := range serverTable.FindAllStringSubmatch(servers, -1) {
 		c.servers = append(c.servers, m[1])
@@ -95,8 +94,8 @@ type daemon struct {
 	*daemonConfig
 	tb     testing.TB
 	cmd    *exec.Cmd
-	stdout syncBuffer // must stay empty: the daemon's stdout is unused
-	stderr syncBuffer // its log
+	stdout testutil.Buffer // must stay empty: the daemon's stdout is unused
+	stderr testutil.Buffer // its log
 
 	exited  chan struct{} // closed once Wait has returned
 	waitErr error         // Wait's result, set before exited is closed
@@ -196,25 +195,6 @@ func (d *daemon) stop() {
 // log is what the daemon has logged so far.
 func (d *daemon) log() string { return d.stderr.String() }
 
-// syncBuffer is a bytes.Buffer that os/exec's copying goroutine may fill
-// while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // connectRun is the outcome of one `mcpmux connect`.
 type connectRun struct {
 	stdout, stderr string
@@ -245,23 +225,4 @@ func runConnect(tb testing.TB, cfg string, stdin string, args ...string) connect
 	}
 	require.NoError(tb, ctx.Err(), "mcpmux connect did not exit within %v; stderr: %s", runTimeout, r.stderr)
 	return r
-}
-
-// eventually polls cond until it holds or within has passed, and returns how
-// long it took. cond's error is reported only if the deadline passes.
-func eventually(tb testing.TB, within time.Duration, what string, cond func() (bool, error)) time.Duration {
-	tb.Helper()
-	start := time.Now()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, err := cond()
-		if ok {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			tb.Fatalf("%s: not within %v (last error: %v)", what, within, err)
-		}
-		<-tick.C
-	}
 }

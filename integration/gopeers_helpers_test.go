@@ -26,6 +26,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // gpServerPkg is the go-sdk's conformance server: the fixtures of the
@@ -421,10 +423,10 @@ func gpSocketSession(t *testing.T, ctx context.Context, path, name string) (*mcp
 // CommandTransport spawning `mcpmux connect --config CFG server`, as an
 // editor would, recording its wire and the bridge's stderr. The session is
 // closed at the end of the test, if the test has not.
-func gpCommandSession(t *testing.T, ctx context.Context, cfg, server, name string) (*mcp.ClientSession, *gpWire, *syncBuffer) {
+func gpCommandSession(t *testing.T, ctx context.Context, cfg, server, name string) (*mcp.ClientSession, *gpWire, *testutil.Buffer) {
 	t.Helper()
 	cmd := mcpmux(ctx, "connect", "--config", cfg, server)
-	stderr := &syncBuffer{}
+	stderr := &testutil.Buffer{}
 	cmd.Stderr = stderr
 	wire := &gpWire{}
 	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)

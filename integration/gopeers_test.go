@@ -28,6 +28,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // gpTools are fixtures of the conformance server the tests rely on (it has
@@ -177,7 +179,7 @@ func TestGoPeersSDKSocket(t *testing.T) {
 	assert.Zero(t, st.Restarts)
 
 	cs.Close()
-	eventually(t, 5*time.Second, "the session ends when the go-sdk client closes", func() (bool, error) {
+	testutil.Eventually(t, 5*time.Second, "the session ends when the go-sdk client closes", func() (bool, error) {
 		return gpServerStatus(t, d, "conf").Sessions == 0, nil
 	})
 	gpCheckLog(t, d, "conf")
@@ -206,7 +208,7 @@ func TestGoPeersSDKCommand(t *testing.T) {
 	require.NoError(t, cs.Close(), "mcpmux connect must exit 0 on stdin EOF; stderr: %s", stderr.String())
 	assert.Less(t, time.Since(start), 4*time.Second, "mcpmux connect took this long to exit after stdin EOF")
 	assert.Empty(t, stderr.String(), "mcpmux connect's stderr")
-	eventually(t, 5*time.Second, "the bridge's session ends", func() (bool, error) {
+	testutil.Eventually(t, 5*time.Second, "the bridge's session ends", func() (bool, error) {
 		return gpServerStatus(t, d, "conf").Sessions == 0, nil
 	})
 	gpCheckLog(t, d, "conf")
@@ -262,7 +264,7 @@ func TestGoPeersMark3labsSocket(t *testing.T) {
 	assert.Zero(t, st.Restarts)
 
 	require.NoError(t, c.Close())
-	eventually(t, 5*time.Second, "the session ends when the mcp-go client closes", func() (bool, error) {
+	testutil.Eventually(t, 5*time.Second, "the session ends when the mcp-go client closes", func() (bool, error) {
 		return gpServerStatus(t, d, "conf").Sessions == 0, nil
 	})
 	gpCheckLog(t, d, "conf")
@@ -284,7 +286,7 @@ func TestGoPeersShareOneServer(t *testing.T) {
 
 	d := startDaemon(t, gpServer("conf", srv), "")
 	var before gpStatus
-	eventually(t, readyTimeout, "the server is ready", func() (bool, error) {
+	testutil.Eventually(t, readyTimeout, "the server is ready", func() (bool, error) {
 		before = gpServerStatus(t, d, "conf")
 		return before.State == "ready", fmt.Errorf("state %s", before.State)
 	})
@@ -389,7 +391,7 @@ func TestGoPeersShareOneServer(t *testing.T) {
 	}
 	assert.Len(t, slices.Compact(slices.Sorted(slices.Values(seen))), n, "the server must see %d different progress tokens: %q", n, seen)
 	for _, p := range peers {
-		eventually(t, 5*time.Second, p.name+" gets its three progress notifications", func() (bool, error) {
+		testutil.Eventually(t, 5*time.Second, p.name+" gets its three progress notifications", func() (bool, error) {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			return len(p.progs) >= 3, fmt.Errorf("%d so far", len(p.progs))
@@ -427,7 +429,7 @@ func TestGoPeersShareOneServer(t *testing.T) {
 	for _, p := range peers {
 		p.cs.Close()
 	}
-	eventually(t, 5*time.Second, "every session ends", func() (bool, error) {
+	testutil.Eventually(t, 5*time.Second, "every session ends", func() (bool, error) {
 		return gpServerStatus(t, d, "conf").Sessions == 0, nil
 	})
 	after := gpServerStatus(t, d, "conf")

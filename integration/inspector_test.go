@@ -21,6 +21,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // rwInspector is the Inspector's command, the file its package's bin
@@ -62,7 +64,7 @@ func (rw *realWorld) runInspector(t *testing.T, target []string, method string, 
 	if os.Getenv("GORACE") == "" {
 		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=50") // for the mcpmux connect it spawns; see mcpmux
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
@@ -198,7 +200,7 @@ func TestInspectorCLI(t *testing.T) {
 		// The Inspector closed its bridge's stdin before it exited, so the
 		// bridge's session ends too; the daemon sees that a moment later.
 		var got, restarts int
-		eventually(t, readyTimeout, "the sessions of the Inspector's bridges end", func() (bool, error) {
+		testutil.Eventually(t, readyTimeout, "the sessions of the Inspector's bridges end", func() (bool, error) {
 			var count int
 			var sessions []string
 			got, restarts, count, sessions = inspectorSessions(t, d, "everything")
@@ -233,7 +235,7 @@ func TestInspectorCLI(t *testing.T) {
 	}
 	// Each Inspector run was one session, over the transport it was meant
 	// to use, in order; all of them on the one process the daemon started.
-	eventually(t, readyTimeout, "the daemon logs the Inspector's four sessions", func() (bool, error) {
+	testutil.Eventually(t, readyTimeout, "the daemon logs the Inspector's four sessions", func() (bool, error) {
 		return len(inspectorTransports(d.log())) >= 4, nil
 	})
 	assert.Equal(t, []string{"unix", "unix", "http", "http"}, inspectorTransports(d.log()), "transports of the inspector-cli sessions, in order")

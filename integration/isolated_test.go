@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // TestIsolatedSessionsGetTheirOwnProcess: share = "isolated" gives each
@@ -18,7 +20,7 @@ func TestIsolatedSessionsGetTheirOwnProcess(t *testing.T) {
 	assert.Equal(t, 1, sb.Initialize)
 	a.close()
 	b.close()
-	took := eventually(t, 500*time.Millisecond+500*time.Millisecond+time.Second, "both processes gone", func() (bool, error) {
+	took := testutil.Eventually(t, 500*time.Millisecond+500*time.Millisecond+time.Second, "both processes gone", func() (bool, error) {
 		return gone(sa.PID) && gone(sb.PID), nil
 	})
 	t.Logf("both processes gone %v after their sessions left", took)

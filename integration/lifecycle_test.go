@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
@@ -119,7 +120,7 @@ func TestJunkTolerated(t *testing.T) {
 		assert.Equal(t, first.PID, st.PID, "no restart")
 		assert.Equal(t, 1, st.Initialize)
 		// 3 banner lines before the handshake, 3 from the tool.
-		eventually(t, 2*time.Second, "six junk lines logged", func() (bool, error) {
+		testutil.Eventually(t, 2*time.Second, "six junk lines logged", func() (bool, error) {
 			return junkLogged(d.log(), "banner") >= 6, nil
 		})
 		assert.Equal(t, 6, junkLogged(d.log(), "banner"))

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // TestLogsShowStderrAndRestarts: `mcpmux logs NAME` shows what the server
@@ -30,7 +32,7 @@ func TestLogsShowStderrAndRestarts(t *testing.T) {
 		return string(out)
 	}
 	var out string
-	eventually(t, 5*time.Second, "the logs", func() (bool, error) {
+	testutil.Eventually(t, 5*time.Second, "the logs", func() (bool, error) {
 		out = logs()
 		return strings.Contains(out, "server ready") && strings.Count(out, "server ready") >= 2, nil
 	})

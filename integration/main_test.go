@@ -7,15 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mcpmux/mcpmux/integration/benchkit"
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // bins holds the paths of the binaries TestMain builds; they are read-only
@@ -55,18 +53,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 
-	watchdog := time.AfterFunc(hangAfter, dumpAndExit)
-	code := m.Run()
-	watchdog.Stop()
-
-	if code == 0 {
-		// Every daemon, connect and client the tests started must be gone.
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "integration: leaked goroutines:", err)
-			code = 1
-		}
-	}
-	return code
+	stop := testutil.Watchdog(hangAfter, "integration: watchdog", dumpDaemons)
+	defer stop()
+	// Every daemon, connect and client the tests started must be gone.
+	return testutil.Run(m)
 }
 
 // buildBinaries builds mcpmux and the demo server into dir. The daemon gets
@@ -134,12 +124,10 @@ func trackDaemon(d *daemon, running bool) {
 	}
 }
 
-// dumpAndExit is the watchdog: the run has hung. It prints this process's
-// goroutines, asks every live daemon for its own (SIGQUIT makes a Go program
-// print them to stderr and exit), prints what each daemon wrote, and exits.
-func dumpAndExit() {
-	fmt.Fprintf(os.Stderr, "integration: watchdog: no end after %v; goroutines of the test binary:\n", hangAfter)
-	pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+// dumpDaemons is the rest of the watchdog's dump, after this process's
+// goroutines: it asks every live daemon for its own (SIGQUIT makes a Go
+// program print them to stderr and exit) and prints what each wrote.
+func dumpDaemons() {
 	live.Lock()
 	daemons := make([]*daemon, 0, len(live.daemons))
 	for d := range live.daemons {
@@ -154,5 +142,4 @@ func dumpAndExit() {
 		}
 		fmt.Fprintf(os.Stderr, "integration: watchdog: stderr of the daemon for %s:\n%s\n", d.path, d.stderr.String())
 	}
-	os.Exit(2)
 }

@@ -25,6 +25,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // rwNodeDir is the npm project of the tier, relative to this package (go
@@ -175,7 +177,7 @@ var rwWebURL = regexp.MustCompile(`url=ws://([^/\s]+)/servers/NAME`)
 func rwWebAddr(d *daemon) string {
 	d.tb.Helper()
 	var addr string
-	eventually(d.tb, readyTimeout, "the daemon logs its web listener", func() (bool, error) {
+	testutil.Eventually(d.tb, readyTimeout, "the daemon logs its web listener", func() (bool, error) {
 		if m := rwWebURL.FindStringSubmatch(d.log()); m != nil {
 			addr = m[1]
 			return true, nil
@@ -208,7 +210,7 @@ func (rw *realWorld) runScript(t *testing.T, script string, args map[string]any,
 	if os.Getenv("GORACE") == "" {
 		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=50") // for the mcpmux connect it spawns; see mcpmux
 	}
-	var stderr syncBuffer
+	var stderr testutil.Buffer
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = 5 * time.Second
 	stdin, err := cmd.StdinPipe()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
@@ -68,7 +69,7 @@ func TestReload(t *testing.T) {
 	// SIGHUP does the same as reload.
 	rewrite(t, d, demo("keep", nil)+demo("change", []string{"--stderr-noise"})+demo("new", nil)+demo("hup", nil))
 	require.NoError(t, d.cmd.Process.Signal(syscall.SIGHUP))
-	eventually(t, 10*time.Second, "the server added by SIGHUP", func() (bool, error) {
+	testutil.Eventually(t, 10*time.Second, "the server added by SIGHUP", func() (bool, error) {
 		c, err := dialSocket(d.socket("hup"))
 		if err != nil {
 			return false, err

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
@@ -97,7 +98,7 @@ func TestKilledFromOutside(t *testing.T) {
 	first := a.mustStats(t)
 
 	require.NoError(t, a.send(toolCall(`"long"`, "slow", map[string]any{"ms": 10000})))
-	eventually(t, 5*time.Second, "the slow call in flight", func() (bool, error) {
+	testutil.Eventually(t, 5*time.Second, "the slow call in flight", func() (bool, error) {
 		st, err := b.stats()
 		return slices.Contains(st.Methods, "tools/call") && st.Requests >= 3, err
 	})
@@ -202,7 +203,7 @@ func TestNoOrphansAfterSIGTERM(t *testing.T) {
 	require.NotZero(t, grandchild)
 	start := time.Now()
 	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
-	took := eventually(t, 300*time.Millisecond+300*time.Millisecond+time.Second, "the server and its grandchild gone", func() (bool, error) {
+	took := testutil.Eventually(t, 300*time.Millisecond+300*time.Millisecond+time.Second, "the server and its grandchild gone", func() (bool, error) {
 		return gone(pid) && gone(grandchild), nil
 	})
 	select {
@@ -221,7 +222,7 @@ func TestNoOrphansAfterSIGKILL(t *testing.T) {
 	pid, grandchild := treePids(t, open(t, d.socket("demo")))
 	require.NotZero(t, grandchild)
 	d.kill()
-	took := eventually(t, 2*time.Second, "the server and its grandchild gone", func() (bool, error) {
+	took := testutil.Eventually(t, 2*time.Second, "the server and its grandchild gone", func() (bool, error) {
 		return gone(pid) && gone(grandchild), nil
 	})
 	t.Logf("tree gone %v after SIGKILL of the daemon", took)
@@ -310,7 +311,7 @@ func TestCrashLoopFails(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jsonrpc.KindError, m.Kind)
 
-	took := eventually(t, 10*time.Second, "the failed state", func() (bool, error) {
+	took := testutil.Eventually(t, 10*time.Second, "the failed state", func() (bool, error) {
 		state, _ := status(t, d.path).server("loop")
 		return state == "failed", nil
 	})
@@ -331,7 +332,7 @@ func TestCrashLoopFails(t *testing.T) {
 	defer cancel()
 	out, err := mcpmux(ctx, "restart", "--config", d.path, "loop").CombinedOutput()
 	require.NoError(t, err, "mcpmux restart: %s", out)
-	eventually(t, 10*time.Second, "ready again", func() (bool, error) {
+	testutil.Eventually(t, 10*time.Second, "ready again", func() (bool, error) {
 		state, _ := status(t, d.path).server("loop")
 		return state == "ready", nil
 	})

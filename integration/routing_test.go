@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
@@ -238,7 +239,7 @@ func TestProgressOwner(t *testing.T) {
 func inFlight(tb testing.TB, stats *client, n int) []json.RawMessage {
 	tb.Helper()
 	var st demoStats
-	eventually(tb, 5*time.Second, fmt.Sprintf("%d requests reach the server", n), func() (bool, error) {
+	testutil.Eventually(tb, 5*time.Second, fmt.Sprintf("%d requests reach the server", n), func() (bool, error) {
 		var err error
 		st, err = stats.stats()
 		return err == nil && len(st.ProgressTokens) >= n, err
@@ -265,7 +266,7 @@ func TestCancelAcrossSessions(t *testing.T) {
 	require.NotEqual(t, string(upA), string(upB))
 
 	require.NoError(t, a.send(cancel("7")))
-	eventually(t, 2*time.Second, "the cancellation reaches the server", func() (bool, error) {
+	testutil.Eventually(t, 2*time.Second, "the cancellation reaches the server", func() (bool, error) {
 		st, err := stats.stats()
 		return err == nil && len(st.Cancelled) > 0, err
 	})
@@ -319,7 +320,7 @@ func TestDisconnectCancelsWithin1s(t *testing.T) {
 	up := inFlight(t, stats, 1)[0]
 
 	require.NoError(t, c.close())
-	delay := eventually(t, time.Second, "the server sees the cancellation", func() (bool, error) {
+	delay := testutil.Eventually(t, time.Second, "the server sees the cancellation", func() (bool, error) {
 		st, err := stats.stats()
 		return err == nil && len(st.Aborted) > 0, err
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
@@ -199,7 +200,7 @@ func TestStreamableHTTP(t *testing.T) {
 	notify()
 	notify()
 	var again *http.Response
-	eventually(t, ioTimeout, "the GET stream can be opened again", func() (bool, error) {
+	testutil.Eventually(t, ioTimeout, "the GET stream can be opened again", func() (bool, error) {
 		again = c.do(t, "GET", "", "Mcp-Session-Id: "+a, "Accept: text/event-stream", "Last-Event-ID: "+first.id)
 		return again.StatusCode == http.StatusOK, nil
 	})
@@ -249,7 +250,7 @@ func TestStreamableIdleExpiry(t *testing.T) {
 	sid := c.initialize(t)
 	echo := string(toolCall("1", "echo", map[string]any{"text": "x"}))
 	// Only the log can tell without a request, which would keep it alive.
-	eventually(t, ioTimeout, "the idle session ends", func() (bool, error) {
+	testutil.Eventually(t, ioTimeout, "the idle session ends", func() (bool, error) {
 		return strings.Contains(d.log(), "HTTP session expired"), nil
 	})
 	assert.Equal(t, http.StatusNotFound, c.do(t, "POST", echo, "Mcp-Session-Id: "+sid).StatusCode)

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
@@ -36,7 +37,7 @@ var webURL = regexp.MustCompile(`url=ws://([^/\s]+)/servers/NAME`)
 func (d *daemon) webAddr() string {
 	d.tb.Helper()
 	var addr string
-	eventually(d.tb, readyTimeout, "the daemon logs its web listener", func() (bool, error) {
+	testutil.Eventually(d.tb, readyTimeout, "the daemon logs its web listener", func() (bool, error) {
 		m := webURL.FindStringSubmatch(d.log())
 		if m != nil {
 			addr = m[1]
@@ -418,7 +419,7 @@ func TestMaxSessionsEveryTransport(t *testing.T) {
 
 	// Once a session leaves there is room again.
 	a.close()
-	eventually(t, 5*time.Second, "room for a session after one left", func() (bool, error) {
+	testutil.Eventually(t, 5*time.Second, "room for a session after one left", func() (bool, error) {
 		c, resp, err := dialWebSocket(t, d.wsURL("demo"), http.Header{"Authorization": {"Bearer " + wsToken}})
 		if err != nil || resp.StatusCode != 101 {
 			return false, err

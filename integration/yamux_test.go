@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
@@ -111,7 +112,7 @@ func TestYamuxStreamCloseCancels(t *testing.T) {
 	require.NotEqual(t, string(upA), string(upB))
 
 	require.NoError(t, a.close())
-	delay := eventually(t, 5*time.Second, "the server sees A's request cancelled", func() (bool, error) {
+	delay := testutil.Eventually(t, 5*time.Second, "the server sees A's request cancelled", func() (bool, error) {
 		st, err := stats.stats()
 		return err == nil && len(st.Aborted) > 0, err
 	})

@@ -11,11 +11,10 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // runMainEnv turns the test binary into the demo server, for the tests that
@@ -29,7 +28,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) == "1" {
 		main() // exits
 	}
-	goleak.VerifyTestMain(m)
+	testutil.Main(m)
 }
 
 // session is one in-process run of the server, driven over pipes.
@@ -37,7 +36,7 @@ type session struct {
 	t      *testing.T
 	stdin  *io.PipeWriter
 	lines  chan []byte // stdout, one line at a time; closed after run returns
-	stderr *syncBuffer
+	stderr *testutil.Buffer
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run has returned
 	code   int           // run's result, once done is closed
@@ -54,7 +53,7 @@ func startServer(t *testing.T, args ...string) *session {
 		t:      t,
 		stdin:  inW,
 		lines:  make(chan []byte, 1024),
-		stderr: &syncBuffer{},
+		stderr: &testutil.Buffer{},
 		cancel: cancel,
 		done:   make(chan struct{}),
 	}
@@ -250,38 +249,6 @@ type toolResultJSON struct {
 	IsError           bool            `json:"isError"`
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 func TestInitializeNegotiatesVersion(t *testing.T) {
 	tests := []struct {
 		params string
@@ -431,7 +398,7 @@ func TestCancelStopsSlowWithoutAnswer(t *testing.T) {
 
 			var st stats
 			n := 0
-			eventually(t, "the cancellation to stop slow", func() bool {
+			testutil.Until(t, waitTimeout, "the cancellation to stop slow", func() bool {
 				n++
 				st = s.stats(fmt.Sprintf(`"stats-%d"`, n))
 				return len(st.Aborted) > 0
@@ -704,7 +671,7 @@ func TestIgnoreEOF(t *testing.T) {
 	s := startServer(t, "--ignore-eof")
 	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"ms":20}}}`)
 	s.closeStdin()
-	eventually(t, "the server to see EOF", func() bool {
+	testutil.Until(t, waitTimeout, "the server to see EOF", func() bool {
 		return strings.Contains(s.stderr.String(), "--ignore-eof: staying up")
 	})
 	// A request in flight at EOF still finishes, and run keeps going.
@@ -735,7 +702,7 @@ func TestCrashEndsIgnoreEOF(t *testing.T) {
 
 func TestNoRead(t *testing.T) {
 	s := startServer(t, "--no-read")
-	eventually(t, "the --no-read log line", func() bool {
+	testutil.Until(t, waitTimeout, "the --no-read log line", func() bool {
 		return strings.Contains(s.stderr.String(), "--no-read: not reading stdin")
 	})
 	written := make(chan error, 1)
@@ -790,7 +757,7 @@ func TestParseOptions(t *testing.T) {
 }
 
 func TestBadOptionsExitTwo(t *testing.T) {
-	var stderr syncBuffer
+	var stderr testutil.Buffer
 	if code := run(context.Background(), []string{"--bogus"}, strings.NewReader(""), io.Discard, &stderr); code != 2 {
 		t.Errorf("exit code %d, want 2", code)
 	}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // process is the demo server running as a real child process: this test
@@ -267,7 +269,7 @@ func TestProcessGrandchild(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill grandchild: %v", err)
 	}
-	eventually(t, "the grandchild to be reaped", func() bool {
+	testutil.Until(t, waitTimeout, "the grandchild to be reaped", func() bool {
 		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 	})
 	p.stdin.Close()
