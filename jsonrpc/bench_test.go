@@ -2,6 +2,7 @@ package jsonrpc_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -143,6 +144,48 @@ func BenchmarkReader10MB(b *testing.B) {
 		f, err := r.Read()
 		if err != nil || len(f) != len(line)-1 {
 			b.Fatalf("read %d bytes: %v", len(f), err)
+		}
+	}
+}
+
+// BenchmarkReaderTooLarge skips a stream of 2 MB messages over a 1 MB
+// limit, as a server's stdout is read: the skipping scan looks at every
+// byte for the id, which it must still find.
+func BenchmarkReaderTooLarge(b *testing.B) {
+	line := append(callResult(2<<20), '\n')
+	r := jsonrpc.NewReaderSize(&loopReader{buf: line}, 1<<20, 256<<10)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_, err := r.Read()
+		var tl *jsonrpc.TooLargeError
+		if !errors.As(err, &tl) || string(tl.ID) != "41" || tl.Size != int64(len(line)-1) {
+			b.Fatalf("read: %v, want a TooLargeError for id 41 of %d bytes", err, len(line)-1)
+		}
+	}
+}
+
+// BenchmarkParseSmall parses the short messages that make up most of the
+// traffic, where the envelope's checks weigh more than the validation of
+// the payload.
+func BenchmarkParseSmall(b *testing.B) {
+	frames := [][]byte{
+		[]byte(`{"jsonrpc":"2.0","id":7,"method":"ping"}`),
+		[]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t-1","progress":3,"total":10}}`),
+		[]byte(`{"jsonrpc":"2.0","id":"a-17","result":{}}`),
+		[]byte(`{"jsonrpc":"2.0","id":12,"error":{"code":-32601,"message":"Method not found"}}`),
+	}
+	var bytes int
+	for _, f := range frames {
+		bytes += len(f)
+	}
+	b.SetBytes(int64(bytes))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, f := range frames {
+			if _, err := jsonrpc.Parse(f); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }
