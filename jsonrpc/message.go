@@ -53,151 +53,190 @@ type Message struct {
 // reserved member names, in the exact case the protocol spells them.
 var reserved = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
 
+// Indexes into reserved.
+const (
+	rJSONRPC = iota
+	rID
+	rMethod
+	rParams
+	rResult
+	rError
+)
+
 // Parse parses one frame strictly. On failure the error is a *Error whose
 // Reason is parse_error or invalid_request; the returned *Message is then
 // still non-nil and carries the frame's id if one was readable and valid, so
 // that the caller can address its error response.
 func Parse(frame []byte) (*Message, error) {
 	m := &Message{Frame: frame}
-	if !utf8.Valid(frame) || !valid(frame) {
-		return m, &Error{Code: CodeParseError, Message: "parse error: not valid UTF-8 JSON", Reason: ReasonParseError}
-	}
-	i := skipSpace(frame, 0)
-	if frame[i] != '{' {
-		if frame[i] == '[' {
-			return m, invalid("a batch is not allowed here")
-		}
-		return m, invalid("a message must be a JSON object")
-	}
-
-	var seen [len(reserved)]Span
-	var have [len(reserved)]bool
-	var problem string
-	ambiguousID := false // two ids: answer with null rather than guess
-	// fail keeps the first problem; the scan goes on, so that the id is
-	// reported wherever it sits among the members.
-	fail := func(p string) {
-		if problem == "" {
-			problem = p
-		}
-	}
-	err := eachMember(frame, i, func(key []byte, escaped bool, v Span) bool {
-		name := string(key)
-		if escaped {
-			var s string
-			if json.Unmarshal(key, &s) != nil {
-				fail("member name is not a valid string")
-				return true
-			}
-			name = s
-		}
-		for r, want := range reserved {
-			switch {
-			case name == want:
-				if have[r] {
-					fail("member " + strconvQuote(want) + " appears twice")
-					if r == 1 {
-						ambiguousID = true
-					}
-					break // keep the first; read on for the id
-				}
-				have[r], seen[r] = true, v
-			case mayFold(name, want) && strings.EqualFold(name, want):
-				fail("member " + strconvQuote(name) + " is a miscased " + strconvQuote(want))
-			}
-		}
-		return true
-	})
-	if err != nil {
+	if err := checkObject(frame); err != nil {
 		return m, err
 	}
-	const (
-		rJSONRPC = iota
-		rID
-		rMethod
-		rParams
-		rResult
-		rError
-	)
-	val := func(r int) []byte { return frame[seen[r].Start:seen[r].End] }
-
+	e := members{frame: frame}
+	if err := eachMember(frame, skipSpace(frame, 0), e.member); err != nil {
+		return m, err
+	}
 	// The id first, so that every later complaint can be addressed.
-	if have[rID] && !ambiguousID {
-		id := val(rID)
-		if validID(id) {
-			m.ID, m.idSpan = id, seen[rID]
-		} else if !(string(id) == "null" && have[rError] && !have[rMethod]) {
-			if problem == "" {
-				problem = "id must be a string or an integer"
-			}
-		} else {
-			m.ID, m.idSpan = id, seen[rID]
-		}
+	m.takeID(&e)
+	if e.problem != "" {
+		return m, invalid(e.problem)
 	}
-	if problem != "" {
-		return m, invalid(problem)
+	if err := e.checkVersion(); err != nil {
+		return m, err
 	}
-	if !have[rJSONRPC] {
-		return m, invalid(`member "jsonrpc" is missing`)
-	}
-	if v := val(rJSONRPC); string(v) != `"2.0"` {
-		var s string
-		if json.Unmarshal(v, &s) != nil || s != "2.0" {
-			return m, invalid(`member "jsonrpc" must be "2.0"`)
-		}
-	}
-	if have[rParams] {
-		v := val(rParams)
+	if e.have[rParams] {
+		v := e.val(rParams)
 		if v[0] != '{' && v[0] != '[' {
 			return m, invalid(`member "params" must be an object or an array`)
 		}
-		m.Params, m.paramsSpan = v, seen[rParams]
+		m.Params, m.paramsSpan = v, e.seen[rParams]
 	}
+	if e.have[rMethod] {
+		return m, m.takeMethod(&e)
+	}
+	return m, m.takeOutcome(&e)
+}
 
-	if have[rMethod] {
-		v := val(rMethod)
-		if v[0] != '"' {
-			return m, invalid(`member "method" must be a string`)
-		}
-		if have[rResult] || have[rError] {
-			return m, invalid(`a message with "method" cannot carry "result" or "error"`)
-		}
-		if bytes.IndexByte(v, '\\') < 0 {
-			// Valid UTF-8 JSON with no escape: the bytes are the string.
-			m.Method = string(v[1 : len(v)-1])
-		} else if err := json.Unmarshal(v, &m.Method); err != nil {
-			return m, invalid(`member "method" is not a valid string`)
-		}
-		if have[rID] {
-			m.Kind = KindRequest
-		} else {
-			m.Kind = KindNotification
-		}
-		return m, nil
+// checkObject checks that a frame is valid UTF-8 JSON and an object.
+func checkObject(frame []byte) error {
+	if !utf8.Valid(frame) || !valid(frame) {
+		return &Error{Code: CodeParseError, Message: "parse error: not valid UTF-8 JSON", Reason: ReasonParseError}
 	}
-	if have[rParams] {
-		return m, invalid(`member "params" is only allowed with "method"`)
+	switch frame[skipSpace(frame, 0)] {
+	case '{':
+		return nil
+	case '[':
+		return invalid("a batch is not allowed here")
 	}
+	return invalid("a message must be a JSON object")
+}
+
+// members is what Parse's scan of a frame's top-level members found: where
+// each reserved member's value is, and the first thing wrong. The scan goes
+// on after a problem, so that the id is found wherever it sits.
+type members struct {
+	frame       []byte
+	seen        [len(reserved)]Span
+	have        [len(reserved)]bool
+	problem     string // the first problem; "" if none yet
+	ambiguousID bool   // two ids: answer with null rather than guess
+}
+
+// fail keeps the first problem.
+func (e *members) fail(p string) {
+	if e.problem == "" {
+		e.problem = p
+	}
+}
+
+// val is the value of reserved member r, which the frame has.
+func (e *members) val(r int) []byte { return e.frame[e.seen[r].Start:e.seen[r].End] }
+
+// member is eachMember's callback: it records a reserved member, or what is
+// wrong with its name. It always asks for the next member.
+func (e *members) member(key []byte, escaped bool, v Span) bool {
+	name := string(key)
+	if escaped {
+		var s string
+		if json.Unmarshal(key, &s) != nil {
+			e.fail("member name is not a valid string")
+			return true
+		}
+		name = s
+	}
+	for r, want := range reserved {
+		switch {
+		case name == want:
+			if e.have[r] {
+				e.fail("member " + strconvQuote(want) + " appears twice")
+				e.ambiguousID = e.ambiguousID || r == rID
+				break // keep the first; read on for the id
+			}
+			e.have[r], e.seen[r] = true, v
+		case mayFold(name, want) && strings.EqualFold(name, want):
+			e.fail("member " + strconvQuote(name) + " is a miscased " + strconvQuote(want))
+		}
+	}
+	return true
+}
+
+// takeID gives m the frame's id, if it has exactly one and it is valid: a
+// string or an integer, or null on an error response (the answer to a
+// frame whose id could not be read). An id of another kind is a problem.
+func (m *Message) takeID(e *members) {
+	if !e.have[rID] || e.ambiguousID {
+		return
+	}
+	id := e.val(rID)
+	if validID(id) || string(id) == "null" && e.have[rError] && !e.have[rMethod] {
+		m.ID, m.idSpan = id, e.seen[rID]
+		return
+	}
+	e.fail("id must be a string or an integer")
+}
+
+// checkVersion checks for "jsonrpc": "2.0", however the string is spelled.
+func (e *members) checkVersion() error {
+	if !e.have[rJSONRPC] {
+		return invalid(`member "jsonrpc" is missing`)
+	}
+	if v := e.val(rJSONRPC); string(v) != `"2.0"` {
+		var s string
+		if json.Unmarshal(v, &s) != nil || s != "2.0" {
+			return invalid(`member "jsonrpc" must be "2.0"`)
+		}
+	}
+	return nil
+}
+
+// takeMethod makes m a request or a notification.
+func (m *Message) takeMethod(e *members) error {
+	v := e.val(rMethod)
+	if v[0] != '"' {
+		return invalid(`member "method" must be a string`)
+	}
+	if e.have[rResult] || e.have[rError] {
+		return invalid(`a message with "method" cannot carry "result" or "error"`)
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		// Valid UTF-8 JSON with no escape: the bytes are the string.
+		m.Method = string(v[1 : len(v)-1])
+	} else if err := json.Unmarshal(v, &m.Method); err != nil {
+		return invalid(`member "method" is not a valid string`)
+	}
+	if e.have[rID] {
+		m.Kind = KindRequest
+	} else {
+		m.Kind = KindNotification
+	}
+	return nil
+}
+
+// takeOutcome makes m a result or an error response, for a frame without
+// "method".
+func (m *Message) takeOutcome(e *members) error {
 	switch {
-	case have[rResult] && have[rError]:
-		return m, invalid(`a response cannot carry both "result" and "error"`)
-	case !have[rResult] && !have[rError]:
-		return m, invalid(`member "method" is missing`)
-	case !have[rID]:
-		return m, invalid(`a response must carry "id"`)
-	case have[rResult]:
+	case e.have[rParams]:
+		return invalid(`member "params" is only allowed with "method"`)
+	case e.have[rResult] && e.have[rError]:
+		return invalid(`a response cannot carry both "result" and "error"`)
+	case !e.have[rResult] && !e.have[rError]:
+		return invalid(`member "method" is missing`)
+	case !e.have[rID]:
+		return invalid(`a response must carry "id"`)
+	case e.have[rResult]:
 		if string(m.ID) == "null" {
-			return m, invalid("id must be a string or an integer")
+			return invalid("id must be a string or an integer")
 		}
-		m.Kind, m.Result = KindResult, val(rResult)
-	default:
-		v := val(rError)
-		if v[0] != '{' {
-			return m, invalid(`member "error" must be an object`)
-		}
-		m.Kind, m.Error = KindError, v
+		m.Kind, m.Result = KindResult, e.val(rResult)
+		return nil
 	}
-	return m, nil
+	v := e.val(rError)
+	if v[0] != '{' {
+		return invalid(`member "error" must be an object`)
+	}
+	m.Kind, m.Error = KindError, v
+	return nil
 }
 
 // mayFold is a quick test before strings.EqualFold(name, want), for an
