@@ -154,7 +154,8 @@ func (e *members) member(key []byte, escaped bool, v Span) bool {
 			}
 			e.have[r], e.seen[r] = true, v
 		case mayFold(name, want) && strings.EqualFold(name, want):
-			e.fail("member " + strconvQuote(name) + " is a miscased " + strconvQuote(want))
+			// A copy: name must not escape, so that it costs no allocation.
+			e.fail("member " + strconvQuote(strings.Clone(name)) + " is a miscased " + strconvQuote(want))
 		}
 	}
 	return true
