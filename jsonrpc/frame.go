@@ -183,79 +183,110 @@ type idScanner struct {
 }
 
 func (s *idScanner) feed(p []byte) {
+	switch len(p) {
+	case 0:
+		return
+	case 1:
+		s.lastTwo[0], s.lastTwo[1] = s.lastTwo[1], p[0]
+	default:
+		s.lastTwo[0], s.lastTwo[1] = p[len(p)-2], p[len(p)-1]
+	}
 	for _, b := range p {
-		s.lastTwo[0], s.lastTwo[1] = s.lastTwo[1], b
-		if s.bad {
-			continue
-		}
-		if !s.started {
-			switch b {
-			case ' ', '\t', '\r', '\n':
-			case '{':
-				s.started, s.depth, s.expectKey = true, 1, true
-			default:
-				s.bad = true
+		switch {
+		case s.bad:
+			return
+		case !s.started:
+			s.begin(b)
+		default: // inside the object: capture and stringByte inline here
+			if s.capturing {
+				s.capture(b)
 			}
-			continue
-		}
-		if s.capturing && !s.inStr && s.depth == 1 && (b == ',' || b == '}') {
-			s.capturing = false
-		}
-		if s.capturing {
-			if len(s.val) < maxCapturedID {
-				s.val = append(s.val, b)
+			if s.inStr {
+				s.stringByte(b)
 			} else {
-				s.valLong = true
+				s.structural(b)
 			}
 		}
-		if s.inStr {
-			closing := b == '"' && !s.esc
-			switch {
-			case s.esc:
-				s.esc = false
-			case b == '\\':
-				s.esc = true
-			case b == '"':
-				s.inStr = false
-				if s.inKey {
-					s.inKey, s.afterKey = false, true
-				}
-			}
-			switch {
-			case !s.inKey || closing:
-			case len(s.key) < maxKeyBytes:
-				s.key = append(s.key, b)
-			default:
-				s.keyLong = true
-			}
-			continue
+	}
+}
+
+// begin takes a byte before the object: whitespace, or the opening brace.
+func (s *idScanner) begin(b byte) {
+	switch b {
+	case ' ', '\t', '\r', '\n':
+	case '{':
+		s.started, s.depth, s.expectKey = true, 1, true
+	default:
+		s.bad = true
+	}
+}
+
+// capture keeps b as part of the id's value, or ends the value at the
+// comma or brace that closes the member.
+func (s *idScanner) capture(b byte) {
+	if !s.inStr && s.depth == 1 && (b == ',' || b == '}') {
+		s.capturing = false
+		return
+	}
+	if len(s.val) < maxCapturedID {
+		s.val = append(s.val, b)
+	} else {
+		s.valLong = true
+	}
+}
+
+// stringByte takes a byte inside a string, of a member name or a value.
+func (s *idScanner) stringByte(b byte) {
+	switch {
+	case s.esc:
+		s.esc = false
+	case b == '\\':
+		s.esc = true
+	case b == '"':
+		s.inStr = false
+		if s.inKey {
+			s.inKey, s.afterKey = false, true
 		}
-		switch b {
-		case '"':
-			s.inStr = true
-			if s.depth == 1 && s.expectKey {
-				s.inKey, s.expectKey, s.keyLong = true, false, false
-				s.key = s.key[:0]
+		return // the closing quote is no part of the name
+	}
+	if !s.inKey {
+		return
+	}
+	if len(s.key) < maxKeyBytes {
+		s.key = append(s.key, b)
+	} else {
+		s.keyLong = true
+	}
+}
+
+// structural takes a byte outside strings: it tracks the depth and, at the
+// top level, which string is a member name and where an id's value starts.
+func (s *idScanner) structural(b byte) {
+	switch b {
+	case '"':
+		s.inStr = true
+		if s.depth == 1 && s.expectKey {
+			s.inKey, s.expectKey, s.keyLong = true, false, false
+			s.key = s.key[:0]
+		}
+	case ':':
+		if s.depth == 1 && s.afterKey {
+			s.afterKey = false
+			if s.isIDKey() {
+				s.found++
+				s.capturing, s.val, s.valLong = true, s.val[:0], false
 			}
-		case ':':
-			if s.depth == 1 && s.afterKey {
-				s.afterKey = false
-				if s.isIDKey() {
-					s.found++
-					s.capturing, s.val, s.valLong = true, s.val[:0], false
-				}
-			}
-		case '{', '[':
-			s.depth++
-		case '}', ']':
-			s.depth--
-			if s.depth < 0 {
-				s.bad = true
-			}
-		case ',':
-			if s.depth == 1 {
-				s.expectKey = true
-			}
+		}
+	case '{', '[':
+		s.depth++
+	case '}', ']':
+		s.depth--
+		if s.depth < 0 {
+			s.bad = true
+		}
+	case ',':
+		if s.depth == 1 {
+			s.expectKey = true
 		}
 	}
 }
