@@ -56,122 +56,163 @@ func (r *run) idle(b backend) (idle Idle, err error) {
 // initialize and tools/list, and the memory.
 func (r *run) readyAndShared(b backend) (ready Ready, shared Shared, err error) {
 	ready.Nth, shared.Copies = r.n.Nth, r.n.Copies
+	if ready.Cold, shared.Each, err = r.copies(b); err != nil {
+		return ready, shared, err
+	}
+	err = r.shared(b, &ready, &shared)
+	return ready, shared, err
+}
 
-	// One server per client: Copies cold starts, one after the other,
-	// each kept running.
+// copies starts b once per client: Copies cold starts, one after the
+// other, each kept running until the last has answered. It returns the
+// median time from spawn to the answer of tools/list and, where memory can
+// be measured, the memory of all the copies' process trees.
+func (r *run) copies(b backend) (cold time.Duration, each Memory, err error) {
 	r.logf("starting %d copies of %s, one after the other...", r.n.Copies, b.name)
-	copies := make([]*client, 0, r.n.Copies)
-	defer func() { err = errors.Join(err, closeAll(copies)) }()
-	var pids []int
-	cold := make([]time.Duration, 0, r.n.Copies)
+	clients := make([]*client, 0, r.n.Copies)
+	defer func() { err = errors.Join(err, closeAll(clients)) }()
+	pids := make([]int, 0, r.n.Copies)
+	times := make([]time.Duration, 0, r.n.Copies)
 	for range r.n.Copies {
 		t0 := time.Now()
-		var pid int
-		c, err := r.dial(func() (conn, error) {
-			p, err := spawn(b.argv, nil, nil)
-			if err != nil {
-				return nil, err
-			}
-			pid = p.pid()
-			return procConn(p, 5*time.Second), nil
-		})
+		c, pid, err := r.spawnClient(b)
 		if err != nil {
-			return ready, shared, err
+			return 0, each, err
 		}
-		copies = append(copies, c)
+		clients = append(clients, c)
 		if err := errors.Join(c.initialize(), c.listTools()); err != nil {
-			return ready, shared, fmt.Errorf("copy %d: %w", len(copies), err)
+			return 0, each, fmt.Errorf("copy %d: %w", len(clients), err)
 		}
-		cold = append(cold, time.Since(t0))
+		times = append(times, time.Since(t0))
 		pids = append(pids, pid)
 	}
-	ready.Cold = median(cold)
 	if canMeasureMemory {
-		for _, pid := range pids {
-			kids, err := descendants(pid)
-			if err != nil {
-				return ready, shared, err
-			}
-			m, err := sumMem(append(kids, pid))
-			if err != nil {
-				return ready, shared, err
-			}
-			shared.Each = shared.Each.plus(m)
-		}
+		each, err = treesMem(pids)
 	}
-	err = closeAll(copies)
-	copies = nil
-	if err != nil {
-		return ready, shared, err
-	}
+	return median(times), each, err
+}
 
-	// One server for every client, run by mcpmux.
-	r.logf("measuring the %dth client of a running %s...", r.n.Nth, b.name)
-	d, err := startDaemon(r.ctx, filepath.Join(r.dir, "b"), r.o.Mcpmux, 64, serverConf{name: b.server, argv: b.argv})
-	if err != nil {
-		return ready, shared, err
-	}
-	defer func() { err = errors.Join(err, d.stop()) }()
-	socket := func() (conn, error) { return dialUnix(d.socket(b.server)) }
-	var bridgePids []int
-	connect := func() (conn, error) {
-		p, err := spawn([]string{r.o.Mcpmux, "connect", "--config", d.config, "--no-autostart", b.server}, raceEnv(), nil)
+// spawnClient starts b as a child of ours and opens a session on its
+// stdio; it returns the child's pid too.
+func (r *run) spawnClient(b backend) (*client, int, error) {
+	var pid int
+	c, err := r.dial(func() (conn, error) {
+		p, err := spawn(b.argv, nil, nil)
 		if err != nil {
 			return nil, err
 		}
-		bridgePids = append(bridgePids, p.pid())
-		return procConn(p, 10*time.Second), nil
+		pid = p.pid()
+		return procConn(p, 5*time.Second), nil
+	})
+	return c, pid, err
+}
+
+// treesMem is the memory of every process tree rooted at one of pids.
+func treesMem(pids []int) (Memory, error) {
+	var sum Memory
+	for _, pid := range pids {
+		kids, err := descendants(pid)
+		if err != nil {
+			return sum, err
+		}
+		m, err := sumMem(append(kids, pid))
+		if err != nil {
+			return sum, err
+		}
+		sum = sum.plus(m)
 	}
+	return sum, nil
+}
+
+// shared measures b run once by mcpmux for every client: how long the Nth
+// client waits, over the socket and through mcpmux connect, and, where
+// memory can be measured, what the daemon, the server and the bridges use
+// with Copies clients through mcpmux connect.
+func (r *run) shared(b backend, ready *Ready, shared *Shared) (err error) {
+	r.logf("measuring the %dth client of a running %s...", r.n.Nth, b.name)
+	d, err := startDaemon(r.ctx, filepath.Join(r.dir, "b"), r.o.Mcpmux, 64, serverConf{name: b.server, argv: b.argv})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, d.stop()) }()
+	socket := func() (conn, error) { return dialUnix(d.socket(b.server)) }
+	bridges := &bridgeDialer{mcpmux: r.o.Mcpmux, config: d.config, server: b.server}
+	if ready.Socket, ready.Connect, err = r.nthClient(socket, bridges.open); err != nil || !canMeasureMemory {
+		return err
+	}
+	r.logf("measuring the memory of mcpmux and one %s for %d clients...", b.name, r.n.Copies)
+	bridges.pids = nil
+	return r.sharedMemory(d, bridges, shared)
+}
+
+// bridgeDialer opens sessions through `mcpmux connect` and keeps the pids
+// of the bridges it started.
+type bridgeDialer struct {
+	mcpmux, config, server string
+	pids                   []int
+}
+
+func (bd *bridgeDialer) open() (conn, error) {
+	p, err := spawn([]string{bd.mcpmux, "connect", "--config", bd.config, "--no-autostart", bd.server}, raceEnv(), nil)
+	if err != nil {
+		return nil, err
+	}
+	bd.pids = append(bd.pids, p.pid())
+	return procConn(p, 10*time.Second), nil
+}
+
+// nthClient times the Nth client of a running server, once it has Nth-1
+// initialized sessions: the median over the socket and through connect.
+func (r *run) nthClient(socket, connect func() (conn, error)) (overSocket, throughConnect time.Duration, err error) {
 	others := make([]*client, 0, r.n.Nth)
 	defer func() { err = errors.Join(err, closeAll(others)) }()
 	for range r.n.Nth - 1 {
 		c, err := r.dial(socket)
 		if err != nil {
-			return ready, shared, err
+			return 0, 0, err
 		}
 		others = append(others, c)
 		if err := errors.Join(c.initialize(), c.listTools()); err != nil {
-			return ready, shared, err
+			return 0, 0, err
 		}
 	}
-	if ready.Socket, err = r.timeClient(socket, r.n.SocketReps); err != nil {
-		return ready, shared, fmt.Errorf("over the socket: %w", err)
+	if overSocket, err = r.timeClient(socket, r.n.SocketReps); err != nil {
+		return 0, 0, fmt.Errorf("over the socket: %w", err)
 	}
-	if ready.Connect, err = r.timeClient(connect, r.n.ConnectReps); err != nil {
-		return ready, shared, fmt.Errorf("through mcpmux connect: %w", err)
+	if throughConnect, err = r.timeClient(connect, r.n.ConnectReps); err != nil {
+		return 0, 0, fmt.Errorf("through mcpmux connect: %w", err)
 	}
-	err = closeAll(others)
-	others = nil
-	if err != nil || !canMeasureMemory {
-		return ready, shared, err
-	}
+	return overSocket, throughConnect, nil
+}
 
-	r.logf("measuring the memory of mcpmux and one %s for %d clients...", b.name, r.n.Copies)
-	bridgePids = nil
+// sharedMemory opens Copies sessions through bridges to the daemon d and
+// measures the memory of the daemon, of its server's tree and of the
+// bridges.
+func (r *run) sharedMemory(d *daemon, bridges *bridgeDialer, shared *Shared) (err error) {
+	clients := make([]*client, 0, r.n.Copies)
+	defer func() { err = errors.Join(err, closeAll(clients)) }()
 	for range r.n.Copies {
-		c, err := r.dial(connect)
+		c, err := r.dial(bridges.open)
 		if err != nil {
-			return ready, shared, err
+			return err
 		}
-		others = append(others, c)
+		clients = append(clients, c)
 		if err := errors.Join(c.initialize(), c.listTools()); err != nil {
-			return ready, shared, err
+			return err
 		}
 	}
 	kids, err := descendants(d.pid())
 	if err != nil {
-		return ready, shared, err
+		return err
 	}
 	if shared.Daemon, err = memOf(d.pid()); err != nil {
-		return ready, shared, err
+		return err
 	}
 	if shared.Server, err = sumMem(kids); err != nil {
-		return ready, shared, err
+		return err
 	}
-	if shared.Bridges, err = sumMem(bridgePids); err != nil {
-		return ready, shared, err
-	}
-	return ready, shared, nil
+	shared.Bridges, err = sumMem(bridges.pids)
+	return err
 }
 
 // timeClient opens reps sessions one after the other with open and returns
