@@ -51,80 +51,19 @@ func (r *run) backend(rep *Report, d *daemon, b backend) (err error) {
 	}
 	defer func() { err = errors.Join(err, gw.stop()) }()
 
-	connect := []string{r.o.Mcpmux, "connect", "--config", d.config, "--no-autostart", b.server}
-	paths := []path{
-		{PathDirect, func() (conn, error) {
-			p, err := spawn(b.argv, nil, nil)
-			if err != nil {
-				return nil, err
-			}
-			return procConn(p, 5*time.Second), nil
-		}},
-		{PathRelay, func() (conn, error) { return dialUnix(rl.path) }},
-		{PathSocket, func() (conn, error) { return dialUnix(d.socket(b.server)) }},
-		{PathConnect, func() (conn, error) {
-			p, err := spawn(connect, raceEnv(), nil)
-			if err != nil {
-				return nil, err
-			}
-			return procConn(p, 10*time.Second), nil
-		}},
-		{PathWS, func() (conn, error) { return dialWS(d.wsURL(b.server)) }},
-		{PathSG, func() (conn, error) { return dialWS(gw.url) }},
-	}
-	// One session per path, all open at once, so that the timed echoes and
-	// pipelined calls can go in rounds that visit every path in turn: a
-	// machine that is slower for a while then slows every path alike, and
-	// the ratios between paths hold.
-	clients := make([]*client, len(paths))
+	paths := r.pathsTo(b, d, rl.path, gw.url)
+	clients, err := r.openAll(b, paths)
 	defer func() { err = errors.Join(err, closeAll(clients)) }()
-	for i, p := range paths {
-		r.logf("opening a session with %s over %s...", b.name, p.name)
-		c, err := r.dial(p.open)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p.name, err)
-		}
-		clients[i] = c
-		if err := warm(c, r.n.Warm); err != nil {
-			return fmt.Errorf("%s: %w", p.name, err)
-		}
+	if err != nil {
+		return err
 	}
-	rows := make([]Row, len(paths))
-	lats := make([][]time.Duration, len(paths))
-	pipeTime := make([]time.Duration, len(paths))
-	rounds := max(1, r.n.Rounds)
-	r.logf("measuring %s: echo and pipelined calls over every path, %d rounds...", b.name, rounds)
-	for range rounds {
-		for i, p := range paths {
-			for range r.n.Echo / rounds {
-				t0 := time.Now()
-				if err := clients[i].echo(); err != nil {
-					return fmt.Errorf("%s: echo: %w", p.name, err)
-				}
-				lats[i] = append(lats[i], time.Since(t0))
-			}
-			d, err := pipelined(clients[i], r.n.Pipelined/rounds, r.n.InFlight)
-			if err != nil {
-				return fmt.Errorf("%s: pipelined: %w", p.name, err)
-			}
-			pipeTime[i] += d
-		}
+	rows, err := r.echoRounds(b, paths, clients)
+	if err != nil {
+		return err
 	}
-	for i, p := range paths {
-		lat := lats[i]
-		slices.Sort(lat)
-		rows[i].P50, rows[i].P99 = lat[len(lat)/2], lat[len(lat)*99/100]
-		rows[i].CallsPerSec = float64(r.n.Pipelined/rounds*rounds) / pipeTime[i].Seconds()
-		if !b.huge {
-			continue
-		}
-		r.logf("measuring %s over %s: large results...", b.name, p.name)
-		hugeReps := [2]int{r.n.Huge1, r.n.Huge10}
-		if p.name == PathSG {
-			hugeReps = [2]int{min(r.n.Huge1, r.n.GatewayHugeReps), min(r.n.Huge10, r.n.GatewayHugeReps)}
-		}
-		if err := r.huge(clients[i], &rows[i], hugeReps); err != nil {
-			return fmt.Errorf("%s: %w", p.name, err)
+	if b.huge {
+		if err := r.hugeRows(b, paths, clients, rows); err != nil {
+			return err
 		}
 	}
 	for i, p := range paths {
@@ -134,6 +73,109 @@ func (r *run) backend(rep *Report, d *daemon, b backend) (err error) {
 	if b.name != BackendGo {
 		return nil
 	}
+	return r.aggregates(rep, b, paths)
+}
+
+// pathsTo lists the ways to reach b, in the order of Paths: its own stdio,
+// the relay at relaySock, the daemon d's socket, connect and WebSocket, and
+// supergateway at gatewayURL.
+func (r *run) pathsTo(b backend, d *daemon, relaySock, gatewayURL string) []path {
+	connect := []string{r.o.Mcpmux, "connect", "--config", d.config, "--no-autostart", b.server}
+	return []path{
+		{PathDirect, func() (conn, error) {
+			p, err := spawn(b.argv, nil, nil)
+			if err != nil {
+				return nil, err
+			}
+			return procConn(p, 5*time.Second), nil
+		}},
+		{PathRelay, func() (conn, error) { return dialUnix(relaySock) }},
+		{PathSocket, func() (conn, error) { return dialUnix(d.socket(b.server)) }},
+		{PathConnect, func() (conn, error) {
+			p, err := spawn(connect, raceEnv(), nil)
+			if err != nil {
+				return nil, err
+			}
+			return procConn(p, 10*time.Second), nil
+		}},
+		{PathWS, func() (conn, error) { return dialWS(d.wsURL(b.server)) }},
+		{PathSG, func() (conn, error) { return dialWS(gatewayURL) }},
+	}
+}
+
+// openAll opens and warms one session per path, all open at once, so that
+// the timed echoes and pipelined calls can go in rounds that visit every
+// path in turn: a machine that is slower for a while then slows every path
+// alike, and the ratios between paths hold. On error it returns the
+// sessions it opened, for the caller to close.
+func (r *run) openAll(b backend, paths []path) ([]*client, error) {
+	clients := make([]*client, 0, len(paths))
+	for _, p := range paths {
+		r.logf("opening a session with %s over %s...", b.name, p.name)
+		c, err := r.dial(p.open)
+		if err != nil {
+			return clients, fmt.Errorf("%s: %w", p.name, err)
+		}
+		clients = append(clients, c)
+		if err := warm(c, r.n.Warm); err != nil {
+			return clients, fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
+	return clients, nil
+}
+
+// echoRounds times sequential echoes and pipelined calls over every path,
+// in rounds, and returns a row per path with their figures.
+func (r *run) echoRounds(b backend, paths []path, clients []*client) ([]Row, error) {
+	lats := make([][]time.Duration, len(paths))
+	pipeTime := make([]time.Duration, len(paths))
+	rounds := max(1, r.n.Rounds)
+	r.logf("measuring %s: echo and pipelined calls over every path, %d rounds...", b.name, rounds)
+	for range rounds {
+		for i, p := range paths {
+			for range r.n.Echo / rounds {
+				t0 := time.Now()
+				if err := clients[i].echo(); err != nil {
+					return nil, fmt.Errorf("%s: echo: %w", p.name, err)
+				}
+				lats[i] = append(lats[i], time.Since(t0))
+			}
+			d, err := pipelined(clients[i], r.n.Pipelined/rounds, r.n.InFlight)
+			if err != nil {
+				return nil, fmt.Errorf("%s: pipelined: %w", p.name, err)
+			}
+			pipeTime[i] += d
+		}
+	}
+	rows := make([]Row, len(paths))
+	for i, lat := range lats {
+		slices.Sort(lat)
+		rows[i].P50, rows[i].P99 = lat[len(lat)/2], lat[len(lat)*99/100]
+		rows[i].CallsPerSec = float64(r.n.Pipelined/rounds*rounds) / pipeTime[i].Seconds()
+	}
+	return rows, nil
+}
+
+// hugeRows adds the large results' figures to each path's row, with fewer
+// repetitions through supergateway, which is slow with them.
+func (r *run) hugeRows(b backend, paths []path, clients []*client, rows []Row) error {
+	for i, p := range paths {
+		r.logf("measuring %s over %s: large results...", b.name, p.name)
+		hugeReps := [2]int{r.n.Huge1, r.n.Huge10}
+		if p.name == PathSG {
+			hugeReps = [2]int{min(r.n.Huge1, r.n.GatewayHugeReps), min(r.n.Huge10, r.n.GatewayHugeReps)}
+		}
+		if err := r.huge(clients[i], &rows[i], hugeReps); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
+	return nil
+}
+
+// aggregates measures the aggregate throughput of b over each of
+// AggregatePaths with every count of sessions (the relay, one server per
+// session, only up to RelayMax).
+func (r *run) aggregates(rep *Report, b backend, paths []path) error {
 	for _, p := range paths {
 		if !slices.Contains(AggregatePaths(), p.name) {
 			continue
