@@ -73,25 +73,45 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
-	s := &server{
+	s := newServer(ctx, opts, stdout, stderr)
+	defer func() {
+		s.dead.Store(true) // whatever is still running writes nothing more
+		cancel(errRunEnded)
+	}()
+	if code, ok := s.startUp(stderr); !ok {
+		return code
+	}
+	if opts.noRead {
+		s.logf("--no-read: not reading stdin")
+		idle(ctx, nil)
+		return 0
+	}
+	return s.readUntilEnd(ctx, cancel, stdin)
+}
+
+// newServer is the state of a run under root, the parent of every
+// request's context.
+func newServer(root context.Context, opts options, stdout, stderr io.Writer) *server {
+	return &server{
 		opts:      opts,
 		stdout:    stdout,
 		stderr:    &lockedWriter{w: stderr},
-		root:      ctx,
+		root:      root,
 		inflight:  make(map[string]*request),
 		exited:    make(chan struct{}),
 		cancelled: []json.RawMessage{},
 		aborted:   []json.RawMessage{},
 	}
-	defer func() {
-		s.dead.Store(true) // whatever is still running writes nothing more
-		cancel(errRunEnded)
-	}()
+}
 
-	if opts.ignoreSigterm {
+// startUp does what the options ask for before the first read: the
+// grandchild, the banner, the crash when a file exists (ok false, with its
+// exit code); then it logs that the server is ready.
+func (s *server) startUp(stderr io.Writer) (code int, ok bool) {
+	if s.opts.ignoreSigterm {
 		s.logf("ignoring SIGTERM")
 	}
-	if opts.grandchild {
+	if s.opts.grandchild {
 		pid, err := spawnGrandchild(stderr, s.stderr)
 		if err != nil {
 			s.logf("spawn grandchild: %v", err)
@@ -100,23 +120,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			s.stderr.line(fmt.Sprintf("grandchild pid %d", pid))
 		}
 	}
-	for i := 1; i <= opts.banner; i++ {
+	for i := 1; i <= s.opts.banner; i++ {
 		s.writeLine(fmt.Appendf(nil, "mcpmux-demo banner line %d: this is not json", i), false)
 	}
-	if opts.crashIfExists != "" {
-		if _, err := os.Stat(opts.crashIfExists); err == nil {
-			s.logf("%s exists: exiting with code 3", opts.crashIfExists)
-			return 3
+	if s.opts.crashIfExists != "" {
+		if _, err := os.Stat(s.opts.crashIfExists); err == nil {
+			s.logf("%s exists: exiting with code 3", s.opts.crashIfExists)
+			return 3, false
 		}
 	}
 	s.logf("ready, pid %d", os.Getpid())
+	return 0, true
+}
 
-	if opts.noRead {
-		s.logf("--no-read: not reading stdin")
-		idle(ctx, nil)
-		return 0
-	}
-
+// readUntilEnd reads stdin until it ends, ctx is done or a crash is requested,
+// and returns run's exit code. At the end of stdin it stops slow tools
+// quietly and lets quick ones answer (with --ignore-eof it stays up).
+func (s *server) readUntilEnd(ctx context.Context, cancel context.CancelCauseFunc, stdin io.Reader) int {
 	readDone := make(chan error, 1)
 	go func() { readDone <- s.readLoop(stdin) }()
 	select {
@@ -132,7 +152,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	}
 
-	if opts.ignoreEOF {
+	if s.opts.ignoreEOF {
 		s.logf("--ignore-eof: staying up")
 		idle(ctx, s.exited) // requests in flight may still crash the server
 		select {
