@@ -10,10 +10,23 @@ import (
 // markdown is BENCHMARKS.md: the machine, the method of every figure, the
 // targets, the tables and the chart.
 func markdown(rep *benchkit.Report) string {
-	n, m := rep.Counts, rep.Machine
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	mdHeader(w, rep)
+	mdPaths(w)
+	mdPerPath(w, rep.Counts)
+	mdOthers(w, rep)
+	mdTables(w, rep)
+	return b.String()
+}
 
+// printf is how the parts of markdown write.
+type printf func(format string, args ...any)
+
+// mdHeader is the top of the file: how it was written, the machine and the
+// targets.
+func mdHeader(w printf, rep *benchkit.Report) {
+	m := rep.Machine
 	w("# Benchmarks\n\n")
 	w("Written by `cd integration && go run ./bench -write` (%s), in one run: every figure below\n", m.Date.Format("2006-01-02 15:04 UTC"))
 	w("comes from the same run on the same machine, one measurement after the other. On a shared\n")
@@ -35,8 +48,12 @@ func markdown(rep *benchkit.Report) string {
 	w("## Targets\n\n")
 	w("The targets of issue #6, each computed from figures of this run (ratios against the relay or\n")
 	w("supergateway measured minutes apart, on the same machine).\n\n")
-	b.WriteString(rep.TargetsTable())
+	w("%s", rep.TargetsTable())
 
+}
+
+// mdPaths describes the backends and the paths.
+func mdPaths(w printf) {
 	w("\n## What is measured\n\n")
 	w("**Backends.** *%s*: `integration/bench/echoserver`, a minimal Go stdio server (one request at a\n", benchkit.BackendGo)
 	w("time, answers flushed in batches while more input waits), the floor: what remains is the cost of\n")
@@ -55,6 +72,10 @@ func markdown(rep *benchkit.Report) string {
 	w("  numeric ids.\n\n")
 	w("Every session sends `initialize` and `notifications/initialized` first. WebSocket clients\n")
 	w("(gorilla/websocket) offer the subprotocol `mcp`.\n\n")
+}
+
+// mdPerPath describes the figures measured over every path.
+func mdPerPath(w printf, n benchkit.Counts) {
 	w("**Per path** (one session per path, all of them open at once; each did %d untimed warm-up\n", n.Warm)
 	w("calls, which node's JIT needs). The echoes and pipelined calls are made in %d rounds, each of\n", max(1, n.Rounds))
 	w("which visits every path in turn, so that a spell of a slower machine touches every path alike:\n\n")
@@ -70,6 +91,12 @@ func markdown(rep *benchkit.Report) string {
 	}
 	w("\n  supergateway, which takes seconds per 10 MB, gets %d call of each size only. The target is\n", n.GatewayHugeReps)
 	w("  the median time mcpmux's socket adds to a %s result over direct stdio.\n\n", benchkit.Size(n.HugeSizes[1]))
+}
+
+// mdOthers describes the figures of many sessions, idle sessions, the Nth
+// client and the memory.
+func mdOthers(w printf, rep *benchkit.Report) {
+	n := rep.Counts
 	w("**Many sessions** (Go backend): %s sessions open and initialized, then all of them make\n", joinInts(n.Sessions))
 	w("echo calls one after the other (one in flight each) for %v; the table gives the calls\n", n.AggFor)
 	w("answered per second, all sessions together. mcpmux serves them all from one server process.\n")
@@ -90,18 +117,21 @@ func markdown(rep *benchkit.Report) string {
 	w("RSS counts the pages node's processes share once per process; PSS divides them among\n")
 	w("the processes, so the PSS column is the fairer sum. The bridges' own memory is shown apart.\n\n")
 
+}
+
+// mdTables is every table of figures.
+func mdTables(w printf, rep *benchkit.Report) {
 	w("## Echo, pipelined and large results\n\n")
-	b.WriteString(rep.PathsTable())
+	w("%s", rep.PathsTable())
 	w("## Ratios\n\nFor p50 lower is better; for calls/s higher is better.\n\n")
-	b.WriteString(rep.RatiosTable())
+	w("%s", rep.RatiosTable())
 	w("\n## Many sessions at once (%s, calls/s)\n\n", benchkit.BackendGo)
-	b.WriteString(rep.AggregateTable())
+	w("%s", rep.AggregateTable())
 	w("\n## Memory and the Nth client\n\n")
 	if !rep.Memory {
 		w("The memory figures need Linux's /proc; this run left them out.\n\n")
 	}
-	b.WriteString(rep.MemoryTables())
-	return b.String()
+	w("%s", rep.MemoryTables())
 }
 
 func joinInts(v []int) string {
