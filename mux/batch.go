@@ -23,43 +23,57 @@ type batch struct {
 
 func (b *batch) reply(frame []byte) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.answers = append(b.answers, frame)
-	b.mu.Unlock()
 }
 
 func (b *batch) pending() {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.waiting++
-	b.mu.Unlock()
 }
 
 // done counts in the answer (or the silence, when cancelled) of one
 // forwarded request.
 func (b *batch) done() {
-	b.mu.Lock()
-	b.waiting--
-	b.mu.Unlock()
+	b.count(-1, false)
 	b.flushIfComplete()
 }
 
-func (b *batch) flushIfComplete() {
+// handled: every element has been handled; only forwarded requests remain.
+func (b *batch) handled() {
+	b.count(0, true)
+	b.flushIfComplete()
+}
+
+func (b *batch) count(waiting int, handled bool) {
 	b.mu.Lock()
-	if b.handling || b.waiting > 0 || b.answers == nil {
-		b.mu.Unlock()
-		return
+	defer b.mu.Unlock()
+	b.waiting += waiting
+	b.handling = b.handling && !handled
+}
+
+func (b *batch) flushIfComplete() {
+	if answers := b.complete(); answers != nil {
+		b.sess.Send(append(append([]byte{'['}, bytes.Join(answers, []byte{','})...), ']'))
+	}
+}
+
+// complete takes the answers once the last has come; nil before, and after.
+func (b *batch) complete() [][]byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.handling || b.waiting > 0 {
+		return nil
 	}
 	answers := b.answers
 	b.answers = nil
-	b.mu.Unlock()
-	b.sess.Send(append(append([]byte{'['}, bytes.Join(answers, []byte{','})...), ']'))
+	return answers
 }
 
 // HandleBatch implements session.Handler.
 func (c *client) HandleBatch(s *session.Session, frame []byte) {
-	c.mu.Lock()
-	version := c.version
-	c.mu.Unlock()
-	if version != "2025-03-26" {
+	if c.negotiated() != "2025-03-26" {
 		c.fail(c, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "batches are only allowed with protocol version 2025-03-26", Reason: jsonrpc.ReasonBatchNotSupported})
 		return
 	}
@@ -85,8 +99,5 @@ func (c *client) HandleBatch(s *session.Session, frame []byte) {
 		}
 		c.handle(m, b)
 	}
-	b.mu.Lock()
-	b.handling = false
-	b.mu.Unlock()
-	b.flushIfComplete()
+	b.handled()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -59,26 +60,15 @@ func (l *eventLog) recent() []string {
 // had to drop because fn was too slow.
 func (l *eventLog) follow(ctx context.Context, fn func(string) error) error {
 	ch := make(chan string, followerBacklog)
-	missed := new(int)
-	l.mu.Lock()
-	l.followers[ch] = missed
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		delete(l.followers, ch)
-		l.mu.Unlock()
-	}()
+	missed := l.addFollower(ch)
+	defer l.removeFollower(ch)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case line := <-ch:
-			l.mu.Lock()
-			n := *missed
-			*missed = 0
-			l.mu.Unlock()
-			if n > 0 {
-				if err := fn("... " + itoa(int64(n)) + " lines dropped (the reader was too slow)"); err != nil {
+			if n := l.takeMissed(missed); n > 0 {
+				if err := fn("... " + strconv.Itoa(n) + " lines dropped (the reader was too slow)"); err != nil {
 					return err
 				}
 			}
@@ -87,6 +77,29 @@ func (l *eventLog) follow(ctx context.Context, fn func(string) error) error {
 			}
 		}
 	}
+}
+
+func (l *eventLog) addFollower(ch chan string) *int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	missed := new(int)
+	l.followers[ch] = missed
+	return missed
+}
+
+func (l *eventLog) removeFollower(ch chan string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.followers, ch)
+}
+
+// takeMissed returns and clears the count of lines a follower missed.
+func (l *eventLog) takeMissed(missed *int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := *missed
+	*missed = 0
+	return n
 }
 
 // teeHandler passes records on and also writes them, as text, to an eventLog.
@@ -123,17 +136,21 @@ func (t *teeHandler) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (t *teeHandler) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level >= slog.LevelInfo {
-		t.mu.Lock()
-		t.buf.Reset()
-		t.text.Handle(ctx, r)
-		line := string(bytes.TrimRight(t.buf.Bytes(), "\n"))
-		t.mu.Unlock()
-		t.log.add(line)
+		t.log.add(t.format(ctx, r))
 	}
 	if t.inner.Enabled(ctx, r.Level) {
 		return t.inner.Handle(ctx, r)
 	}
 	return nil
+}
+
+// format is the record as one line of text.
+func (t *teeHandler) format(ctx context.Context, r slog.Record) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Reset()
+	t.text.Handle(ctx, r)
+	return string(bytes.TrimRight(t.buf.Bytes(), "\n"))
 }
 
 func (t *teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
@@ -148,13 +165,4 @@ func (t *teeHandler) WithGroup(name string) slog.Handler {
 	c.inner = t.inner.WithGroup(name)
 	c.text = t.text.WithGroup(name)
 	return &c
-}
-
-// Logs returns the recent log lines about this server, oldest first.
-func (h *Hub) Logs() []string { return h.events.recent() }
-
-// FollowLogs calls fn with each new log line about this server until ctx is
-// done or fn fails.
-func (h *Hub) FollowLogs(ctx context.Context, fn func(string) error) error {
-	return h.events.follow(ctx, fn)
 }

@@ -27,11 +27,7 @@ func TestEventLogFollowers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var got []string
 	var wg sync.WaitGroup
-	started := make(chan struct{})
 	wg.Go(func() {
-		l.mu.Lock() // registered once follow holds a channel
-		l.mu.Unlock()
-		close(started)
 		l.follow(ctx, func(s string) error {
 			got = append(got, s)
 			if len(got) == 3 {
@@ -40,7 +36,6 @@ func TestEventLogFollowers(t *testing.T) {
 			return nil
 		})
 	})
-	<-started
 	eventually(t, "the follower registered", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()

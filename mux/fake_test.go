@@ -93,9 +93,8 @@ type fakeProc struct {
 	done chan struct{}
 	kill chan string
 
-	closed   atomic.Bool
-	exitOnce sync.Once
-	exit     upstream.Exit
+	closed atomic.Bool
+	exit   upstream.Exit
 
 	nextAsk int
 	asks    map[string]*jsonrpc.Message // the fake's own requests to its client -> the request that caused them
@@ -118,6 +117,10 @@ func (p *fakeProc) Send(frame []byte) error {
 		return upstream.ErrQueueFull
 	}
 }
+
+// SendLater and Flush: the fake takes every frame at once.
+func (p *fakeProc) SendLater(frame []byte) error { return p.Send(frame) }
+func (p *fakeProc) Flush()                       {}
 
 func (p *fakeProc) WaitWritable(ctx context.Context) error { return nil }
 func (p *fakeProc) Kill(reason string)                     { p.crash(reason) }

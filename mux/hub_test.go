@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,4 +342,36 @@ func TestMalformedFramesNeverReachTheServer(t *testing.T) {
 	}
 	// ping is answered locally, so nothing at all reached the server.
 	assert.Equal(t, before, h.srv.count(func(*jsonrpc.Message) bool { return true }))
+}
+
+// A panic inside the hub's handling of one message, here inside the
+// critical section of the subscription table, is that message's failure
+// alone: the session gets an internal error for it and reads on, and every
+// other session of the server is served, through that very table too.
+func TestPanicInHubHandlingLeavesTheOthersServed(t *testing.T) {
+	var armed atomic.Bool
+	h := newHarness(t, func(c *Config) {
+		c.hook = func() {
+			if armed.CompareAndSwap(true, false) {
+				panic("injected")
+			}
+		}
+	})
+	a, b := h.session("2025-11-25"), h.session("2025-11-25")
+	armed.Store(true)
+	a.send(`{"jsonrpc":"2.0","id":"boom","method":"resources/subscribe","params":{"uri":"file:///x"}}`)
+	m := a.recv()
+	assert.Equal(t, `"boom"`, string(m.ID))
+	code, reason := errorOf(t, m)
+	assert.Equal(t, []any{-32603, "internal_error"}, []any{code, reason})
+
+	b.send(`{"jsonrpc":"2.0","id":"sub","method":"resources/subscribe","params":{"uri":"file:///x"}}`)
+	m = b.recv()
+	assert.Equal(t, jsonrpc.KindResult, m.Kind, "B's subscribe after the panic: %s", m.Frame)
+	for _, cl := range []*testClient{a, b, h.session("2025-11-25")} {
+		cl.send(`{"jsonrpc":"2.0","id":7,"method":"echo","params":{"n":1}}`)
+		m := cl.answer()
+		assert.Equal(t, `7`, string(m.ID))
+		assert.JSONEq(t, `{"params":{"n":1}}`, string(m.Result))
+	}
 }

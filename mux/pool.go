@@ -1,12 +1,11 @@
 package mux
 
 import (
+	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
-	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/upstream"
 )
@@ -75,27 +74,15 @@ func (p *Pool) Full() bool {
 // Serve starts a process for one session, serves the session on it, and
 // stops the process when the session ends.
 func (p *Pool) Serve(ctx context.Context, t session.Transport, peer session.Peer) error {
-	p.mu.Lock()
-	cfg := p.cfg
-	p.mu.Unlock()
+	cfg := p.config()
+	max := cfg.MaxSessions
 	cfg.Lazy, cfg.IdleTimeout, cfg.MaxSessions = false, 0, 0
 	h := New(cfg)
-	p.mu.Lock()
-	if p.cfg.MaxSessions > 0 && len(p.hubs) >= p.cfg.MaxSessions {
-		p.mu.Unlock()
-		h.log.Warn("refused a session: max_sessions reached", "transport", peer.Transport, "peer", peer.Addr, "max_sessions", p.cfg.MaxSessions)
-		e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server %s has its maximum of %d sessions", p.cfg.Name, p.cfg.MaxSessions), Reason: jsonrpc.ReasonTooManySessions, Server: p.cfg.Name}
-		t.WriteFrame(e.Response(nil))
-		t.Close()
+	if !p.admit(h) {
+		refuseSession(h.log, cfg.Name, max, 0, t, peer)
 		return ErrTooManySessions
 	}
-	p.hubs[h] = true
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.hubs, h)
-		p.mu.Unlock()
-	}()
+	defer p.leave(h)
 
 	hctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -106,14 +93,43 @@ func (p *Pool) Serve(ctx context.Context, t session.Transport, peer session.Peer
 	return err
 }
 
-// Status sums up the pool: one line, its sessions, each on its own process.
-func (p *Pool) Status() Status {
+func (p *Pool) config() Config {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg
+}
+
+// admit counts a session's hub in; false when the pool is full.
+func (p *Pool) admit(h *Hub) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cfg.MaxSessions > 0 && len(p.hubs) >= p.cfg.MaxSessions {
+		return false
+	}
+	p.hubs[h] = true
+	return true
+}
+
+func (p *Pool) leave(h *Hub) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.hubs, h)
+}
+
+// running is every session's hub, in no order.
+func (p *Pool) running() []*Hub {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	hubs := make([]*Hub, 0, len(p.hubs))
 	for h := range p.hubs {
 		hubs = append(hubs, h)
 	}
-	p.mu.Unlock()
+	return hubs
+}
+
+// Status sums up the pool: one line, its sessions, each on its own process.
+func (p *Pool) Status() Status {
+	hubs := p.running()
 	st := Status{Name: p.cfg.Name, State: "isolated", SessionList: []SessionStatus{}}
 	for _, h := range hubs {
 		hs := h.Status()
@@ -125,15 +141,13 @@ func (p *Pool) Status() Status {
 			st.LastExit = hs.LastExit
 		}
 	}
-	slices.SortFunc(st.SessionList, func(a, b SessionStatus) int { return int(a.ID) - int(b.ID) })
+	slices.SortFunc(st.SessionList, func(a, b SessionStatus) int { return cmp.Compare(a.ID, b.ID) })
 	return st
 }
 
 // Restart restarts every session's process; the sessions stay.
 func (p *Pool) Restart() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for h := range p.hubs {
+	for _, h := range p.running() {
 		h.Restart()
 	}
 }
@@ -149,15 +163,15 @@ func (p *Pool) FollowLogs(ctx context.Context, fn func(string) error) error {
 // Reconfigure changes how processes start: the new sessions' at once, and
 // the running ones' by a restart.
 func (p *Pool) Reconfigure(up upstream.Config) {
-	p.mu.Lock()
-	up.Name, up.Logger, up.MaxMessageBytes = p.cfg.Upstream.Name, p.cfg.Upstream.Logger, p.cfg.Upstream.MaxMessageBytes
-	p.cfg.Upstream = up
-	hubs := make([]*Hub, 0, len(p.hubs))
-	for h := range p.hubs {
-		hubs = append(hubs, h)
-	}
-	p.mu.Unlock()
-	for _, h := range hubs {
+	p.setUpstream(up)
+	for _, h := range p.running() {
 		h.Reconfigure(up)
 	}
+}
+
+func (p *Pool) setUpstream(up upstream.Config) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	up.Name, up.Logger, up.MaxMessageBytes = p.cfg.Upstream.Name, p.cfg.Upstream.Logger, p.cfg.Upstream.MaxMessageBytes
+	p.cfg.Upstream = up
 }

@@ -8,16 +8,27 @@ import (
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
-// upstreamHandler is the hub as the server's reader sees it. Its methods run
-// on that reader's goroutine and never block: every send is a queue.
-type upstreamHandler Hub
+// upstreamHandler is the hub as one process's stdout reader sees it. Its
+// methods run on that reader's goroutine, one at a time, and never block:
+// every send is a queue.
+type upstreamHandler struct {
+	h *Hub
+
+	// held are the sessions that have answers queued by SendLater since the
+	// last Flush; only the reader goroutine touches it.
+	held []*client
+}
+
+// maxHeld bounds the sessions one run of answers is held for: past it,
+// answers are sent at once.
+const maxHeld = 1024
 
 // HandleMessage routes one message from the server.
 func (u *upstreamHandler) HandleMessage(m *jsonrpc.Message) {
-	h := (*Hub)(u)
+	h := u.h
 	switch m.Kind {
 	case jsonrpc.KindResult, jsonrpc.KindError:
-		h.routeResponse(m)
+		u.routeResponse(m)
 	case jsonrpc.KindNotification:
 		h.routeNotification(m)
 	case jsonrpc.KindRequest:
@@ -25,20 +36,19 @@ func (u *upstreamHandler) HandleMessage(m *jsonrpc.Message) {
 	}
 }
 
-// Flush implements upstream.Flusher: once the reader has handled a run of
-// messages, the answers it queued go out, one write per session.
+// Flush implements upstream.Handler: once the reader has handled a run of
+// messages, the answers it held go out, one write per session.
 func (u *upstreamHandler) Flush() {
-	h := (*Hub)(u)
-	for i, c := range h.held {
+	for i, c := range u.held {
 		c.sess.Flush()
-		h.held[i] = nil
+		u.held[i] = nil
 	}
-	h.held = h.held[:0]
+	u.held = u.held[:0]
 }
 
 // HandleTooLarge fails the request whose answer was too large to carry.
 func (u *upstreamHandler) HandleTooLarge(id json.RawMessage, size int64) {
-	h := (*Hub)(u)
+	h := u.h
 	up, ok := upstreamID(id)
 	if !ok {
 		return
@@ -48,7 +58,7 @@ func (u *upstreamHandler) HandleTooLarge(id json.RawMessage, size int64) {
 		return
 	}
 	if r.Session == 0 {
-		h.wake(up, nil)
+		h.calls.wake(up, nil)
 		return
 	}
 	h.fail(r, &jsonrpc.Error{
@@ -64,7 +74,8 @@ func upstreamID(id json.RawMessage) (int64, bool) {
 	return n, err == nil && n > 0
 }
 
-func (h *Hub) routeResponse(m *jsonrpc.Message) {
+func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
+	h := u.h
 	up, ok := upstreamID(m.ID)
 	if !ok {
 		h.log.Warn("server answered an id mcpmux never sent", "id", string(m.ID))
@@ -76,7 +87,7 @@ func (h *Hub) routeResponse(m *jsonrpc.Message) {
 		return
 	}
 	if r.Session == 0 {
-		h.wake(up, m)
+		h.calls.wake(up, m)
 		return
 	}
 	if m.Kind == jsonrpc.KindResult && r.Task {
@@ -86,7 +97,7 @@ func (h *Hub) routeResponse(m *jsonrpc.Message) {
 	} else {
 		h.recordElicitations(r.Session, m.Error)
 	}
-	c := h.client(r.Session)
+	c := h.sessions.get(r.Session)
 	if c == nil {
 		dataOf(r).settle()
 		return
@@ -95,62 +106,17 @@ func (h *Hub) routeResponse(m *jsonrpc.Message) {
 	// (m's spans are stale after this; deliver's callers look at its Kind
 	// only).
 	frame := m.ReplaceID(r.ID)
-	// The answer waits for the end of the run of messages the reader
-	// has at hand (Flush, above), so a burst of answers to one session
-	// costs one write.
-	if len(h.held) < maxHeld {
-		if len(h.held) == 0 || h.held[len(h.held)-1] != c {
-			h.held = append(h.held, c)
+	// The answer waits for the end of the run of messages the reader has at
+	// hand (Flush, above), so a burst of answers to one session costs one
+	// write.
+	if len(u.held) < maxHeld {
+		if len(u.held) == 0 || u.held[len(u.held)-1] != c {
+			u.held = append(u.held, c)
 		}
 		c.deliverWith(r, frame, m, c.sess.SendLater)
 		return
 	}
 	c.deliver(r, frame, m)
-}
-
-// maxHeld bounds the sessions one run of answers is held for: past it,
-// answers are sent at once.
-const maxHeld = 1024
-
-// recordElicitations notes, from a -32042 error, the URL elicitations the
-// session that receives it now owns.
-func (h *Hub) recordElicitations(session uint64, e json.RawMessage) {
-	if len(e) == 0 {
-		return // a result
-	}
-	var body struct {
-		Code int `json:"code"`
-		Data struct {
-			Elicitations []struct {
-				ID string `json:"elicitationId"`
-			} `json:"elicitations"`
-		} `json:"data"`
-	}
-	if json.Unmarshal(e, &body) != nil || body.Code != -32042 {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, el := range body.Data.Elicitations {
-		if el.ID != "" {
-			h.elicitations[el.ID] = session
-		}
-	}
-}
-
-// wake hands an answer to a request of mcpmux's own; nil means none will come.
-func (h *Hub) wake(up int64, m *jsonrpc.Message) {
-	h.mu.Lock()
-	w := h.waiters[up]
-	delete(h.waiters, up)
-	h.mu.Unlock()
-	if w == nil {
-		return
-	}
-	if m != nil {
-		w <- m // buffered for one
-	}
-	close(w)
 }
 
 func (h *Hub) routeNotification(m *jsonrpc.Message) {
@@ -182,27 +148,6 @@ func (h *Hub) routeNotification(m *jsonrpc.Message) {
 	}
 }
 
-// routeElicitationComplete tells the one session that owns a URL
-// elicitation that it completed; an unknown id is dropped.
-func (h *Hub) routeElicitationComplete(m *jsonrpc.Message) {
-	s, ok := m.ParamsPath("elicitationId")
-	if !ok {
-		return
-	}
-	var id string
-	if json.Unmarshal(m.Frame[s.Start:s.End], &id) != nil {
-		return
-	}
-	h.mu.Lock()
-	session, known := h.elicitations[id]
-	delete(h.elicitations, id)
-	c := h.clients[session]
-	h.mu.Unlock()
-	if known && c != nil {
-		c.sess.Send(m.Frame)
-	}
-}
-
 // routeProgress sends a progress notification to the owner of its token,
 // with the token the owner chose. Progress for a finished or unknown
 // request is dropped.
@@ -219,31 +164,28 @@ func (h *Hub) routeProgress(m *jsonrpc.Message) {
 	session, token := uint64(0), json.RawMessage(nil)
 	if r, ok := h.reqs.Get(up); ok {
 		session, token = r.Session, r.Token
-	} else if s, t, ok := h.taskProgress(up); ok {
+	} else if s, t, ok := h.tasks.progress(up); ok {
 		session, token = s, t // a task's progress outlives its creating request
 	}
 	if token == nil || session == 0 {
 		return
 	}
-	c := h.client(session)
-	if c == nil {
-		return
+	if c := h.sessions.get(session); c != nil {
+		c.send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: token}))
 	}
-	c.sess.Send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: token}))
 }
 
 // serverRequest answers a request the server sends to its client: mcpmux
-// answers ping itself; the rest are not routed to sessions yet.
+// answers ping and roots/list itself, and routes sampling and elicitation
+// to the session that should take them; anything else is refused.
 func (h *Hub) serverRequest(m *jsonrpc.Message) {
-	h.mu.Lock()
-	proc := h.proc
-	h.mu.Unlock()
+	proc := h.life.current()
 	if proc == nil {
 		return
 	}
 	switch m.Method {
 	case "ping":
-		proc.Send(jsonrpc.Response(m.ID, json.RawMessage("{}")))
+		proc.Send(jsonrpc.Response(m.ID, emptyResult))
 		return
 	case "roots/list":
 		if h.declaresRoots() {

@@ -157,7 +157,7 @@ func TestLogLevelsPerSession(t *testing.T) {
 	eventually(t, "first start", func() bool { return h.Status().State == StateReady })
 	h.srv.current().crash("exited") // come back with logging
 	eventually(t, "logging capability", func() bool {
-		r := h.hub.initResult()
+		r := h.hub.describedServer()
 		return r != nil && r.has("logging") && h.Status().State == StateReady
 	})
 	debug, quietOne := h.session("2025-11-25"), h.session("2025-11-25")

@@ -3,8 +3,12 @@ package mux
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 // why a supervised process ended
@@ -25,11 +29,11 @@ const (
 // sessions and returns.
 func (h *Hub) Run(ctx context.Context) error {
 	defer func() {
-		h.setState(StateStopped)
+		h.life.setState(StateStopped)
 		h.closeAll(fmt.Errorf("server %s stopped: the daemon is shutting down", h.cfg.Name))
 	}()
 	if h.cfg.Lazy {
-		h.setState(StateIdle)
+		h.life.setState(StateIdle)
 		if !h.waitDemand(ctx) {
 			return nil
 		}
@@ -48,19 +52,17 @@ func (h *Hub) Run(ctx context.Context) error {
 			}
 		} else if ctx.Err() == nil {
 			h.log.Error("server did not start", "error", err)
-			h.mu.Lock()
-			h.lastExit = err.Error()
-			h.mu.Unlock()
+			h.life.startFailed(err.Error())
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
 		switch why {
 		case endRestart:
-			h.countRestart()
+			h.life.countRestart()
 			continue
 		case endIdle:
-			h.setState(StateIdle)
+			h.life.setState(StateIdle)
 			h.log.Info("server stopped: no sessions", "idle_timeout", h.cfg.IdleTimeout)
 			if !h.waitDemand(ctx) {
 				return nil
@@ -79,43 +81,33 @@ func (h *Hub) Run(ctx context.Context) error {
 				return nil
 			}
 			backoff, crashes = h.cfg.RestartBackoff, nil
-			h.countRestart()
+			h.life.countRestart()
 			continue
 		}
-		h.setState(StateBackoff)
+		h.life.setState(StateBackoff)
 		delay := jitter(backoff)
 		h.log.Info("restarting server", "in", delay.Round(time.Millisecond))
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
-		case <-h.kick:
+		case <-h.life.kick:
 			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		}
 		backoff = min(2*backoff, h.cfg.RestartBackoffMax)
-		h.countRestart()
+		h.life.countRestart()
 	}
-}
-
-func (h *Hub) countRestart() {
-	h.mu.Lock()
-	h.restarts++
-	h.mu.Unlock()
 }
 
 // giveUp puts the server in the failed state until Restart is called; false
 // means ctx ended first.
 func (h *Hub) giveUp(ctx context.Context, crashes int) bool {
-	h.mu.Lock()
-	h.state = StateFailed
-	h.failedAt = fmt.Sprintf("it crashed %d times within %s (last exit: %s)", crashes, h.cfg.RestartWindow, h.lastExit)
-	why := h.failedAt
-	h.mu.Unlock()
+	why := h.life.fail(crashes, h.cfg.RestartWindow)
 	h.log.Error("server failed; not restarting it until `mcpmux restart`", "why", why)
 	select {
-	case <-h.kick:
+	case <-h.life.kick:
 		h.log.Info("restarting a failed server on request")
 		return true
 	case <-ctx.Done():
@@ -126,22 +118,19 @@ func (h *Hub) giveUp(ctx context.Context, crashes int) bool {
 // Restart bounces a running server (its sessions stay attached) or brings a
 // failed one back.
 func (h *Hub) Restart() {
-	notify(h.kick)
+	notify(h.life.kick)
 }
 
 // waitDemand waits, idle, for a session to want the server; false means
 // ctx ended first.
 func (h *Hub) waitDemand(ctx context.Context) bool {
 	for {
-		h.mu.Lock()
-		wanted := len(h.clients) > 0
-		h.mu.Unlock()
-		if wanted {
+		if h.sessions.len() > 0 {
 			return true
 		}
 		select {
-		case <-h.demand: // look again: the session may have gone
-		case <-h.kick:
+		case <-h.life.demand: // look again: the session may have gone
+		case <-h.life.kick:
 			return true
 		case <-ctx.Done():
 			return false
@@ -170,9 +159,7 @@ func (h *Hub) supervise(ctx context.Context, proc process) ending {
 		if h.cfg.IdleTimeout <= 0 {
 			return
 		}
-		h.mu.Lock()
-		n := len(h.clients)
-		h.mu.Unlock()
+		n := h.sessions.len()
 		switch {
 		case n == 0 && idle == nil:
 			idle = time.NewTimer(h.cfg.IdleTimeout)
@@ -195,18 +182,15 @@ func (h *Hub) supervise(ctx context.Context, proc process) ending {
 		case <-ctx.Done():
 			stop()
 			return endShutdown
-		case <-h.kick:
+		case <-h.life.kick:
 			h.log.Info("restarting server on request")
 			stop()
 			return endRestart
-		case <-h.sessions:
+		case <-h.life.sessions:
 			armIdle()
 		case <-idleC:
 			idle, idleC = nil, nil
-			h.mu.Lock()
-			n := len(h.clients)
-			h.mu.Unlock()
-			if n == 0 {
+			if h.sessions.len() == 0 {
 				stop()
 				return endIdle
 			}
@@ -248,10 +232,109 @@ func (h *Hub) pingLoop(ctx context.Context, proc process) {
 	}
 }
 
-// notify wakes a 1-buffered channel without blocking.
-func notify(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
+// startOnce starts a process and opens it. On success the process is
+// published and sessions may use it.
+func (h *Hub) startOnce(ctx context.Context) (process, error) {
+	h.life.setState(StateStarting)
+	proc, err := h.cfg.start(h.life.upstream(), &upstreamHandler{h: h})
+	if err != nil {
+		return nil, err
 	}
+	h.life.starting(proc) // for the hub's own requests; sessions wait for publish
+	info, err := h.open(ctx, proc)
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.stopTimeout())
+		proc.Stop(sctx)
+		cancel()
+		h.exited(proc)
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	prev := h.life.publish(info)
+	h.log.Info("server ready", "pid", proc.Pid(), "protocol", info.version, "name", info.serverName)
+	if prev != nil {
+		h.afterRestart(prev, info)
+	}
+	return proc, nil
+}
+
+// afterRestart keeps the sessions on a server that came back the same, and
+// tells them to refresh their lists; a server that came back different closes
+// them, because a legacy client cannot renegotiate mid-session.
+func (h *Hub) afterRestart(prev, cur *serverInfo) {
+	if why := prev.incompatible(cur); why != "" {
+		h.log.Warn("server came back changed; closing its sessions", "why", why)
+		h.closeAll(fmt.Errorf("server %s restarted with %s", h.cfg.Name, why))
+		return
+	}
+	h.replay()
+	for _, kind := range []string{"tools", "prompts", "resources"} {
+		if cur.has(kind) {
+			n, _ := jsonrpc.Notification("notifications/"+kind+"/list_changed", nil)
+			h.broadcast(n)
+		}
+	}
+}
+
+// replay gives a restarted server the state the sessions hold: their
+// subscriptions and the log level.
+func (h *Hub) replay() {
+	proc := h.life.current()
+	for _, uri := range h.subs.uris() {
+		h.fire(proc, "resources/subscribe", map[string]string{"uri": uri})
+	}
+	if level := h.levels.last(); level != "" {
+		h.fire(proc, "logging/setLevel", map[string]string{"level": level})
+	}
+}
+
+// exited retires a process: every request in flight on it gets an error now.
+func (h *Hub) exited(proc process) {
+	exit := proc.Exit()
+	h.life.retire(proc, exit.String(), proc.StderrTail())
+	h.calls.wakeAll()
+	h.forgetServerReqs()
+	h.tasks.reset() // the new process knows none of them
+	h.roots.forget()
+
+	reason, code := jsonrpc.ReasonUpstreamExited, "server exited"
+	if exit.Reason == "stalled" {
+		reason, code = jsonrpc.ReasonUpstreamStalled, "server stalled"
+	}
+	routes := h.reqs.Reset()
+	if len(routes) > 0 {
+		h.log.Warn("failing the requests in flight", "exit", exit.String(), "requests", len(routes))
+	}
+	for _, r := range routes {
+		if r.Session == 0 {
+			continue
+		}
+		h.fail(r, &jsonrpc.Error{
+			Code:    jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("%s (%s) with the request in flight", code, exit.String()),
+			Reason:  reason,
+			Extra:   map[string]any{"exit": exit.String()},
+		})
+	}
+}
+
+// stopTimeout bounds a stop: both graces and a margin.
+func (h *Hub) stopTimeout() time.Duration {
+	up := h.life.upstream()
+	return max(up.StdinGrace, 0) + max(up.TermGrace, 0) + 5*time.Second
+}
+
+// Reconfigure changes how the server is started (command, arguments,
+// environment, folder, stderr, graces, output limits) and restarts it; the
+// sessions stay attached, as they do over any restart. The size limit of
+// messages is not among what it changes.
+func (h *Hub) Reconfigure(up upstream.Config) {
+	h.life.reconfigure(up)
+	h.log.Info("configuration changed; restarting the server")
+	h.Restart()
+}
+
+// jitter spreads a delay over [d/2, d) so that servers restarted together do
+// not return in lockstep.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
 }

@@ -3,37 +3,46 @@ package mux
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
+
+	"github.com/mcpmux/mcpmux/protocol"
 )
 
-// LatestVersion is the newest legacy protocol revision mcpmux speaks; it
-// asks the server for this one.
-const LatestVersion = "2025-11-25"
+// era is the protocol era of a server process or of a session.
+type era uint8
 
-// knownVersions are the legacy revisions, oldest first. Their names sort in
-// date order, so comparing strings compares revisions.
-var knownVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
+const (
+	eraUnknown era = iota // a session that has not said yet
+	eraLegacy             // 2024-11-05 to 2025-11-25: initialize, per-connection state
+)
 
-func knownVersion(v string) bool { return slices.Contains(knownVersions, v) }
+func (e era) String() string {
+	switch e {
+	case eraLegacy:
+		return "legacy"
+	}
+	return ""
+}
 
-// initResult is a server's InitializeResult, kept whole, with the parts the
-// hub looks at.
-type initResult struct {
+// serverInfo is what a server said of itself when it was opened (for a
+// legacy server, its InitializeResult, kept whole), with the parts the hub
+// looks at. Every session is answered from it.
+type serverInfo struct {
+	era        era
 	raw        map[string]json.RawMessage
 	caps       map[string]json.RawMessage
 	version    string
 	serverName string
 }
 
-func parseInitResult(raw json.RawMessage) (*initResult, error) {
-	r := &initResult{}
+func parseInitResult(raw json.RawMessage) (*serverInfo, error) {
+	r := &serverInfo{era: eraLegacy}
 	if err := json.Unmarshal(raw, &r.raw); err != nil {
 		return nil, fmt.Errorf("InitializeResult is not an object: %w", err)
 	}
 	if err := json.Unmarshal(r.raw["protocolVersion"], &r.version); err != nil {
 		return nil, fmt.Errorf("InitializeResult has no protocolVersion string")
 	}
-	if !knownVersion(r.version) {
+	if !protocol.IsLegacy(r.version) {
 		return nil, fmt.Errorf("server chose protocol version %q, which mcpmux does not speak", r.version)
 	}
 	if c := r.raw["capabilities"]; len(c) > 0 && string(c) != "null" {
@@ -49,14 +58,14 @@ func parseInitResult(raw json.RawMessage) (*initResult, error) {
 	return r, nil
 }
 
-func (r *initResult) has(capability string) bool {
+func (r *serverInfo) has(capability string) bool {
 	v, ok := r.caps[capability]
 	return ok && string(v) != "null"
 }
 
 // incompatible says why sessions that negotiated against r cannot stay on a
 // server that now answers cur; "" when they can.
-func (r *initResult) incompatible(cur *initResult) string {
+func (r *serverInfo) incompatible(cur *serverInfo) string {
 	if r.version != cur.version {
 		return fmt.Sprintf("protocol version %s instead of %s", cur.version, r.version)
 	}
@@ -70,8 +79,8 @@ func (r *initResult) incompatible(cur *initResult) string {
 
 // negotiate picks the version a session gets: its own if mcpmux knows it and
 // the server speaks it or newer, else the server's (the client decides).
-func (r *initResult) negotiate(requested string) string {
-	if knownVersion(requested) && requested <= r.version {
+func (r *serverInfo) negotiate(requested string) string {
+	if protocol.IsLegacy(requested) && requested <= r.version {
 		return requested
 	}
 	return r.version
@@ -81,7 +90,7 @@ func (r *initResult) negotiate(requested string) string {
 // the session's version, and capabilities edited to what mcpmux can promise:
 // listChanged on every list it has (mcpmux sends those after a restart), and
 // no tasks.list (the server would list every session's tasks).
-func (r *initResult) forSession(version string) (json.RawMessage, error) {
+func (r *serverInfo) forSession(version string) (json.RawMessage, error) {
 	out := make(map[string]json.RawMessage, len(r.raw))
 	for k, v := range r.raw {
 		out[k] = v
@@ -131,7 +140,7 @@ func setMember(obj json.RawMessage, key string, val json.RawMessage) (json.RawMe
 
 // hasPath reports whether a capability has a member, such as
 // ("resources", "subscribe") or ("tasks", "cancel"), that is not false or null.
-func (r *initResult) hasPath(capability, member string) bool {
+func (r *serverInfo) hasPath(capability, member string) bool {
 	c, ok := r.caps[capability]
 	if !ok {
 		return false

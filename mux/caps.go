@@ -1,0 +1,161 @@
+package mux
+
+import (
+	"encoding/json"
+
+	"github.com/mcpmux/mcpmux/idmap"
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// Which session takes a server-to-client request. The server believes it
+// has one client; in fact it has many sessions, and a request such as
+// sampling/createMessage must reach exactly one of them, the one whose
+// request caused it. The legacy protocol has no field that says which, so
+// mcpmux picks: the owner of the related task if the request names one; else
+// the one ready, capable session with a request in flight; else, among
+// several, the one whose request started last ("latest"), or the one holding
+// the turn ("serialize"). A request no session can take is answered at
+// once: elicitation with "cancel", sampling with an error.
+
+// need is what a session must have declared to take a server request.
+type need struct {
+	sampling    bool
+	tools       bool // sampling with tools
+	context     bool // sampling with includeContext
+	elicitation bool
+	mode        string // elicitation mode: form or url
+}
+
+// caps is what a session declared in its initialize.
+type caps struct {
+	sampling, samplingTools, samplingContext bool
+	elicitForm, elicitURL                    bool
+	roots                                    bool
+}
+
+func parseCaps(raw json.RawMessage) caps {
+	var c struct {
+		Sampling *struct {
+			Tools   json.RawMessage `json:"tools"`
+			Context json.RawMessage `json:"context"`
+		} `json:"sampling"`
+		Elicitation *struct {
+			Form json.RawMessage `json:"form"`
+			URL  json.RawMessage `json:"url"`
+		} `json:"elicitation"`
+		Roots json.RawMessage `json:"roots"`
+	}
+	var out caps
+	if json.Unmarshal(raw, &c) != nil {
+		return out
+	}
+	present := func(v json.RawMessage) bool { return len(v) > 0 && string(v) != "null" }
+	if c.Sampling != nil {
+		out.sampling = true
+		out.samplingTools = present(c.Sampling.Tools)
+		out.samplingContext = present(c.Sampling.Context)
+	}
+	if c.Elicitation != nil {
+		// An empty elicitation capability means form mode alone.
+		out.elicitForm = present(c.Elicitation.Form) || !present(c.Elicitation.URL)
+		out.elicitURL = present(c.Elicitation.URL)
+	}
+	out.roots = present(c.Roots)
+	return out
+}
+
+func (c caps) meets(n need) bool {
+	switch {
+	case n.sampling:
+		return c.sampling && (!n.tools || c.samplingTools) && (!n.context || c.samplingContext)
+	case n.elicitation:
+		if n.mode == "url" {
+			return c.elicitURL
+		}
+		return c.elicitForm
+	}
+	return false
+}
+
+// needOf reads what a server request asks of the session that takes it.
+func needOf(m *jsonrpc.Message) need {
+	var p struct {
+		Tools          json.RawMessage `json:"tools"`
+		ToolChoice     json.RawMessage `json:"toolChoice"`
+		IncludeContext string          `json:"includeContext"`
+		Mode           string          `json:"mode"`
+	}
+	if m.Params != nil {
+		json.Unmarshal(m.Params, &p)
+	}
+	if m.Method == "sampling/createMessage" {
+		return need{
+			sampling: true,
+			tools:    len(p.Tools) > 0 || len(p.ToolChoice) > 0,
+			context:  p.IncludeContext == "thisServer" || p.IncludeContext == "allServers",
+		}
+	}
+	mode := p.Mode
+	if mode == "" {
+		mode = "form"
+	}
+	return need{elicitation: true, mode: mode}
+}
+
+// interactive methods are the ones a server may answer with a request of
+// its own; under "serialize" only one of them is in flight at a time.
+func interactive(method string) bool {
+	switch method {
+	case "tools/call", "prompts/get", "resources/read", "completion/complete":
+		return true
+	}
+	return false
+}
+
+// chooseSession picks the session that takes a server request, or nil.
+func (h *Hub) chooseSession(m *jsonrpc.Message, n need) *client {
+	if task, ok := stringAt(m, "_meta", "io.modelcontextprotocol/related-task", "taskId"); ok {
+		owner, _ := h.tasks.owner(task)
+		if c := h.sessions.get(owner); c != nil && c.isReady() && c.capabilities().meets(n) {
+			return c
+		}
+		return nil
+	}
+	candidates := map[uint64]bool{}
+	for _, c := range h.sessions.ready() {
+		if c.capabilities().meets(n) && c.sess.Inflight() > 0 {
+			candidates[c.sess.ID()] = true
+		}
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	// Under "serialize" the one interactive request in flight is the cause:
+	// the choice is exact.
+	busy, waiting := h.turn.holder()
+	if busy != 0 {
+		if r, ok := h.reqs.Get(busy); ok && candidates[r.Session] {
+			return h.sessions.get(r.Session)
+		}
+	}
+	// Else the session with the latest interactive request in flight, then
+	// the latest of any kind; requests still waiting have caused nothing.
+	id, ok := h.reqs.Latest(func(r idmap.Route) bool {
+		return candidates[r.Session] && interactive(r.Method) && !waiting[routeUp(r)]
+	})
+	if !ok {
+		id, ok = h.reqs.Latest(func(r idmap.Route) bool { return candidates[r.Session] && !waiting[routeUp(r)] })
+	}
+	if !ok {
+		return nil
+	}
+	return h.sessions.get(id)
+}
+
+// routeUp is the upstream id of a serialized route, 0 for any other.
+func routeUp(r idmap.Route) int64 {
+	if d := dataOf(r); d != nil && d.serial {
+		return d.up.Load()
+	}
+	return 0
+}

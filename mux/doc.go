@@ -1,0 +1,64 @@
+// Package mux is the router of one shared server: it joins the supervised
+// server process, the sessions connected to it, and the tables that rewrite
+// ids and progress tokens between them. Every MCP rule that comes from
+// sharing one server among many clients lives here: initialize answered from
+// a cache, ids made unique upstream and restored exactly downstream,
+// cancellations and progress translated, notifications fanned out by rule,
+// and every request answered when its server dies.
+//
+// # Parts
+//
+// A Hub composes small parts, each a type in a file named after it, with its
+// own invariant and its own lock:
+//
+//   - life (life.go): which process serves, whether it is ready, what it
+//     said of itself (serverInfo, info.go), its restarts and last exit;
+//   - registry (registry.go): the sessions, and the max_sessions bound;
+//   - idmap.Table: every request in flight upstream, by upstream id;
+//   - calls (calls.go): mcpmux's own requests to the server and who waits;
+//   - subscriptions (subscriptions.go): resource subscriptions, counted per URI;
+//   - logLevels (loglevels.go): each session's log level, and the server's;
+//   - taskTable (tasks.go): which session created each task;
+//   - serverReqs (serverreqs.go): server-to-client requests sent to sessions;
+//   - turn (turn.go): under "serialize", the one interactive request in flight;
+//   - rootsSeen (roots.go): the union of the sessions' roots the server last saw.
+//
+// The Hub alone sequences them: it reads one part, decides, then updates
+// another. How a server is opened and described (open.go, info.go) and how a
+// session's protocol era shapes what it is sent (client.go) are the two places
+// where the MCP eras differ.
+//
+// # Goroutines
+//
+// These enter the hub, and nothing else does:
+//   - each session's read goroutine (session.Session.Run), which calls the
+//     client's Handler methods one message at a time;
+//   - the server's stdout reader (upstream.Process), which calls
+//     upstreamHandler one message at a time and never blocks;
+//   - Run, which starts, supervises and restarts the process; its ping loop,
+//     which Run's supervise waits for;
+//   - timers: request_timeout (Hub.timeout) and the server request timeout
+//     (Hub.serverReqTimeout), which only take a route or an entry and answer.
+//
+// Pool.Serve runs one Hub per session and waits for its Run.
+//
+// # Locks
+//
+// Every part's lock is a leaf: no lock is held while another is taken, no I/O
+// and no blocking send happens under one, and every critical section unlocks
+// with defer (a test checks the source for it), so a panic recovered at the
+// session boundary never leaves a lock held. Where a part hands back data for
+// the Hub to act on (a list of sessions, a frame to send), it copies it out
+// under its lock and the Hub acts after. idmap.Table.Latest runs its filter
+// under the table's lock: the filters mux passes take no lock.
+//
+// # Queues
+//
+// Sends to a session go to its bounded outbox (session.Session.Send: never
+// blocks; a client past outbox_max is evicted). Sends to the server go to the
+// process's bounded write queue (upstream.Process.Send: never blocks; past
+// twice write_queue_bytes it refuses, and sessions stop reading before that,
+// in WaitRoom). The serialize queue is bounded by serialQueueMax; past it,
+// requests go out unserialized. The upstream reader holds at most maxHeld
+// sessions' answers for one flush.
+package mux

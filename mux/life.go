@@ -1,0 +1,254 @@
+package mux
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/upstream"
+)
+
+// State is where a hub's server is in its life.
+type State string
+
+const (
+	StateIdle     State = "idle" // not started yet (lazy), or stopped for want of sessions
+	StateStarting State = "starting"
+	StateReady    State = "ready"
+	StateBackoff  State = "backoff" // waiting to restart after a crash
+	StateFailed   State = "failed"  // crashed too often; waits for `mcpmux restart`
+	StateStopped  State = "stopped"
+)
+
+// life is the server process as the sessions see it: which process serves,
+// whether it is ready, what it said of itself, and how it last ended.
+// Invariant: ready is closed exactly while proc is an opened process and
+// info describes it; when that process goes, ready is replaced.
+type life struct {
+	mu       sync.Mutex
+	proc     process
+	state    State
+	ready    chan struct{}
+	info     *serverInfo // the last opened process's; kept across restarts
+	restarts int
+	lastExit string
+	started  time.Time
+	failedAt string          // why the server is failed, for its errors
+	up       upstream.Config // how to start the server; reconfigure replaces it
+	stderr   []string        // the last process's stderr tail, once it has gone
+
+	// Wake-ups of Run, each 1-buffered.
+	kick     chan struct{} // restart now
+	demand   chan struct{} // a session wants the server
+	sessions chan struct{} // a session came or went
+}
+
+func newLife(up upstream.Config, lazy bool) life {
+	state := StateStarting
+	if lazy {
+		state = StateIdle
+	}
+	return life{
+		up:       up,
+		state:    state,
+		ready:    make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		demand:   make(chan struct{}, 1),
+		sessions: make(chan struct{}, 1),
+	}
+}
+
+func (l *life) setState(s State) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.state = s
+}
+
+// current is the running process, opened or not; nil when there is none.
+func (l *life) current() process {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.proc
+}
+
+// serving is the process and its description when the server is ready.
+func (l *life) serving() (process, *serverInfo, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.proc, l.info, l.ready
+}
+
+// described is the cached description of the server; nil before the first
+// process was opened.
+func (l *life) described() *serverInfo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.info
+}
+
+// starting records a new process that is being opened: mcpmux's own
+// requests may use it, the sessions wait for publish.
+func (l *life) starting(proc process) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.proc = proc
+}
+
+// publish makes an opened process the one sessions use, and returns the
+// description of the one before (nil at the first start).
+func (l *life) publish(info *serverInfo) (prev *serverInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	prev = l.info
+	l.info = info
+	l.state = StateReady
+	l.started = time.Now()
+	close(l.ready)
+	return prev
+}
+
+// retire forgets a process that has ended; tail is its last stderr lines.
+func (l *life) retire(proc process, exit string, tail []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.proc == proc {
+		l.proc = nil
+	}
+	select {
+	case <-l.ready:
+		l.ready = make(chan struct{})
+	default:
+	}
+	l.lastExit = exit
+	l.stderr = tail
+}
+
+// startFailed records why a start did not succeed.
+func (l *life) startFailed(why string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastExit = why
+}
+
+func (l *life) countRestart() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.restarts++
+}
+
+// fail puts the server in the failed state and returns the reason.
+func (l *life) fail(crashes int, window time.Duration) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.state = StateFailed
+	l.failedAt = fmt.Sprintf("it crashed %d times within %s (last exit: %s)", crashes, window, l.lastExit)
+	return l.failedAt
+}
+
+// upstream is how the next process starts.
+func (l *life) upstream() upstream.Config {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up
+}
+
+// reconfigure changes how processes start; the name, logger and message
+// size limit stay.
+func (l *life) reconfigure(up upstream.Config) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	up.Name, up.Logger, up.MaxMessageBytes = l.up.Name, l.up.Logger, l.up.MaxMessageBytes
+	l.up = up
+}
+
+// waitState is what a waiting session looks at on each round.
+type waitState struct {
+	ready    <-chan struct{}
+	proc     process
+	info     *serverInfo
+	state    State
+	lastExit string
+	failedAt string
+}
+
+func (l *life) look() waitState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return waitState{l.ready, l.proc, l.info, l.state, l.lastExit, l.failedAt}
+}
+
+// waitReady waits until a server is ready and returns it with its
+// description. A failed server, or none ready within timeout, is a
+// *jsonrpc.Error with reason upstream_unavailable.
+func (l *life) waitReady(ctx context.Context, name string, timeout time.Duration) (process, *serverInfo, error) {
+	// The common case, on every request: the server is up. No timer.
+	if proc, info, ready := l.serving(); isClosed(ready) && proc != nil {
+		return proc, info, nil
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		w := l.look()
+		if isClosed(w.ready) && w.proc != nil {
+			return w.proc, w.info, nil
+		}
+		switch w.state {
+		case StateFailed:
+			return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server %s is failed: %s; `mcpmux restart %s` starts it again", name, w.failedAt, name), Reason: jsonrpc.ReasonUpstreamUnavailable, Extra: map[string]any{"last_exit": w.lastExit}}
+		case StateIdle:
+			notify(l.demand)
+		}
+		select {
+		case <-w.ready:
+		case <-t.C:
+			msg := fmt.Sprintf("server %s is not ready", name)
+			if w.lastExit != "" {
+				msg += " (last exit: " + w.lastExit + ")"
+			}
+			return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg, Reason: jsonrpc.ReasonUpstreamUnavailable}
+		case <-ctx.Done():
+			return nil, nil, context.Cause(ctx)
+		}
+	}
+}
+
+// status fills the process's part of a Status.
+func (l *life) status(s *Status) {
+	proc := l.statusLocked(s)
+	if proc != nil {
+		s.Stderr = proc.StderrTail() // the process's own lock: not under ours
+	}
+}
+
+func (l *life) statusLocked(s *Status) process {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s.State, s.Restarts, s.LastExit, s.Stderr = l.state, l.restarts, l.lastExit, l.stderr
+	if l.proc != nil && l.state == StateReady {
+		s.Pid = l.proc.Pid()
+		s.Uptime = time.Since(l.started).Round(time.Second).String()
+	}
+	if l.info != nil {
+		s.Protocol = l.info.version
+	}
+	return l.proc
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// notify wakes a 1-buffered channel without blocking.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

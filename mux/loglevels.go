@@ -1,0 +1,137 @@
+package mux
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// logRanks orders the MCP log levels, most verbose first.
+var logRanks = map[string]int{
+	"debug": 0, "info": 1, "notice": 2, "warning": 3,
+	"error": 4, "critical": 5, "alert": 6, "emergency": 7,
+}
+
+// logLevels keeps the level each session set with logging/setLevel and the
+// one the server was last sent. Invariant: sent is "" until some session has
+// set a level; from then on it is the most verbose level any session wants
+// (a session that set none wants the default).
+type logLevels struct {
+	def string // the level of a session that set none
+
+	mu        sync.Mutex
+	bySession map[uint64]string
+	sent      string
+}
+
+func newLogLevels(def string) logLevels {
+	if _, ok := logRanks[def]; !ok {
+		def = "info"
+	}
+	return logLevels{def: def, bySession: make(map[uint64]string)}
+}
+
+func (l *logLevels) set(session uint64, level string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.bySession[session] = level
+}
+
+func (l *logLevels) drop(session uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.bySession, session)
+}
+
+// of is a session's level: its own, or the default.
+func (l *logLevels) of(session uint64) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lvl, ok := l.bySession[session]; ok {
+		return lvl
+	}
+	return l.def
+}
+
+// upstream works out the level the server should have, given how many
+// sessions there are; send is true when that is not what it was last sent.
+func (l *logLevels) upstream(sessions int) (level string, send bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.bySession) == 0 {
+		if l.sent == "" {
+			return "", false // nobody ever asked: the server keeps its own
+		}
+		level = l.def // the sessions that asked have gone
+	} else {
+		level = l.mostVerboseLocked(sessions > len(l.bySession))
+	}
+	send = level != l.sent
+	l.sent = level
+	return level, send
+}
+
+func (l *logLevels) mostVerboseLocked(withDefault bool) string {
+	agg := ""
+	if withDefault {
+		agg = l.def
+	}
+	for _, lvl := range l.bySession {
+		if agg == "" || logRanks[lvl] < logRanks[agg] {
+			agg = lvl
+		}
+	}
+	return agg
+}
+
+// last is the level the server was last sent; "" none.
+func (l *logLevels) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sent
+}
+
+// setLevel records a session's log level and answers it locally.
+func (c *client) setLevel(m *jsonrpc.Message, out sink) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	if m.Params != nil {
+		json.Unmarshal(m.Params, &p)
+	}
+	if _, ok := logRanks[p.Level]; !ok {
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid log level " + strconv.Quote(p.Level), Reason: jsonrpc.ReasonInvalidLevel})
+		return
+	}
+	c.h.levels.set(c.sess.ID(), p.Level)
+	out.reply(jsonrpc.Response(m.ID, emptyResult))
+	c.h.updateLogLevel()
+}
+
+// updateLogLevel sets the server to the most verbose level any session
+// wants, when that changes.
+func (h *Hub) updateLogLevel() {
+	level, send := h.levels.upstream(h.sessions.len())
+	if send {
+		h.log.Debug("server log level", "level", level)
+		h.fire(h.life.current(), "logging/setLevel", map[string]string{"level": level})
+	}
+}
+
+// routeLogMessage sends notifications/message to the sessions whose level
+// admits it.
+func (h *Hub) routeLogMessage(m *jsonrpc.Message) {
+	s, ok := m.ParamsPath("level")
+	var level string
+	if ok {
+		json.Unmarshal(m.Frame[s.Start:s.End], &level)
+	}
+	rank, known := logRanks[level]
+	for _, c := range h.sessions.ready() {
+		if !known || logRanks[h.levels.of(c.sess.ID())] <= rank {
+			c.send(m.Frame)
+		}
+	}
+}

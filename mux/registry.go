@@ -1,0 +1,86 @@
+package mux
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// registry is the set of a hub's sessions. Invariant: it never holds more
+// than max sessions (0: no bound). Lists it hands out are copies, so the
+// caller may act on each session with no lock held.
+type registry struct {
+	ids *atomic.Uint64 // session ids, shared by the daemon's hubs so that logs name each once
+	max int
+
+	mu      sync.Mutex
+	clients map[uint64]*client
+}
+
+func newRegistry(ids *atomic.Uint64, max int) registry {
+	if ids == nil {
+		ids = new(atomic.Uint64)
+	}
+	return registry{ids: ids, max: max, clients: make(map[uint64]*client)}
+}
+
+// nextID is the id of the next session.
+func (r *registry) nextID() uint64 { return r.ids.Add(1) }
+
+// add admits a session; false means the registry is full.
+func (r *registry) add(c *client) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.max > 0 && len(r.clients) >= r.max {
+		return false
+	}
+	r.clients[c.sess.ID()] = c
+	return true
+}
+
+func (r *registry) remove(id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.clients, id)
+}
+
+// get is the session with an id; nil when it has gone.
+func (r *registry) get(id uint64) *client {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.clients[id]
+}
+
+func (r *registry) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.clients)
+}
+
+func (r *registry) full() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.max > 0 && len(r.clients) >= r.max
+}
+
+// all is every session, in no order.
+func (r *registry) all() []*client {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*client, 0, len(r.clients))
+	for _, c := range r.clients {
+		out = append(out, c)
+	}
+	return out
+}
+
+// ready is every session that has completed its handshake.
+func (r *registry) ready() []*client {
+	cs := r.all()
+	out := cs[:0]
+	for _, c := range cs {
+		if c.isReady() {
+			out = append(out, c)
+		}
+	}
+	return out
+}

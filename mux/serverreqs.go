@@ -1,0 +1,293 @@
+package mux
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// srvKey names a server request as a session knows it.
+type srvKey struct {
+	session uint64
+	id      int64
+}
+
+// serverReq is a request sent to a session, waiting for its answer.
+type serverReq struct {
+	up     json.RawMessage // the server's id, exactly as sent; nil for mcpmux's own
+	method string
+	timer  *time.Timer
+	local  func(m *jsonrpc.Message) // for mcpmux's own requests: gets the answer, or nil when none will come
+}
+
+// serverReqs are the requests sent to sessions on the server's behalf (or
+// mcpmux's own, such as roots/list), each under an id of that session's,
+// and the URL-mode elicitations each session owns. Invariant: an entry is
+// answered exactly once, by the session, by its timeout, or on the
+// session's or the server's departure: whoever takes it from the table
+// answers it.
+type serverReqs struct {
+	mu           sync.Mutex
+	next         map[uint64]int64 // per session: the last id given; never reused
+	pending      map[srvKey]*serverReq
+	elicitations map[string]uint64 // URL-mode elicitationId -> session
+}
+
+func newServerReqs() serverReqs {
+	return serverReqs{next: make(map[uint64]int64), pending: make(map[srvKey]*serverReq), elicitations: make(map[string]uint64)}
+}
+
+// add records a request to a session under a fresh id of that session's;
+// expire runs if it is not answered within timeout.
+func (t *serverReqs) add(session uint64, sr *serverReq, timeout time.Duration, expire func(srvKey)) srvKey {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next[session]++
+	key := srvKey{session, t.next[session]}
+	t.pending[key] = sr
+	sr.timer = time.AfterFunc(timeout, func() { expire(key) })
+	return key
+}
+
+// take removes an entry; nil when it is no longer there.
+func (t *serverReqs) take(key srvKey) *serverReq {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sr := t.pending[key]
+	if sr != nil {
+		delete(t.pending, key)
+		sr.timer.Stop()
+	}
+	return sr
+}
+
+// takeUpstream removes the entry of the server's request with id up.
+func (t *serverReqs) takeUpstream(up []byte) (srvKey, *serverReq) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, sr := range t.pending {
+		if sr.local == nil && string(sr.up) == string(up) {
+			delete(t.pending, k)
+			sr.timer.Stop()
+			return k, sr
+		}
+	}
+	return srvKey{}, nil
+}
+
+// dropSession removes a departed session's entries and elicitations.
+func (t *serverReqs) dropSession(session uint64) []*serverReq {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var gone []*serverReq
+	for k, sr := range t.pending {
+		if k.session == session {
+			gone = append(gone, sr)
+			delete(t.pending, k)
+			sr.timer.Stop()
+		}
+	}
+	for eid, s := range t.elicitations {
+		if s == session {
+			delete(t.elicitations, eid)
+		}
+	}
+	delete(t.next, session)
+	return gone
+}
+
+// reset removes everything: the server that asked has gone.
+func (t *serverReqs) reset() map[srvKey]*serverReq {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	gone := t.pending
+	for _, sr := range gone {
+		sr.timer.Stop()
+	}
+	t.pending = make(map[srvKey]*serverReq)
+	t.elicitations = make(map[string]uint64)
+	return gone
+}
+
+// elicit records that a session owns a URL elicitation.
+func (t *serverReqs) elicit(id string, session uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.elicitations[id] = session
+}
+
+// takeElicitation removes a URL elicitation and returns its owner.
+func (t *serverReqs) takeElicitation(id string) (uint64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.elicitations[id]
+	delete(t.elicitations, id)
+	return s, ok
+}
+
+// routeServerRequest sends sampling/createMessage or elicitation/create to
+// the session that should take it, under an id of that session's own.
+func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
+	n := needOf(m)
+	c := h.chooseSession(m, n)
+	if c == nil {
+		h.log.Info("no session can take a server request", "method", m.Method)
+		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, "no session can take "+m.Method))
+		return
+	}
+	key := h.asks.add(c.sess.ID(), &serverReq{up: m.ID, method: m.Method}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
+	if n.elicitation && n.mode == "url" {
+		if eid, ok := stringAt(m, "elicitationId"); ok {
+			h.asks.elicit(eid, c.sess.ID())
+		}
+	}
+	c.sess.Logger().Debug("routed a server request", "method", m.Method, "id", key.id)
+	c.send(m.WithID([]byte(strconv.FormatInt(key.id, 10))))
+}
+
+// askSession sends a request of mcpmux's own to a session; done gets the
+// answer, or nil when none will come.
+func (h *Hub) askSession(c *client, method string, params any, done func(*jsonrpc.Message)) {
+	key := h.asks.add(c.sess.ID(), &serverReq{method: method, local: done}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
+	frame, err := jsonrpc.Request(json.RawMessage(strconv.FormatInt(key.id, 10)), method, params)
+	if err != nil {
+		h.asks.take(key)
+		return
+	}
+	c.send(frame)
+}
+
+// noClientAnswer is what the server gets when no session answers its
+// request: elicitation is declined as "cancel", the rest get an error.
+func noClientAnswer(server, method string, id json.RawMessage, reason, msg string) []byte {
+	if method == "elicitation/create" {
+		return jsonrpc.Response(id, json.RawMessage(`{"action":"cancel"}`))
+	}
+	e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg, Reason: reason, Server: server}
+	return e.Response(id)
+}
+
+// unanswered answers the server for a request its session will not answer.
+func (h *Hub) unanswered(sr *serverReq, reason, msg string) {
+	if sr.local != nil {
+		sr.local(nil)
+		return
+	}
+	if proc := h.life.current(); proc != nil {
+		proc.Send(noClientAnswer(h.cfg.Name, sr.method, sr.up, reason, msg))
+	}
+}
+
+func (h *Hub) serverReqTimeout(key srvKey) {
+	sr := h.asks.take(key)
+	if sr == nil {
+		return
+	}
+	if c := h.sessions.get(key.session); c != nil {
+		n, _ := jsonrpc.Notification("notifications/cancelled", map[string]any{"requestId": key.id, "reason": "timeout"})
+		c.send(n)
+	}
+	h.unanswered(sr, jsonrpc.ReasonClientTimeout, fmt.Sprintf("the session did not answer %s within %s", sr.method, h.cfg.ServerRequestTimeout))
+}
+
+// answerFromSession routes a session's answer to a server request back to
+// the server under the server's own id. An answer to an id the session was
+// never given is dropped.
+func (c *client) answerFromSession(m *jsonrpc.Message) {
+	id, err := strconv.ParseInt(string(m.ID), 10, 64)
+	var sr *serverReq
+	if err == nil {
+		sr = c.h.asks.take(srvKey{c.sess.ID(), id})
+	}
+	switch {
+	case sr == nil:
+		c.sess.Logger().Debug("dropped a response to nothing", "id", string(m.ID))
+	case sr.local != nil:
+		sr.local(m)
+	default:
+		if proc := c.h.life.current(); proc != nil {
+			proc.Send(m.WithID(sr.up))
+		}
+	}
+}
+
+// dropServerReqs answers the server for every request a departed session
+// had not answered.
+func (h *Hub) dropServerReqs(session uint64) {
+	for _, sr := range h.asks.dropSession(session) {
+		h.unanswered(sr, jsonrpc.ReasonClientGone, "the session that was asked has gone")
+	}
+}
+
+// forgetServerReqs drops the requests of a server process that exited: no
+// one is waiting for their answers any more. The sessions are told.
+func (h *Hub) forgetServerReqs() {
+	for k, sr := range h.asks.reset() {
+		if sr.local != nil {
+			sr.local(nil)
+			continue
+		}
+		if c := h.sessions.get(k.session); c != nil {
+			n, _ := jsonrpc.Notification("notifications/cancelled", map[string]any{"requestId": k.id, "reason": "server exited"})
+			c.send(n)
+		}
+	}
+}
+
+// serverCancelled forwards the server's cancellation of one of its own
+// requests to the session that has it.
+func (h *Hub) serverCancelled(m *jsonrpc.Message) {
+	s, ok := m.ParamsPath("requestId")
+	if !ok {
+		return
+	}
+	key, sr := h.asks.takeUpstream(m.Frame[s.Start:s.End])
+	if sr == nil {
+		return
+	}
+	if c := h.sessions.get(key.session); c != nil {
+		c.send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: []byte(strconv.FormatInt(key.id, 10))}))
+	}
+}
+
+// routeElicitationComplete tells the one session that owns a URL
+// elicitation that it completed; an unknown id is dropped.
+func (h *Hub) routeElicitationComplete(m *jsonrpc.Message) {
+	id, ok := stringAt(m, "elicitationId")
+	if !ok {
+		return
+	}
+	if session, known := h.asks.takeElicitation(id); known {
+		if c := h.sessions.get(session); c != nil {
+			c.send(m.Frame)
+		}
+	}
+}
+
+// recordElicitations notes, from a -32042 error, the URL elicitations the
+// session that receives it now owns.
+func (h *Hub) recordElicitations(session uint64, e json.RawMessage) {
+	if len(e) == 0 {
+		return // a result
+	}
+	var body struct {
+		Code int `json:"code"`
+		Data struct {
+			Elicitations []struct {
+				ID string `json:"elicitationId"`
+			} `json:"elicitations"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(e, &body) != nil || body.Code != -32042 {
+		return
+	}
+	for _, el := range body.Data.Elicitations {
+		if el.ID != "" {
+			h.asks.elicit(el.ID, session)
+		}
+	}
+}

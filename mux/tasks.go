@@ -1,0 +1,183 @@
+package mux
+
+import (
+	"encoding/json"
+	"sync"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// taskTable knows which session created each task (MCP 2025-11-25 tasks), so
+// that no other session may read, wait for or cancel it, and where a running
+// task's progress goes. Invariant: byToken names only tasks that are in
+// byID and not terminal. It is emptied when the process exits: a new one
+// knows none of them.
+type taskTable struct {
+	mu      sync.Mutex
+	byID    map[string]taskOwner
+	byToken map[int64]string // upstream id of the creating request (its progress token) -> task
+}
+
+// taskOwner is the session that created a task, and what its progress
+// token maps to while the task runs.
+type taskOwner struct {
+	session  uint64
+	up       int64           // the upstream id of the creating request, which is its progress token
+	token    json.RawMessage // the session's progress token, nil if none
+	terminal bool
+}
+
+func newTaskTable() taskTable {
+	return taskTable{byID: make(map[string]taskOwner), byToken: make(map[int64]string)}
+}
+
+func (t *taskTable) record(id string, o taskOwner) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byID[id] = o
+	if o.token != nil {
+		t.byToken[o.up] = id
+	}
+}
+
+// owner is the session that created a task; ok is false for an unknown task.
+func (t *taskTable) owner(id string) (session uint64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o, ok := t.byID[id]
+	return o.session, ok
+}
+
+// progress finds the owner of progress for a running task.
+func (t *taskTable) progress(up int64) (session uint64, token json.RawMessage, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id, ok := t.byToken[up]
+	if !ok {
+		return 0, nil, false
+	}
+	o := t.byID[id]
+	return o.session, o.token, true
+}
+
+// finish notes a terminal task: its progress token is retired.
+func (t *taskTable) finish(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o, ok := t.byID[id]; ok {
+		o.terminal = true
+		t.byID[id] = o
+		delete(t.byToken, o.up)
+	}
+}
+
+// drop forgets a departed session's tasks and returns the unfinished ones.
+func (t *taskTable) drop(session uint64) (unfinished []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, o := range t.byID {
+		if o.session != session {
+			continue
+		}
+		if !o.terminal {
+			unfinished = append(unfinished, id)
+		}
+		delete(t.byID, id)
+		delete(t.byToken, o.up)
+	}
+	return unfinished
+}
+
+func (t *taskTable) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byID = make(map[string]taskOwner)
+	t.byToken = make(map[int64]string)
+}
+
+// recordTask notes the task a response created, if it created one.
+func (h *Hub) recordTask(session uint64, up int64, token json.RawMessage, result json.RawMessage) {
+	if len(result) == 0 || result[0] != '{' {
+		return
+	}
+	s, ok := jsonrpc.FindPath(result, "task", "taskId")
+	if !ok {
+		return
+	}
+	var id string
+	if json.Unmarshal(result[s.Start:s.End], &id) != nil || id == "" {
+		return
+	}
+	h.tasks.record(id, taskOwner{session: session, up: up, token: token})
+}
+
+// stringAt reads the JSON string at a path of a message's params.
+func stringAt(m *jsonrpc.Message, path ...string) (string, bool) {
+	s, ok := m.ParamsPath(path...)
+	if !ok {
+		return "", false
+	}
+	var v string
+	if json.Unmarshal(m.Frame[s.Start:s.End], &v) != nil {
+		return "", false
+	}
+	return v, true
+}
+
+// ownsTask reports whether a session may name a task in tasks/get,
+// tasks/result or tasks/cancel.
+func (c *client) ownsTask(m *jsonrpc.Message) bool {
+	id, ok := stringAt(m, "taskId")
+	if !ok {
+		return false
+	}
+	owner, known := c.h.tasks.owner(id)
+	return known && owner == c.sess.ID()
+}
+
+// taskStatus notes a task that reached a terminal status.
+func (h *Hub) taskStatus(m *jsonrpc.Message) {
+	var p struct {
+		TaskID string `json:"taskId"`
+		Status string `json:"status"`
+	}
+	if m.Params == nil || json.Unmarshal(m.Params, &p) != nil {
+		return
+	}
+	switch p.Status {
+	case "completed", "failed", "cancelled":
+		h.tasks.finish(p.TaskID)
+	}
+}
+
+// dropTasks forgets a departed session's tasks, cancelling the unfinished
+// ones when the server can: no other session may read them.
+func (h *Hub) dropTasks(session uint64, proc process) {
+	unfinished := h.tasks.drop(session)
+	if info := h.life.described(); info == nil || !info.hasPath("tasks", "cancel") {
+		return
+	}
+	for _, id := range unfinished {
+		h.fire(proc, "tasks/cancel", map[string]string{"taskId": id})
+	}
+}
+
+// toTaskOwner sends a notification that names a task to that task's owner
+// alone; false when it names none.
+func (h *Hub) toTaskOwner(m *jsonrpc.Message) bool {
+	id, ok := stringAt(m, "_meta", "io.modelcontextprotocol/related-task", "taskId")
+	if !ok {
+		if m.Method != "notifications/tasks/status" {
+			return false
+		}
+		if id, ok = stringAt(m, "taskId"); !ok {
+			return false
+		}
+	}
+	if owner, known := h.tasks.owner(id); known {
+		if c := h.sessions.get(owner); c != nil {
+			c.send(m.Frame)
+		}
+	}
+	return true
+}
