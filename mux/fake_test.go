@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/upstream"
@@ -353,16 +354,10 @@ func (h *harness) sessionWith(version, caps string) *testClient {
 	return c
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond until it holds, for at most 5 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not synchronisation
-	}
+	testutil.Until(t, 5*time.Second, what, cond)
 }
 
 type testClient struct {

@@ -3,11 +3,9 @@ package mux
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // TestMain fails the package's tests if any of them leaves a goroutine
 // behind: every goroutine the hub starts has an owner that waits for it.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
