@@ -50,6 +50,10 @@ type Config struct {
 
 	// start replaces upstream.Start in tests.
 	start func(upstream.Config, upstream.Handler) (process, error)
+	// Protocol is the era the server is opened in: ProtocolAuto (also
+	// ""), ProtocolLegacy or ProtocolModern.
+	Protocol string
+
 	// hook, in tests, runs inside the critical section of a subscription.
 	hook func()
 }
@@ -83,7 +87,16 @@ type Hub struct {
 	tasks    taskTable     // which session created each task
 	asks     serverReqs    // server-to-client requests sent to sessions
 	turn     turn          // "serialize": the one interactive request in flight
-	roots    rootsSeen     // the union of the sessions' roots the server last saw
+	bridge   eraBridge     // what the bridges between the eras keep
+}
+
+// eraBridge is what mcpmux keeps to serve sessions of one era on a server
+// of the other: each part a type of its own (listen.go, mrtr.go).
+type eraBridge struct {
+	local  localListens // modern sessions' listens served for a legacy server
+	owned  ownedListen  // mcpmux's listen on a modern server, for legacy sessions
+	parked parkedInputs // modern requests waiting for their retry with input
+	rounds rounds       // legacy requests waiting for their session's input
 }
 
 // New returns a hub; Run starts its server.
@@ -110,6 +123,7 @@ func New(cfg Config) *Hub {
 		levels:   newLogLevels(cfg.DefaultLogLevel),
 		tasks:    newTaskTable(),
 		asks:     newServerReqs(),
+		bridge:   eraBridge{parked: newParkedInputs()},
 	}
 }
 
@@ -180,6 +194,7 @@ type Status struct {
 	Pid      int      `json:"pid,omitempty"`
 	Uptime   string   `json:"uptime,omitempty"`
 	Protocol string   `json:"protocol,omitempty"` // the revision the server speaks
+	Era      string   `json:"era,omitempty"`      // legacy or modern
 	Restarts int      `json:"restarts"`
 	Sessions int      `json:"sessions"`
 	Inflight int      `json:"inflight"`
@@ -196,6 +211,7 @@ type SessionStatus struct {
 	Peer      string `json:"peer,omitempty"`
 	Client    string `json:"client,omitempty"` // clientInfo.name from its initialize
 	Protocol  string `json:"protocol,omitempty"`
+	Era       string `json:"era,omitempty"` // legacy or modern, once the session said
 	Age       string `json:"age"`
 	Inflight  int    `json:"inflight"`
 	BytesIn   int64  `json:"bytes_in"`

@@ -76,9 +76,22 @@ func TestLifecycleErrors(t *testing.T) {
 	code, reason = errorOf(t, c.recv())
 	assert.Equal(t, []any{-32600, "already_initialized"}, []any{code, reason})
 
+	// server/discover is answered in any session, from the server's
+	// description: a legacy server's, here, as a modern client sees it.
 	c.send(`{"jsonrpc":"2.0","id":5,"method":"server/discover"}`)
-	code, reason = errorOf(t, c.recv())
-	assert.Equal(t, []any{-32601, "not_supported"}, []any{code, reason})
+	var disc struct {
+		SupportedVersions []string                   `json:"supportedVersions"`
+		Capabilities      map[string]json.RawMessage `json:"capabilities"`
+		ResultType        string                     `json:"resultType"`
+		Meta              map[string]json.RawMessage `json:"_meta"`
+	}
+	m5 := c.recv()
+	require.NoError(t, json.Unmarshal(m5.Result, &disc), "discover: %s", m5.Frame)
+	assert.Equal(t, []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}, disc.SupportedVersions)
+	assert.Equal(t, "complete", disc.ResultType)
+	assert.JSONEq(t, `{"listChanged":true}`, string(disc.Capabilities["tools"]))
+	assert.NotContains(t, disc.Capabilities, "tasks", "2025 tasks do not translate to 2026-07-28")
+	assert.JSONEq(t, `{"name":"fake","version":"1"}`, string(disc.Meta["io.modelcontextprotocol/serverInfo"]))
 
 	c.send(`{"jsonrpc":"2.0","id":6,"method":"hang"}`, `{"jsonrpc":"2.0","id":6,"method":"echo"}`)
 	m := c.recv()

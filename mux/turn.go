@@ -67,6 +67,16 @@ func (t *turn) release(up int64) (next queued, ok bool) {
 	return next, true
 }
 
+// move hands the turn held by old, if it holds it, to new: the same request,
+// sent again under another id.
+func (t *turn) move(old, new int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.busy == old {
+		t.busy = new
+	}
+}
+
 // holder is the upstream id holding the turn (0 none) and the set of ids
 // still waiting, which have caused nothing yet.
 func (t *turn) holder() (busy int64, waiting map[int64]bool) {
