@@ -3,6 +3,7 @@ package mux
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -50,6 +51,10 @@ type Config struct {
 
 	// start replaces upstream.Start in tests.
 	start func(upstream.Config, upstream.Handler) (process, error)
+	// UpstreamCapabilities, when set, is the capabilities object mcpmux
+	// declares to the server, passed through as written.
+	UpstreamCapabilities json.RawMessage
+
 	// Protocol is the era the server is opened in: ProtocolAuto (also
 	// ""), ProtocolLegacy or ProtocolModern.
 	Protocol string

@@ -156,13 +156,18 @@ func initializeRefused(e json.RawMessage) error {
 	return fmt.Errorf("server answered %s", e)
 }
 
-// clientCapabilities is what mcpmux, the server's one client, declares.
-func (h *Hub) clientCapabilities() map[string]any {
+// clientCapabilities is what mcpmux, the server's one client, declares:
+// the configured upstream_capabilities as written, else sampling and
+// elicitation in the plain shapes every SDK accepts ({} is form mode), and
+// roots when mcpmux has roots to answer with. Each session is sent only
+// what it declared itself.
+func (h *Hub) clientCapabilities() any {
+	if len(h.cfg.UpstreamCapabilities) > 0 {
+		return h.cfg.UpstreamCapabilities
+	}
 	c := map[string]any{
-		// mcpmux routes these to the session that asked, honouring what
-		// each session declared (tools, context, modes).
-		"sampling":    map[string]any{"tools": map[string]any{}, "context": map[string]any{}},
-		"elicitation": map[string]any{"form": map[string]any{}, "url": map[string]any{}},
+		"sampling":    map[string]any{},
+		"elicitation": map[string]any{},
 	}
 	if h.declaresRoots() {
 		c["roots"] = map[string]any{"listChanged": true}

@@ -88,8 +88,10 @@ func (c *client) handleState(m *jsonrpc.Message, out sink) bool {
 func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 	switch c.sessionEra() {
 	case eraLegacy:
-		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session already initialized", Reason: jsonrpc.ReasonAlreadyInitialized})
-		return
+		// Some clients open their session again on the same connection
+		// (FastMCP does on every re-entry), as a server they spawned would
+		// let them: answered again, with what the session declares now.
+		c.sess.Logger().Debug("session initialized again")
 	case eraModern:
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "this session speaks 2026-07-28 (it sent requests with the _meta envelope): initialize has no place in it", Reason: jsonrpc.ReasonInvalidRequest})
 		return
