@@ -32,7 +32,9 @@ type Config struct {
 	Lazy              bool          // start the server at the first session rather than at once
 	MaxSessions       int           // sessions at once; 0 means no limit
 
-	ServerRequests       string        // "latest" (default) or "serialize": how a server request picks among sessions
+	ServerRequests       string        // "auto" (default, also ""), "latest" or "serialize": how a server request picks among sessions
+	ServerRequestsSeen   bool          // under "auto": the server was seen to send sampling or elicitation before (serialize from the start)
+	OnServerRequests     func()        // under "auto": called once, when the server first sends sampling or elicitation
 	ServerRequestTimeout time.Duration // how long a session has to answer the server; 0 means 60s
 	Roots                []string      // roots mcpmux answers roots/list with; nil means none configured
 	RootsFromSessions    bool          // answer roots/list with the union of the sessions' roots
@@ -129,6 +131,7 @@ func New(cfg Config) *Hub {
 		tasks:    newTaskTable(),
 		asks:     newServerReqs(),
 		bridge:   eraBridge{parked: newParkedInputs()},
+		turn:     newTurn(cfg.ServerRequests, cfg.ServerRequestsSeen),
 	}
 }
 

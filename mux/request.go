@@ -231,7 +231,7 @@ func (c *client) edits(m *jsonrpc.Message, pair pairing, up int64, hasToken bool
 func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idmap.Route, jsonrpc.Span, *routeData) {
 	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Started: time.Now()}
 	_, route.Task = m.ParamsPath("task")
-	serial := c.h.cfg.ServerRequests == "serialize" && interactive(m.Method)
+	serial := c.h.turn.on.Load() && interactive(m.Method)
 	b, inBatch := out.(*batch)
 	mayNeedInput := pair == bridgeUp && interactive(m.Method)
 	level := f.level

@@ -3,6 +3,7 @@ package mux
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
@@ -14,9 +15,33 @@ import (
 // and not settled, 0 none; queue holds requests not yet sent, oldest first,
 // at most serialQueueMax of them.
 type turn struct {
+	// on: requests take turns. Under "serialize" always; under "auto" from
+	// the first request of the server's own on.
+	on   atomic.Bool
+	auto bool
+
 	mu    sync.Mutex
 	busy  int64
 	queue []queued
+}
+
+// Server request policies.
+const (
+	ServerRequestsAuto      = "auto"
+	ServerRequestsLatest    = "latest"
+	ServerRequestsSerialize = "serialize"
+)
+
+func newTurn(policy string, seen bool) turn {
+	t := turn{auto: policy == "" || policy == ServerRequestsAuto}
+	t.on.Store(policy == ServerRequestsSerialize || t.auto && seen)
+	return t
+}
+
+// engage: the server sent a request of its own. Under "auto", requests
+// take turns from now on; true the first time.
+func (t *turn) engage() bool {
+	return t.auto && t.on.CompareAndSwap(false, true)
 }
 
 // queued is an interactive request waiting for its turn.
