@@ -138,13 +138,43 @@ func (t *Table) Len() int {
 // Latest returns the session whose in-flight request started last among
 // those for which keep returns true; ok is false when there is none.
 func (t *Table) Latest(keep func(Route) bool) (session uint64, ok bool) {
+	_, r, ok := t.LatestRoute(keep)
+	return r.Session, ok
+}
+
+// LatestRoute returns the in-flight request of a session that started last
+// among those for which keep returns true, with its upstream id; ok is false
+// when there is none. keep runs under the table's lock: it must not call
+// the table.
+func (t *Table) LatestRoute(keep func(Route) bool) (up int64, r Route, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var best time.Time
-	for _, r := range t.routes {
-		if r.Session != 0 && keep(r) && (!ok || r.Started.After(best)) {
-			session, best, ok = r.Session, r.Started, true
+	for id, cand := range t.routes {
+		if cand.Session != 0 && keep(cand) && (!ok || cand.Started.After(r.Started)) {
+			up, r, ok = id, cand, true
 		}
 	}
-	return session, ok
+	return up, r, ok
+}
+
+// Rebind gives the request in flight under upstream id up a new
+// downstream id and progress token: its session answers it under that id,
+// and hears of its progress under that token (nil: none), from now on. It
+// fails with ErrDuplicate when the session has another request with that id
+// in flight, and reports false when up is not in flight.
+func (t *Table) Rebind(up int64, id, token json.RawMessage) (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.routes[up]
+	if !ok {
+		return false, nil
+	}
+	k := key{r.Session, string(id)}
+	if other, dup := t.byKey[k]; dup && other != up {
+		return true, ErrDuplicate
+	}
+	delete(t.byKey, key{r.Session, string(r.ID)})
+	r.ID, r.Token = id, token
+	t.routes[up], t.byKey[k] = r, up
+	return true, nil
 }

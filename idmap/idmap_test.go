@@ -369,3 +369,48 @@ func TestConcurrentUse(t *testing.T) {
 	tab.DropSession(sessions + 1)
 	assert.Equal(t, 0, tab.Len(), "everything settled")
 }
+
+func TestRebindMovesARequestToAnotherID(t *testing.T) {
+	var tab idmap.Table
+	up, err := tab.Add(idmap.Route{Session: 1, ID: json.RawMessage(`"a"`)})
+	require.NoError(t, err)
+	other, err := tab.Add(idmap.Route{Session: 1, ID: json.RawMessage(`"b"`)})
+	require.NoError(t, err)
+
+	found, err := tab.Rebind(up, json.RawMessage(`"b"`), nil)
+	assert.True(t, found)
+	assert.ErrorIs(t, err, idmap.ErrDuplicate, "b is in flight")
+
+	found, err = tab.Rebind(up, json.RawMessage(`"c"`), json.RawMessage(`"tok"`))
+	require.NoError(t, err)
+	assert.True(t, found)
+	r, _ := tab.Get(up)
+	assert.Equal(t, idmap.Route{Session: 1, ID: json.RawMessage(`"c"`), Token: json.RawMessage(`"tok"`)}, r)
+	_, err = tab.Add(idmap.Route{Session: 1, ID: json.RawMessage(`"a"`)})
+	assert.NoError(t, err, "a is free once its request moved to c")
+	got, _, ok := tab.Cancel(1, json.RawMessage(`"c"`))
+	assert.True(t, ok)
+	assert.Equal(t, up, got)
+
+	found, err = tab.Rebind(999, json.RawMessage(`"d"`), nil)
+	assert.False(t, found)
+	assert.NoError(t, err)
+	_, ok = tab.Take(other)
+	assert.True(t, ok)
+}
+
+func TestLatestRouteNamesTheRequest(t *testing.T) {
+	var tab idmap.Table
+	t0 := time.Now()
+	a, _ := tab.Add(idmap.Route{Session: 1, ID: json.RawMessage(`1`), Method: "tools/call", Started: t0})
+	b, _ := tab.Add(idmap.Route{Session: 2, ID: json.RawMessage(`1`), Method: "tools/list", Started: t0.Add(time.Second)})
+	up, r, ok := tab.LatestRoute(func(idmap.Route) bool { return true })
+	assert.True(t, ok)
+	assert.Equal(t, b, up)
+	assert.Equal(t, uint64(2), r.Session)
+	up, _, ok = tab.LatestRoute(func(r idmap.Route) bool { return r.Method == "tools/call" })
+	assert.True(t, ok)
+	assert.Equal(t, a, up)
+	_, _, ok = tab.LatestRoute(func(idmap.Route) bool { return false })
+	assert.False(t, ok)
+}

@@ -37,6 +37,9 @@ const (
 	ReasonNoClient            = "no_client"
 	ReasonClientGone          = "client_gone"
 	ReasonClientTimeout       = "client_timeout"
+	ReasonUnsupportedVersion  = "unsupported_version"
+	ReasonInvalidRequestState = "invalid_request_state"
+	ReasonMissingCapability   = "missing_capability"
 )
 
 // Error is a JSON-RPC error that mcpmux itself emits. On the wire its data is

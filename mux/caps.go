@@ -112,44 +112,58 @@ func interactive(method string) bool {
 	return false
 }
 
-// chooseSession picks the session that takes a server request, or nil.
-func (h *Hub) chooseSession(m *jsonrpc.Message, n need) *client {
+// chooseSession picks the session that takes a server request and the
+// request of that session that caused it (its upstream id and route; for a
+// legacy session taking a request that names its task, none), or nil.
+func (h *Hub) chooseSession(m *jsonrpc.Message, n need) (*client, int64, idmap.Route) {
 	if task, ok := stringAt(m, "_meta", "io.modelcontextprotocol/related-task", "taskId"); ok {
 		owner, _ := h.tasks.owner(task)
 		if c := h.sessions.get(owner); c != nil && c.isReady() && c.capabilities().meets(n) {
-			return c
+			return c, 0, idmap.Route{}
 		}
-		return nil
+		return nil, 0, idmap.Route{}
 	}
-	candidates := map[uint64]bool{}
+	// A legacy session takes it if it declared the capability in its
+	// initialize; a modern one if the very request that would cause it
+	// declared it in its envelope.
+	legacy := map[uint64]bool{}
 	for _, c := range h.sessions.ready() {
 		if c.capabilities().meets(n) && c.sess.Inflight() > 0 {
-			candidates[c.sess.ID()] = true
+			legacy[c.sess.ID()] = true
 		}
 	}
-	if len(candidates) == 0 {
-		return nil
+	busy, waiting := h.turn.holder()
+	able := func(r idmap.Route) bool {
+		d := dataOf(r)
+		if d.isListen() || waiting[routeUp(r)] || isParkedID(r.ID) {
+			return false // listens and requests still waiting have caused nothing
+		}
+		if d != nil && d.modern != nil {
+			return d.modern.caps.meets(n)
+		}
+		return legacy[r.Session]
 	}
 	// Under "serialize" the one interactive request in flight is the cause:
 	// the choice is exact.
-	busy, waiting := h.turn.holder()
 	if busy != 0 {
-		if r, ok := h.reqs.Get(busy); ok && candidates[r.Session] {
-			return h.sessions.get(r.Session)
+		if r, ok := h.reqs.Get(busy); ok && able(r) {
+			return h.sessions.get(r.Session), busy, r
 		}
 	}
-	// Else the session with the latest interactive request in flight, then
-	// the latest of any kind; requests still waiting have caused nothing.
-	id, ok := h.reqs.Latest(func(r idmap.Route) bool {
-		return candidates[r.Session] && interactive(r.Method) && !waiting[routeUp(r)]
-	})
+	// Else the latest interactive request in flight, then the latest of any
+	// kind.
+	up, r, ok := h.reqs.LatestRoute(func(r idmap.Route) bool { return able(r) && interactive(r.Method) })
 	if !ok {
-		id, ok = h.reqs.Latest(func(r idmap.Route) bool { return candidates[r.Session] && !waiting[routeUp(r)] })
+		up, r, ok = h.reqs.LatestRoute(able)
 	}
 	if !ok {
-		return nil
+		return nil, 0, idmap.Route{}
 	}
-	return h.sessions.get(id)
+	c := h.sessions.get(r.Session)
+	if c == nil {
+		return nil, 0, idmap.Route{}
+	}
+	return c, up, r
 }
 
 // routeUp is the upstream id of a serialized route, 0 for any other.

@@ -27,6 +27,7 @@ type client struct {
 	ready       bool // sent notifications/initialized
 	version     string
 	clientInfo  json.RawMessage
+	capsRaw     json.RawMessage // the capabilities of its initialize, as sent
 	caps        caps
 	roots       []root // its roots, when mcpmux gathers them
 
@@ -45,12 +46,6 @@ func (c *client) isReady() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ready
-}
-
-func (c *client) isInitialized() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.initialized
 }
 
 func (c *client) negotiated() string {
@@ -75,7 +70,30 @@ func (c *client) initializedAs(version string, capsRaw, info json.RawMessage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.era, c.initialized = eraLegacy, true
-	c.version, c.caps, c.clientInfo = version, parseCaps(capsRaw), info
+	c.version, c.caps, c.capsRaw, c.clientInfo = version, parseCaps(capsRaw), capsRaw, info
+}
+
+// handshake is what a legacy session's initialize said of it.
+func (c *client) handshake() (info, caps json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clientInfo, c.capsRaw
+}
+
+func (c *client) sessionEra() era {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.era
+}
+
+// becomeModern: the session's first request carried the modern envelope.
+// It is never "ready" in the legacy sense: nothing is sent to it unasked.
+func (c *client) becomeModern() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.era == eraUnknown {
+		c.era = eraModern
+	}
 }
 
 // markReady: the session sent notifications/initialized.
@@ -96,6 +114,7 @@ func (c *client) status() SessionStatus {
 	st := c.sess.Stats()
 	peer := c.sess.Peer()
 	version, info := c.identity()
+	e := c.sessionEra()
 	var ci struct {
 		Name string `json:"name"`
 	}
@@ -106,6 +125,7 @@ func (c *client) status() SessionStatus {
 		Peer:      peer.Addr,
 		Client:    ci.Name,
 		Protocol:  version,
+		Era:       e.String(),
 		Age:       time.Since(st.Started).Round(time.Second).String(),
 		Inflight:  st.Inflight,
 		BytesIn:   st.BytesIn,
@@ -179,8 +199,17 @@ func (h *Hub) detach(c *client) {
 		c.sess.Logger().Debug("cancelled requests of a departed session", "count", len(routes))
 	}
 	h.dropServerReqs(id)
-	for _, uri := range h.subs.drop(id) {
-		h.fire(proc, "resources/unsubscribe", map[string]string{"uri": uri})
+	h.dropParked(id)
+	for _, l := range h.bridge.local.drop(id) {
+		h.releaseListen(l)
+	}
+	last := h.subs.drop(id)
+	if info := h.describedServer(); info != nil && info.era == eraModern {
+		h.syncOwnedListen()
+	} else {
+		for _, uri := range last {
+			h.fire(proc, "resources/unsubscribe", map[string]string{"uri": uri})
+		}
 	}
 	h.dropTasks(id, proc)
 	h.levels.drop(id)

@@ -33,6 +33,7 @@ type fakeServer struct {
 	crashInit bool     // die on initialize, for crash loops
 	lastArgs  []string // the Args of the last start
 	deaf      bool     // answer nothing at all, for liveness pings
+	era       string   // "" (legacy only), "dual" or "modern": see fakemodern_test.go
 }
 
 func newFakeServer() *fakeServer {
@@ -97,8 +98,10 @@ type fakeProc struct {
 	closed atomic.Bool
 	exit   upstream.Exit
 
-	nextAsk int
-	asks    map[string]*jsonrpc.Message // the fake's own requests to its client -> the request that caused them
+	nextAsk  int
+	asks     map[string]*jsonrpc.Message // the fake's own requests to its client -> the request that caused them
+	listenMu sync.Mutex
+	listens  map[string]*jsonrpc.Message // open subscriptions/listen requests, by id (modern)
 
 	// replyMu makes the fake's answers one stream, as a real server's
 	// stdout is read by one goroutine.
@@ -164,6 +167,12 @@ func (p *fakeProc) run() {
 				p.answer(m)
 			case jsonrpc.KindResult, jsonrpc.KindError:
 				p.answered(m)
+			case jsonrpc.KindNotification:
+				if m.Method == "notifications/cancelled" {
+					if s, ok := m.ParamsPath("requestId"); ok {
+						p.dropListen(string(m.Frame[s.Start:s.End]))
+					}
+				}
 			}
 		}
 	}
@@ -188,6 +197,9 @@ func (p *fakeProc) answer(m *jsonrpc.Message) {
 	crashInit, deaf, version, caps := p.srv.crashInit, p.srv.deaf, p.srv.version, p.srv.caps
 	p.srv.mu.Unlock()
 	if deaf && m.Method != "initialize" {
+		return
+	}
+	if p.answerModern(m) {
 		return
 	}
 	method := m.Method
@@ -289,7 +301,12 @@ type harness struct {
 
 func newHarness(t *testing.T, tweak func(*Config)) *harness {
 	t.Helper()
-	srv := newFakeServer()
+	return newHarnessOn(t, newFakeServer(), tweak)
+}
+
+// newHarnessOn is newHarness with a fake server set up by the caller.
+func newHarnessOn(t *testing.T, srv *fakeServer, tweak func(*Config)) *harness {
+	t.Helper()
 	cfg := Config{
 		Name:           "fake",
 		Upstream:       upstream.Config{MaxMessageBytes: 1 << 20},

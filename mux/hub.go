@@ -3,6 +3,7 @@ package mux
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -31,7 +32,9 @@ type Config struct {
 	Lazy              bool          // start the server at the first session rather than at once
 	MaxSessions       int           // sessions at once; 0 means no limit
 
-	ServerRequests       string        // "latest" (default) or "serialize": how a server request picks among sessions
+	ServerRequests       string        // "auto" (default, also ""), "latest" or "serialize": how a server request picks among sessions
+	ServerRequestsSeen   bool          // under "auto": the server was seen to send sampling or elicitation before (serialize from the start)
+	OnServerRequests     func()        // under "auto": called once, when the server first sends sampling or elicitation
 	ServerRequestTimeout time.Duration // how long a session has to answer the server; 0 means 60s
 	Roots                []string      // roots mcpmux answers roots/list with; nil means none configured
 	RootsFromSessions    bool          // answer roots/list with the union of the sessions' roots
@@ -50,6 +53,14 @@ type Config struct {
 
 	// start replaces upstream.Start in tests.
 	start func(upstream.Config, upstream.Handler) (process, error)
+	// UpstreamCapabilities, when set, is the capabilities object mcpmux
+	// declares to the server, passed through as written.
+	UpstreamCapabilities json.RawMessage
+
+	// Protocol is the era the server is opened in: ProtocolAuto (also
+	// ""), ProtocolLegacy or ProtocolModern.
+	Protocol string
+
 	// hook, in tests, runs inside the critical section of a subscription.
 	hook func()
 }
@@ -83,7 +94,16 @@ type Hub struct {
 	tasks    taskTable     // which session created each task
 	asks     serverReqs    // server-to-client requests sent to sessions
 	turn     turn          // "serialize": the one interactive request in flight
-	roots    rootsSeen     // the union of the sessions' roots the server last saw
+	bridge   eraBridge     // what the bridges between the eras keep
+}
+
+// eraBridge is what mcpmux keeps to serve sessions of one era on a server
+// of the other: each part a type of its own (listen.go, mrtr.go).
+type eraBridge struct {
+	local  localListens // modern sessions' listens served for a legacy server
+	owned  ownedListen  // mcpmux's listen on a modern server, for legacy sessions
+	parked parkedInputs // modern requests waiting for their retry with input
+	rounds rounds       // legacy requests waiting for their session's input
 }
 
 // New returns a hub; Run starts its server.
@@ -110,6 +130,8 @@ func New(cfg Config) *Hub {
 		levels:   newLogLevels(cfg.DefaultLogLevel),
 		tasks:    newTaskTable(),
 		asks:     newServerReqs(),
+		bridge:   eraBridge{parked: newParkedInputs()},
+		turn:     newTurn(cfg.ServerRequests, cfg.ServerRequestsSeen),
 	}
 }
 
@@ -180,6 +202,7 @@ type Status struct {
 	Pid      int      `json:"pid,omitempty"`
 	Uptime   string   `json:"uptime,omitempty"`
 	Protocol string   `json:"protocol,omitempty"` // the revision the server speaks
+	Era      string   `json:"era,omitempty"`      // legacy or modern
 	Restarts int      `json:"restarts"`
 	Sessions int      `json:"sessions"`
 	Inflight int      `json:"inflight"`
@@ -196,6 +219,7 @@ type SessionStatus struct {
 	Peer      string `json:"peer,omitempty"`
 	Client    string `json:"client,omitempty"` // clientInfo.name from its initialize
 	Protocol  string `json:"protocol,omitempty"`
+	Era       string `json:"era,omitempty"` // legacy or modern, once the session said
 	Age       string `json:"age"`
 	Inflight  int    `json:"inflight"`
 	BytesIn   int64  `json:"bytes_in"`

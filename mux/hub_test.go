@@ -72,13 +72,30 @@ func TestLifecycleErrors(t *testing.T) {
 
 	c.send(`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
 	require.Equal(t, jsonrpc.KindResult, c.recv().Kind)
-	c.send(`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
-	code, reason = errorOf(t, c.recv())
-	assert.Equal(t, []any{-32600, "already_initialized"}, []any{code, reason})
+	// A second initialize (FastMCP sends one on every re-entry) is
+	// answered again from the cache, with the version asked for now.
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}}}}`)
+	m4 := c.recv()
+	require.Equal(t, jsonrpc.KindResult, m4.Kind, "%s", m4.Frame)
+	assert.Contains(t, string(m4.Result), `"protocolVersion":"2025-06-18"`)
+	assert.Equal(t, "2025-06-18", h.Status().SessionList[0].Protocol)
 
+	// server/discover is answered in any session, from the server's
+	// description: a legacy server's, here, as a modern client sees it.
 	c.send(`{"jsonrpc":"2.0","id":5,"method":"server/discover"}`)
-	code, reason = errorOf(t, c.recv())
-	assert.Equal(t, []any{-32601, "not_supported"}, []any{code, reason})
+	var disc struct {
+		SupportedVersions []string                   `json:"supportedVersions"`
+		Capabilities      map[string]json.RawMessage `json:"capabilities"`
+		ResultType        string                     `json:"resultType"`
+		Meta              map[string]json.RawMessage `json:"_meta"`
+	}
+	m5 := c.recv()
+	require.NoError(t, json.Unmarshal(m5.Result, &disc), "discover: %s", m5.Frame)
+	assert.Equal(t, []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}, disc.SupportedVersions)
+	assert.Equal(t, "complete", disc.ResultType)
+	assert.JSONEq(t, `{"listChanged":true}`, string(disc.Capabilities["tools"]))
+	assert.NotContains(t, disc.Capabilities, "tasks", "2025 tasks do not translate to 2026-07-28")
+	assert.JSONEq(t, `{"name":"fake","version":"1"}`, string(disc.Meta["io.modelcontextprotocol/serverInfo"]))
 
 	c.send(`{"jsonrpc":"2.0","id":6,"method":"hang"}`, `{"jsonrpc":"2.0","id":6,"method":"echo"}`)
 	m := c.recv()
@@ -373,5 +390,31 @@ func TestPanicInHubHandlingLeavesTheOthersServed(t *testing.T) {
 		m := cl.answer()
 		assert.Equal(t, `7`, string(m.ID))
 		assert.JSONEq(t, `{"params":{"n":1}}`, string(m.Result))
+	}
+}
+
+// mcpmux declares to the server only what every SDK accepts (a strict
+// server refuses sub-fields it does not know), roots only when it has roots
+// to answer with, and exactly the configured upstream_capabilities when set.
+func TestUpstreamCapabilities(t *testing.T) {
+	tests := []struct {
+		name  string
+		tweak func(*Config)
+		want  string
+	}{
+		{"default", nil, `{"sampling":{},"elicitation":{}}`},
+		{"roots configured", func(c *Config) { c.Roots = []string{"file:///w"} }, `{"sampling":{},"elicitation":{},"roots":{"listChanged":true}}`},
+		{"as written", func(c *Config) { c.UpstreamCapabilities = json.RawMessage(`{"sampling":{"tools":{}},"experimental":{"x":1}}`) }, `{"sampling":{"tools":{}},"experimental":{"x":1}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.tweak)
+			eventually(t, "initialize", func() bool { return len(h.srv.messages("initialize")) == 1 })
+			var p struct {
+				Capabilities json.RawMessage `json:"capabilities"`
+			}
+			require.NoError(t, json.Unmarshal(h.srv.messages("initialize")[0].Params, &p))
+			assert.JSONEq(t, tt.want, string(p.Capabilities))
+		})
 	}
 }

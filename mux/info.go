@@ -3,34 +3,21 @@ package mux
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/mcpmux/mcpmux/protocol"
 )
 
-// era is the protocol era of a server process or of a session.
-type era uint8
-
-const (
-	eraUnknown era = iota // a session that has not said yet
-	eraLegacy             // 2024-11-05 to 2025-11-25: initialize, per-connection state
-)
-
-func (e era) String() string {
-	switch e {
-	case eraLegacy:
-		return "legacy"
-	}
-	return ""
-}
-
-// serverInfo is what a server said of itself when it was opened (for a
-// legacy server, its InitializeResult, kept whole), with the parts the hub
-// looks at. Every session is answered from it.
+// serverInfo is what a server said of itself when it was opened: a legacy
+// server's InitializeResult or a modern server's DiscoverResult, kept whole,
+// with the parts the hub looks at. Every session is answered from it, in the
+// shape of the session's era.
 type serverInfo struct {
 	era        era
-	raw        map[string]json.RawMessage
+	raw        map[string]json.RawMessage // the result, member by member
 	caps       map[string]json.RawMessage
-	version    string
+	version    string          // legacy: the revision the server chose; modern: protocol.Modern
+	implInfo   json.RawMessage // serverInfo (an Implementation), nil when the server gave none
 	serverName string
 }
 
@@ -45,97 +32,57 @@ func parseInitResult(raw json.RawMessage) (*serverInfo, error) {
 	if !protocol.IsLegacy(r.version) {
 		return nil, fmt.Errorf("server chose protocol version %q, which mcpmux does not speak", r.version)
 	}
+	if err := r.parseCaps(); err != nil {
+		return nil, fmt.Errorf("InitializeResult %w", err)
+	}
+	r.setImpl(r.raw["serverInfo"])
+	return r, nil
+}
+
+// parseDiscoverResult reads a modern server's answer to server/discover; an
+// error means it is not one mcpmux can serve modern.
+func parseDiscoverResult(raw json.RawMessage) (*serverInfo, error) {
+	r := &serverInfo{era: eraModern, version: protocol.Modern}
+	if err := json.Unmarshal(raw, &r.raw); err != nil {
+		return nil, fmt.Errorf("DiscoverResult is not an object: %w", err)
+	}
+	var versions []string
+	if err := json.Unmarshal(r.raw["supportedVersions"], &versions); err != nil {
+		return nil, fmt.Errorf("DiscoverResult has no supportedVersions list")
+	}
+	if !slices.Contains(versions, protocol.Modern) {
+		return nil, fmt.Errorf("server supports %v, not %s", versions, protocol.Modern)
+	}
+	if err := r.parseCaps(); err != nil {
+		return nil, fmt.Errorf("DiscoverResult %w", err)
+	}
+	var meta map[string]json.RawMessage
+	json.Unmarshal(r.raw["_meta"], &meta)
+	r.setImpl(meta[protocol.MetaServerInfo])
+	return r, nil
+}
+
+func (r *serverInfo) parseCaps() error {
 	if c := r.raw["capabilities"]; len(c) > 0 && string(c) != "null" {
 		if err := json.Unmarshal(c, &r.caps); err != nil {
-			return nil, fmt.Errorf("InitializeResult capabilities is not an object: %w", err)
+			return fmt.Errorf("capabilities is not an object: %w", err)
 		}
 	}
+	return nil
+}
+
+func (r *serverInfo) setImpl(raw json.RawMessage) {
 	var info struct {
 		Name string `json:"name"`
 	}
-	json.Unmarshal(r.raw["serverInfo"], &info)
-	r.serverName = info.Name
-	return r, nil
+	if json.Unmarshal(raw, &info) == nil && len(raw) > 0 && raw[0] == '{' {
+		r.implInfo, r.serverName = raw, info.Name
+	}
 }
 
 func (r *serverInfo) has(capability string) bool {
 	v, ok := r.caps[capability]
 	return ok && string(v) != "null"
-}
-
-// incompatible says why sessions that negotiated against r cannot stay on a
-// server that now answers cur; "" when they can.
-func (r *serverInfo) incompatible(cur *serverInfo) string {
-	if r.version != cur.version {
-		return fmt.Sprintf("protocol version %s instead of %s", cur.version, r.version)
-	}
-	for name := range r.caps {
-		if r.has(name) && !cur.has(name) {
-			return fmt.Sprintf("capability %q gone", name)
-		}
-	}
-	return ""
-}
-
-// negotiate picks the version a session gets: its own if mcpmux knows it and
-// the server speaks it or newer, else the server's (the client decides).
-func (r *serverInfo) negotiate(requested string) string {
-	if protocol.IsLegacy(requested) && requested <= r.version {
-		return requested
-	}
-	return r.version
-}
-
-// forSession is the InitializeResult a session receives: the server's, with
-// the session's version, and capabilities edited to what mcpmux can promise:
-// listChanged on every list it has (mcpmux sends those after a restart), and
-// no tasks.list (the server would list every session's tasks).
-func (r *serverInfo) forSession(version string) (json.RawMessage, error) {
-	out := make(map[string]json.RawMessage, len(r.raw))
-	for k, v := range r.raw {
-		out[k] = v
-	}
-	v, _ := json.Marshal(version)
-	out["protocolVersion"] = v
-
-	caps := make(map[string]json.RawMessage, len(r.caps))
-	for name, c := range r.caps {
-		caps[name] = c
-	}
-	for _, name := range []string{"tools", "prompts", "resources"} {
-		if !r.has(name) {
-			continue
-		}
-		edited, err := setMember(caps[name], "listChanged", json.RawMessage("true"))
-		if err != nil {
-			return nil, fmt.Errorf("capability %s: %w", name, err)
-		}
-		caps[name] = edited
-	}
-	if r.has("tasks") {
-		var tasks map[string]json.RawMessage
-		if json.Unmarshal(caps["tasks"], &tasks) == nil {
-			delete(tasks, "list")
-			caps["tasks"], _ = json.Marshal(tasks)
-		}
-	}
-	b, err := json.Marshal(caps)
-	if err != nil {
-		return nil, err
-	}
-	out["capabilities"] = b
-	return json.Marshal(out)
-}
-
-func setMember(obj json.RawMessage, key string, val json.RawMessage) (json.RawMessage, error) {
-	m := map[string]json.RawMessage{}
-	if len(obj) > 0 && string(obj) != "null" {
-		if err := json.Unmarshal(obj, &m); err != nil {
-			return nil, err
-		}
-	}
-	m[key] = val
-	return json.Marshal(m)
 }
 
 // hasPath reports whether a capability has a member, such as
@@ -151,4 +98,140 @@ func (r *serverInfo) hasPath(capability, member string) bool {
 	}
 	v, ok := m[member]
 	return ok && string(v) != "null" && string(v) != "false"
+}
+
+// incompatible says why sessions that negotiated against r cannot stay on a
+// server that now answers cur; "" when they can.
+func (r *serverInfo) incompatible(cur *serverInfo) string {
+	if r.era != cur.era {
+		return fmt.Sprintf("the %s protocol era instead of the %s one", cur.era, r.era)
+	}
+	if r.version != cur.version {
+		return fmt.Sprintf("protocol version %s instead of %s", cur.version, r.version)
+	}
+	for name := range r.caps {
+		if r.has(name) && !cur.has(name) {
+			return fmt.Sprintf("capability %q gone", name)
+		}
+	}
+	return ""
+}
+
+// negotiate picks the legacy version a session gets: its own if mcpmux
+// knows it and the server serves it (a legacy server: its version or older;
+// a modern one: any, through the bridge), else the newest the server serves
+// (the client decides).
+func (r *serverInfo) negotiate(requested string) string {
+	newest := r.version
+	if r.era == eraModern {
+		newest = protocol.LatestLegacy
+	}
+	if protocol.IsLegacy(requested) && requested <= newest {
+		return requested
+	}
+	return newest
+}
+
+// sessionCaps are the server's capabilities as mcpmux can promise them to
+// a session: listChanged on every list the server has (mcpmux tells the
+// sessions after a restart); no tasks.list (the server would list every
+// session's tasks); and no tasks at all where the session's era differs
+// from the server's (the two eras' tasks do not translate).
+func (r *serverInfo) sessionCaps(sessionEra era) (json.RawMessage, error) {
+	caps := make(map[string]json.RawMessage, len(r.caps))
+	for name, c := range r.caps {
+		caps[name] = c
+	}
+	for _, name := range []string{"tools", "prompts", "resources"} {
+		if !r.has(name) {
+			continue
+		}
+		edited, err := setMember(caps[name], "listChanged", json.RawMessage("true"))
+		if err != nil {
+			return nil, fmt.Errorf("capability %s: %w", name, err)
+		}
+		caps[name] = edited
+	}
+	switch {
+	case sessionEra != r.era:
+		delete(caps, "tasks")
+	case r.has("tasks"):
+		var tasks map[string]json.RawMessage
+		if json.Unmarshal(caps["tasks"], &tasks) == nil {
+			delete(tasks, "list")
+			caps["tasks"], _ = json.Marshal(tasks)
+		}
+	}
+	return json.Marshal(caps)
+}
+
+// forSession is the InitializeResult a legacy session receives, with the
+// version it negotiated.
+func (r *serverInfo) forSession(version string) (json.RawMessage, error) {
+	caps, err := r.sessionCaps(eraLegacy)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]json.RawMessage, len(r.raw)+3)
+	if r.era == eraLegacy {
+		for k, v := range r.raw {
+			out[k] = v
+		}
+	} else {
+		if in, ok := r.raw["instructions"]; ok {
+			out["instructions"] = in
+		}
+		out["serverInfo"] = r.impl()
+	}
+	out["protocolVersion"], _ = json.Marshal(version)
+	out["capabilities"] = caps
+	return json.Marshal(out)
+}
+
+// forDiscover is the DiscoverResult a modern session receives: every
+// revision mcpmux serves, the server's capabilities as a modern session may
+// use them, its instructions and its serverInfo.
+func (r *serverInfo) forDiscover() (json.RawMessage, error) {
+	caps, err := r.sessionCaps(eraModern)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]json.RawMessage{
+		"resultType": json.RawMessage(`"complete"`),
+		"ttlMs":      json.RawMessage(`0`),
+		"cacheScope": json.RawMessage(`"private"`),
+	}
+	if r.era == eraModern {
+		for k, v := range r.raw {
+			out[k] = v
+		}
+	} else {
+		if in, ok := r.raw["instructions"]; ok {
+			out["instructions"] = in
+		}
+		out["_meta"], _ = json.Marshal(map[string]json.RawMessage{protocol.MetaServerInfo: r.impl()})
+	}
+	out["supportedVersions"], _ = json.Marshal(protocol.Supported)
+	out["capabilities"] = caps
+	return json.Marshal(out)
+}
+
+// impl is the server's Implementation, or a stand-in naming mcpmux's view
+// of it when the server gave none.
+func (r *serverInfo) impl() json.RawMessage {
+	if r.implInfo != nil {
+		return r.implInfo
+	}
+	return json.RawMessage(`{"name":"unknown","version":""}`)
+}
+
+func setMember(obj json.RawMessage, key string, val json.RawMessage) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(obj) > 0 && string(obj) != "null" {
+		if err := json.Unmarshal(obj, &m); err != nil {
+			return nil, err
+		}
+	}
+	m[key] = val
+	return json.Marshal(m)
 }

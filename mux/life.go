@@ -231,7 +231,7 @@ func (l *life) statusLocked(s *Status) process {
 		s.Uptime = time.Since(l.started).Round(time.Second).String()
 	}
 	if l.info != nil {
-		s.Protocol = l.info.version
+		s.Protocol, s.Era = l.info.version, l.info.era.String()
 	}
 	return l.proc
 }

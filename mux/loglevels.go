@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
@@ -43,6 +44,14 @@ func (l *logLevels) drop(session uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.bySession, session)
+}
+
+// explicit is the level a session set, if it set one.
+func (l *logLevels) explicit(session uint64) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lvl, ok := l.bySession[session]
+	return lvl, ok
 }
 
 // of is a session's level: its own, or the default.
@@ -113,6 +122,9 @@ func (c *client) setLevel(m *jsonrpc.Message, out sink) {
 // updateLogLevel sets the server to the most verbose level any session
 // wants, when that changes.
 func (h *Hub) updateLogLevel() {
+	if info := h.describedServer(); info != nil && info.era == eraModern {
+		return // a modern server gets each request's level in its envelope
+	}
 	level, send := h.levels.upstream(h.sessions.len())
 	if send {
 		h.log.Debug("server log level", "level", level)
@@ -121,17 +133,29 @@ func (h *Hub) updateLogLevel() {
 }
 
 // routeLogMessage sends notifications/message to the sessions whose level
-// admits it.
+// admits it: on a legacy server, the legacy sessions by the level each set;
+// and the one session whose request in flight asked, in its envelope, for a
+// level that admits it (a modern server sends messages for nothing else).
+// The message names no request: of several that asked, the latest takes it.
 func (h *Hub) routeLogMessage(m *jsonrpc.Message) {
-	s, ok := m.ParamsPath("level")
-	var level string
-	if ok {
-		json.Unmarshal(m.Frame[s.Start:s.End], &level)
-	}
+	level, _ := stringAt(m, "level")
 	rank, known := logRanks[level]
-	for _, c := range h.sessions.ready() {
-		if !known || logRanks[h.levels.of(c.sess.ID())] <= rank {
-			c.send(m.Frame)
+	info := h.describedServer()
+	if info == nil || info.era == eraLegacy {
+		for _, c := range h.sessions.ready() {
+			if !known || logRanks[h.levels.of(c.sess.ID())] <= rank {
+				c.send(m.Frame)
+			}
 		}
+	}
+	_, r, ok := h.reqs.LatestRoute(func(r idmap.Route) bool {
+		d := dataOf(r)
+		return d != nil && d.level != "" && !d.listen && (d.modern != nil || d.pair == bridgeUp) && (!known || logRanks[d.level] <= rank)
+	})
+	if !ok {
+		return
+	}
+	if c := h.sessions.get(r.Session); c != nil {
+		c.send(m.Frame)
 	}
 }

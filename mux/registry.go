@@ -14,6 +14,8 @@ type registry struct {
 
 	mu      sync.Mutex
 	clients map[uint64]*client
+
+	roots rootsSeen // the union of the sessions' roots, as the server last heard of it
 }
 
 func newRegistry(ids *atomic.Uint64, max int) registry {

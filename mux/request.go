@@ -23,20 +23,34 @@ func (c *client) handleRequest(m *jsonrpc.Message, out sink) {
 		c.handleInitialize(m, out)
 		return
 	case "server/discover":
-		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "server/discover is not supported; use initialize", Reason: jsonrpc.ReasonNotSupported})
+		c.handleDiscover(m, out)
 		return
 	}
-	if !c.isInitialized() {
-		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not initialized: send initialize first", Reason: jsonrpc.ReasonNotInitialized})
-		return
-	}
-	if !c.handleState(m, out) {
-		c.forward(m, out, nil)
+	env, enveloped := envelopeOf(m)
+	switch c.sessionEra() {
+	case eraModern:
+		c.handleModern(m, env, enveloped, out)
+	case eraLegacy:
+		c.handleLegacy(m, out)
+	default:
+		if enveloped {
+			c.becomeModern()
+			c.handleModern(m, env, true, out)
+			return
+		}
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not initialized: send initialize first (or a request with the 2026-07-28 _meta envelope)", Reason: jsonrpc.ReasonNotInitialized})
 	}
 }
 
-// handleState serves the requests whose state mcpmux keeps per session;
-// false means the request is the server's to answer.
+// handleLegacy serves a request of an initialized legacy session.
+func (c *client) handleLegacy(m *jsonrpc.Message, out sink) {
+	if !c.handleState(m, out) {
+		c.forward(m, out, fwd{})
+	}
+}
+
+// handleState serves the requests whose state mcpmux keeps per legacy
+// session; false means the request is the server's to answer.
 func (c *client) handleState(m *jsonrpc.Message, out sink) bool {
 	info := c.h.describedServer()
 	switch m.Method {
@@ -51,11 +65,15 @@ func (c *client) handleState(m *jsonrpc.Message, out sink) bool {
 			return true
 		}
 	case "logging/setLevel":
-		if info != nil && info.has("logging") {
+		if info != nil && (info.has("logging") || info.era == eraModern) {
 			c.setLevel(m, out)
 			return true
 		}
 	case "tasks/get", "tasks/result", "tasks/cancel":
+		if info != nil && info.era == eraModern {
+			c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: m.Method + " is not offered: the server speaks 2026-07-28, whose tasks a 2025 session cannot use", Reason: jsonrpc.ReasonNotSupported})
+			return true
+		}
 		if !c.ownsTask(m) {
 			c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such task in this session", Reason: jsonrpc.ReasonUnknownTask})
 			return true
@@ -68,8 +86,14 @@ func (c *client) handleState(m *jsonrpc.Message, out sink) bool {
 }
 
 func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
-	if c.isInitialized() {
-		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session already initialized", Reason: jsonrpc.ReasonAlreadyInitialized})
+	switch c.sessionEra() {
+	case eraLegacy:
+		// Some clients open their session again on the same connection
+		// (FastMCP does on every re-entry), as a server they spawned would
+		// let them: answered again, with what the session declares now.
+		c.sess.Logger().Debug("session initialized again")
+	case eraModern:
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "this session speaks 2026-07-28 (it sent requests with the _meta envelope): initialize has no place in it", Reason: jsonrpc.ReasonInvalidRequest})
 		return
 	}
 	var p struct {
@@ -95,7 +119,7 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 		return
 	}
 	c.initializedAs(version, p.Capabilities, p.ClientInfo)
-	c.sess.Logger().Info("session initialized", "protocol", version, "client", string(p.ClientInfo))
+	c.sess.Logger().Info("session initialized", "protocol", version, "client", string(p.ClientInfo), "server_era", info.era)
 	out.reply(jsonrpc.Response(m.ID, body))
 }
 
@@ -104,35 +128,66 @@ func (h *Hub) waitReady(c *client) (process, *serverInfo, error) {
 	return h.life.waitReady(c.ctx, h.cfg.Name, h.cfg.StartTimeout)
 }
 
+// fwd is how a request is forwarded, beyond the request itself.
+type fwd struct {
+	after  func(*jsonrpc.Message) // sees the answer before the session does (nil when none will come)
+	modern *modernReq             // what a modern session's request declared; nil for a legacy session
+	level  string                 // the log level a modern request asks for; "" none
+	listen bool                   // subscriptions/listen: long-lived, not counted in flight
+}
+
+// pairing is how a request crosses the eras: both sides the same, or one of
+// the two bridges.
+type pairing uint8
+
+const (
+	sameEra    pairing = iota
+	bridgeDown         // a modern session, a legacy server
+	bridgeUp           // a legacy session, a modern server
+)
+
+func pairOf(session, server era) pairing {
+	switch {
+	case session == eraModern && server == eraLegacy:
+		return bridgeDown
+	case session != eraModern && server == eraModern:
+		return bridgeUp
+	}
+	return sameEra
+}
+
 // forward sends a session's request to the server under a fresh id, with its
-// progress token replaced by that id. after, if not nil, sees the answer
-// before the session does (nil when none will come from the server).
-func (c *client) forward(m *jsonrpc.Message, out sink, after func(*jsonrpc.Message)) {
-	proc, _, err := c.h.waitReady(c)
+// progress token replaced by that id, and its envelope as the server's era
+// needs it: taken out for a legacy server, put in (from the session's
+// initialize) for a modern one.
+func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
+	proc, info, err := c.h.waitReady(c)
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return
 	}
-	route, tokSpan, data := c.routeOf(m, out, after)
-	c.sess.Begin()
+	pair := pairOf(c.sessionEra(), info.era)
+	route, tokSpan, data := c.routeOf(m, out, f, pair)
+	if !f.listen {
+		c.sess.Begin()
+	}
 	up, err := c.h.reqs.Add(route)
 	if err != nil { // idmap.ErrDuplicate, the only error Add returns
-		c.sess.End()
+		if !f.listen {
+			c.sess.End()
+		}
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "request id " + string(m.ID) + " is already in flight on this session", Reason: jsonrpc.ReasonDuplicateID})
 		return
 	}
-	upID := []byte(strconv.FormatInt(up, 10))
-	idSpan, _ := m.IDSpan()
-	edits := []jsonrpc.Edit{{Span: idSpan, Value: upID}}
-	if route.Token != nil {
-		edits = append(edits, jsonrpc.Edit{Span: tokSpan, Value: upID})
-	}
-	frame := jsonrpc.Splice(m.Frame, edits...)
+	frame := jsonrpc.Splice(m.Frame, c.edits(m, pair, up, route.Token != nil, tokSpan)...)
 	out.pending()
 	if data != nil {
 		data.up.Store(up)
+		if data.retry != nil {
+			data.retry.frame = frame
+		}
 	}
-	if c.h.cfg.RequestTimeout > 0 {
+	if c.h.cfg.RequestTimeout > 0 && !f.listen {
 		data.timer.Store(time.AfterFunc(c.h.cfg.RequestTimeout, func() { c.h.timeout(up) }))
 	}
 	if data != nil && data.serial && !c.h.turn.acquire(up, frame) {
@@ -145,17 +200,51 @@ func (c *client) forward(m *jsonrpc.Message, out sink, after func(*jsonrpc.Messa
 	}
 }
 
+// edits are the rewrites of a forwarded request: its id, its progress
+// token, and its envelope as the pairing needs.
+func (c *client) edits(m *jsonrpc.Message, pair pairing, up int64, hasToken bool, tokSpan jsonrpc.Span) []jsonrpc.Edit {
+	upID := []byte(strconv.FormatInt(up, 10))
+	idSpan, _ := m.IDSpan()
+	edits := make([]jsonrpc.Edit, 1, 3)
+	edits[0] = jsonrpc.Edit{Span: idSpan, Value: upID}
+	switch pair {
+	case bridgeDown:
+		var tok []byte
+		if hasToken {
+			tok = upID
+		}
+		if e, ok := stripEnvelope(m, tok); ok {
+			return append(edits, e) // the token is in the _meta it rewrote
+		}
+	case bridgeUp:
+		edits = append(edits, injectEnvelope(m, c.envelopeMembers()))
+	}
+	if hasToken {
+		edits = append(edits, jsonrpc.Edit{Span: tokSpan, Value: upID})
+	}
+	return edits
+}
+
 // routeOf is the route of a request about to be forwarded, the span of its
 // progress token (when route.Token is set), and what the hub keeps with the
 // route beyond the table's fields (nil when nothing).
-func (c *client) routeOf(m *jsonrpc.Message, out sink, after func(*jsonrpc.Message)) (idmap.Route, jsonrpc.Span, *routeData) {
+func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idmap.Route, jsonrpc.Span, *routeData) {
 	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Started: time.Now()}
 	_, route.Task = m.ParamsPath("task")
+	serial := c.h.turn.on.Load() && interactive(m.Method)
+	b, inBatch := out.(*batch)
+	mayNeedInput := pair == bridgeUp && interactive(m.Method)
+	level := f.level
+	if pair == bridgeUp {
+		level, _ = c.h.levels.explicit(c.sess.ID())
+	}
 	var data *routeData
-	serial := c.h.cfg.ServerRequests == "serialize" && interactive(m.Method)
-	if b, ok := out.(*batch); ok || c.h.cfg.RequestTimeout > 0 || after != nil || serial {
+	if inBatch || c.h.cfg.RequestTimeout > 0 || f.after != nil || serial || pair != sameEra || f.modern != nil || f.listen {
 		// Set before the route is published: other goroutines settle it.
-		data = &routeData{batch: b, after: after, h: c.h, serial: serial}
+		data = &routeData{batch: b, after: f.after, h: c.h, serial: serial, pair: pair, modern: f.modern, level: level, listen: f.listen}
+		if mayNeedInput {
+			data.retry = &retry{}
+		}
 		route.Data = data
 	}
 	tokSpan, hasToken := m.ParamsPath("_meta", "progressToken")
@@ -187,7 +276,9 @@ func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, 
 	} else {
 		send(frame)
 	}
-	c.sess.End()
+	if !d.isListen() {
+		c.sess.End()
+	}
 }
 
 // settle counts out of flight a request that gets no answer (cancelled).
@@ -199,7 +290,9 @@ func (c *client) settle(r idmap.Route) {
 	if b := d.settle(); b != nil {
 		b.done()
 	}
-	c.sess.End()
+	if !d.isListen() {
+		c.sess.End()
+	}
 }
 
 // routeData is what the hub keeps with a route beyond the table's fields.
@@ -211,12 +304,20 @@ type routeData struct {
 	h      *Hub         // for serial: the turn to release
 	up     atomic.Int64 // its upstream id, once known
 	serial bool
+
+	pair   pairing
+	modern *modernReq // a modern session's request: what it declared
+	level  string     // the log level the request carries to a modern server; "" none
+	listen bool       // subscriptions/listen: long-lived, outside max_inflight and request_timeout
+	retry  *retry     // a legacy session's request to a modern server that may need input
 }
 
 func dataOf(r idmap.Route) *routeData {
 	d, _ := r.Data.(*routeData)
 	return d
 }
+
+func (d *routeData) isListen() bool { return d != nil && d.listen }
 
 // settle stops the request's timer, ends its turn, and returns its batch;
 // nil-safe.
@@ -255,6 +356,7 @@ func (c *client) handleNotification(m *jsonrpc.Message) {
 	case "notifications/initialized":
 		c.markReady()
 		c.h.refreshRoots(c)
+		c.h.legacyJoined()
 		return
 	case "notifications/roots/list_changed":
 		if c.h.declaresRoots() {
@@ -265,9 +367,16 @@ func (c *client) handleNotification(m *jsonrpc.Message) {
 		c.handleCancel(m)
 		return
 	}
-	if !c.isInitialized() {
+	switch c.sessionEra() {
+	case eraUnknown:
 		c.sess.Logger().Debug("dropped a notification sent before initialize", "method", m.Method)
 		return
+	case eraLegacy:
+		if info := c.h.describedServer(); info != nil && info.era == eraModern {
+			// The modern revision has no client notifications but
+			// cancellation: the rest are the handshake's.
+			return
+		}
 	}
 	if proc := c.h.life.current(); proc != nil {
 		proc.Send(m.Frame)
@@ -283,6 +392,9 @@ func (c *client) handleCancel(m *jsonrpc.Message) {
 		return
 	}
 	id := m.Frame[span.Start:span.End]
+	if c.h.endLocalListen(c, id) || c.h.cancelBetweenRounds(c, id) {
+		return // mcpmux's own listen, or a request between two rounds
+	}
 	up, r, ok := c.h.reqs.Cancel(c.sess.ID(), id)
 	if !ok {
 		c.sess.Logger().Debug("dropped a cancellation of a request not in flight", "id", string(id))

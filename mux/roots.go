@@ -103,7 +103,7 @@ func (h *Hub) rootsChanged() {
 		return
 	}
 	key, _ := json.Marshal(h.rootsUnion())
-	if !h.roots.changed(string(key)) {
+	if !h.sessions.roots.changed(string(key)) {
 		return
 	}
 	if proc := h.life.current(); proc != nil {

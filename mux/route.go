@@ -5,7 +5,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/protocol"
 )
 
 // upstreamHandler is the hub as one process's stdout reader sees it. Its
@@ -87,25 +89,32 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		return
 	}
 	if r.Session == 0 {
+		if r.Method == "subscriptions/listen" {
+			h.ownedListenEnded(up)
+		}
 		h.calls.wake(up, m)
 		return
 	}
-	if m.Kind == jsonrpc.KindResult && r.Task {
-		// Only a task-augmented request can create a task: other results,
-		// however large, are not walked again.
-		h.recordTask(r.Session, up, r.Token, m.Result)
-	} else {
-		h.recordElicitations(r.Session, m.Error)
-	}
-	c := h.sessions.get(r.Session)
-	if c == nil {
-		dataOf(r).settle()
+	d := dataOf(r)
+	if isParkedID(r.ID) {
+		// Answered while it waits for its session's retry: the retry gets it.
+		d.settle()
+		h.bridge.parked.settleUp(up, m, nil)
 		return
 	}
-	// The frame is ours: the session's id goes in in place when it fits
-	// (m's spans are stale after this; deliver's callers look at its Kind
-	// only).
-	frame := m.ReplaceID(r.ID)
+	h.recordOwnership(r, d, up, m)
+	c := h.sessions.get(r.Session)
+	if c == nil {
+		d.settle()
+		return
+	}
+	if d != nil && d.retry != nil && m.Kind == jsonrpc.KindResult {
+		if inputs, state, ok := inputRequired(m.Result); ok {
+			h.putToSession(c, r, up, inputs, state)
+			return
+		}
+	}
+	frame := h.answerFrame(m, r, d)
 	// The answer waits for the end of the run of messages the reader has at
 	// hand (Flush, above), so a burst of answers to one session costs one
 	// write.
@@ -117,6 +126,72 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		return
 	}
 	c.deliver(r, frame, m)
+}
+
+// recordOwnership notes what an answer gives its session alone: a task it
+// created, URL elicitations it now owns.
+func (h *Hub) recordOwnership(r idmap.Route, d *routeData, up int64, m *jsonrpc.Message) {
+	switch {
+	case m.Kind != jsonrpc.KindResult:
+		h.recordElicitations(r.Session, m.Error)
+	case r.Task:
+		// Only a task-augmented request can create a task: other results,
+		// however large, are not walked again.
+		h.recordTask(r.Session, up, r.Token, m.Result)
+	case d != nil && d.modern != nil && d.modern.tasks:
+		h.recordModernTask(r.Session, up, r.Token, m.Result)
+	}
+}
+
+// answerFrame is the server's answer as the session gets it: under the
+// session's id, and shaped for the session's era. The frame is the
+// reader's: the session's id goes in in place when it fits (m's spans are
+// stale after this; deliver's callers look at its Kind only).
+func (h *Hub) answerFrame(m *jsonrpc.Message, r idmap.Route, d *routeData) []byte {
+	switch {
+	case d == nil || (d.pair == sameEra && !d.listen):
+	case d.pair == bridgeDown:
+		return h.shapeDown(m, r.ID, r.Method)
+	case d.listen:
+		if s, ok := jsonrpc.FindPath(m.Result, "_meta", protocol.MetaSubscriptionID); ok {
+			rs := spanOf(m.Frame, m.Result)
+			idSpan, _ := m.IDSpan()
+			return jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: idSpan, Value: r.ID}, jsonrpc.Edit{Span: jsonrpc.Span{Start: rs.Start + s.Start, End: rs.Start + s.End}, Value: r.ID})
+		}
+	}
+	return m.ReplaceID(r.ID)
+}
+
+// cacheable are the methods whose modern results carry cache hints.
+var cacheable = map[string]bool{
+	"tools/list": true, "prompts/list": true, "resources/list": true,
+	"resources/templates/list": true, "resources/read": true,
+}
+
+// shapeDown is a legacy server's answer as a modern session gets it, under
+// id: a result says it is complete (and how long it may be cached, for the
+// lists), and the retired resource-not-found code becomes -32602.
+func (h *Hub) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string) []byte {
+	idSpan, _ := m.IDSpan()
+	edits := []jsonrpc.Edit{{Span: idSpan, Value: id}}
+	switch m.Kind {
+	case jsonrpc.KindResult:
+		if len(m.Result) == 0 || m.Result[0] != '{' {
+			break
+		}
+		add := map[string]json.RawMessage{"resultType": json.RawMessage(`"complete"`)}
+		if cacheable[method] {
+			add["ttlMs"], add["cacheScope"] = json.RawMessage(`0`), json.RawMessage(`"private"`)
+		}
+		have := func(k string) bool { _, ok := jsonrpc.FindPath(m.Result, k); return ok }
+		edits = append(edits, insertMembers(m.Frame, spanOf(m.Frame, m.Result), add, have))
+	case jsonrpc.KindError:
+		if s, ok := jsonrpc.FindPath(m.Error, "code"); ok && string(m.Error[s.Start:s.End]) == strconv.Itoa(protocol.CodeLegacyResourceMissing) {
+			es := spanOf(m.Frame, m.Error)
+			edits = append(edits, jsonrpc.Edit{Span: jsonrpc.Span{Start: es.Start + s.Start, End: es.Start + s.End}, Value: []byte(strconv.Itoa(jsonrpc.CodeInvalidParams))})
+		}
+	}
+	return jsonrpc.Splice(m.Frame, edits...)
 }
 
 func (h *Hub) routeNotification(m *jsonrpc.Message) {
@@ -133,7 +208,7 @@ func (h *Hub) routeNotification(m *jsonrpc.Message) {
 	case "notifications/tasks/status":
 		h.taskStatus(m)
 	}
-	if h.toTaskOwner(m) {
+	if h.routeTagged(m) || h.toTaskOwner(m) {
 		return
 	}
 	switch {
@@ -143,6 +218,7 @@ func (h *Hub) routeNotification(m *jsonrpc.Message) {
 		h.routeLogMessage(m)
 	case strings.HasSuffix(m.Method, "/list_changed"):
 		h.broadcast(m.Frame)
+		h.toLocalListens(m)
 	default:
 		h.broadcast(m.Frame)
 	}
@@ -193,6 +269,9 @@ func (h *Hub) serverRequest(m *jsonrpc.Message) {
 			return
 		}
 	case "sampling/createMessage", "elicitation/create":
+		if info := h.describedServer(); info != nil && info.era == eraModern {
+			break // a modern server asks for input in its answers, never in requests
+		}
 		h.routeServerRequest(proc, m)
 		return
 	}

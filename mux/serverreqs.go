@@ -132,11 +132,21 @@ func (t *serverReqs) takeElicitation(id string) (uint64, bool) {
 // routeServerRequest sends sampling/createMessage or elicitation/create to
 // the session that should take it, under an id of that session's own.
 func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
+	if h.turn.engage() {
+		h.log.Info("the server sends requests of its own: from now on its sessions' calls take turns, so that each reaches the session whose call caused it", "server_requests", "auto")
+		if h.cfg.OnServerRequests != nil {
+			h.cfg.OnServerRequests()
+		}
+	}
 	n := needOf(m)
-	c := h.chooseSession(m, n)
+	c, up, cause := h.chooseSession(m, n)
 	if c == nil {
 		h.log.Info("no session can take a server request", "method", m.Method)
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, "no session can take "+m.Method))
+		return
+	}
+	if c.sessionEra() == eraModern {
+		h.askModern(proc, c, up, cause, m)
 		return
 	}
 	key := h.asks.add(c.sess.ID(), &serverReq{up: m.ID, method: m.Method}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
@@ -245,6 +255,9 @@ func (h *Hub) serverCancelled(m *jsonrpc.Message) {
 	if !ok {
 		return
 	}
+	if h.listenEnded(m, s) {
+		return
+	}
 	key, sr := h.asks.takeUpstream(m.Frame[s.Start:s.End])
 	if sr == nil {
 		return
@@ -252,6 +265,32 @@ func (h *Hub) serverCancelled(m *jsonrpc.Message) {
 	if c := h.sessions.get(key.session); c != nil {
 		c.send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: []byte(strconv.FormatInt(key.id, 10))}))
 	}
+}
+
+// listenEnded: a modern server's notifications/cancelled ends one of its
+// listens (the only thing it may cancel); its owner is told, under its own
+// id. False when requestId names no listen.
+func (h *Hub) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
+	up, ok := upstreamID(m.Frame[s.Start:s.End])
+	if !ok {
+		return false
+	}
+	r, ok := h.reqs.Get(up)
+	if !ok || (r.Session != 0 || r.Method != "subscriptions/listen") && !dataOf(r).isListen() {
+		return false
+	}
+	if r, ok = h.reqs.Take(up); !ok {
+		return true
+	}
+	if r.Session == 0 {
+		h.ownedListenEnded(up)
+		return true
+	}
+	if c := h.sessions.get(r.Session); c != nil {
+		c.send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: r.ID}))
+		c.settle(r)
+	}
+	return true
 }
 
 // routeElicitationComplete tells the one session that owns a URL

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,38 +80,71 @@ func TestSessionLeavingAnswersTheServer(t *testing.T) {
 	assert.JSONEq(t, `{"answer":{"action":"cancel"}}`, string(a.recv().Result))
 }
 
-func TestSerializeAttributesExactly(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.ServerRequests = "serialize" })
-	a := h.sessionWith("2025-11-25", samplingCaps)
-	b := h.sessionWith("2025-11-25", samplingCaps)
-	for round := range 100 {
-		var wg sync.WaitGroup
-		for name, c := range map[string]*testClient{"A": a, "B": b} {
-			wg.Go(func() {
-				id := fmt.Sprintf(`"%s-%d"`, name, round)
-				c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"sample"}}`)
-				frame, err := c.recvFrame()
-				if !assert.NoError(t, err) {
-					return
-				}
-				req, _ := jsonrpc.Parse(frame)
-				if !assert.Equal(t, "sampling/createMessage", req.Method, "round %d %s got %s", round, name, frame) {
-					return
-				}
-				c.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"from":"` + name + `"}}`)
-				frame, err = c.recvFrame()
-				if !assert.NoError(t, err) {
-					return
-				}
-				res, _ := jsonrpc.Parse(frame)
-				assert.Equal(t, id, string(res.ID))
-				assert.JSONEq(t, `{"answer":{"from":"`+name+`"}}`, string(res.Result), "round %d", round)
+// callAnswering calls the fake's sample tool and answers, with name, every
+// sampling request the session receives until its call's answer comes,
+// which it returns.
+func callAnswering(t *testing.T, c *testClient, id, name string) *jsonrpc.Message {
+	c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"sample"}}`)
+	for {
+		frame, err := c.recvFrame()
+		if !assert.NoError(t, err, "%s waiting for %s", name, id) {
+			return nil
+		}
+		m, _ := jsonrpc.Parse(frame)
+		if m.Kind == jsonrpc.KindRequest {
+			c.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"from":"` + name + `"}}`)
+			continue
+		}
+		return m
+	}
+}
+
+// Under "serialize", and under the default "auto" once the server has sent
+// its first request, every sampling request reaches the session whose call
+// caused it, however many sessions call at once.
+func TestServerRequestsAttributedExactly(t *testing.T) {
+	tests := []struct {
+		policy    string
+		sessions  int
+		inexact   int // rounds from the start whose attribution is not checked
+		rounds    int
+		persisted bool
+	}{
+		{"serialize", 2, 0, 100, false},
+		{"", 4, 1, 30, true}, // auto: the first round may go by "latest"
+	}
+	for _, tt := range tests {
+		t.Run("policy="+tt.policy, func(t *testing.T) {
+			var told atomic.Int32
+			h := newHarness(t, func(c *Config) {
+				c.ServerRequests = tt.policy
+				c.OnServerRequests = func() { told.Add(1) }
 			})
-		}
-		wg.Wait()
-		if t.Failed() {
-			return
-		}
+			clients := map[string]*testClient{}
+			for i := range tt.sessions {
+				clients[string(rune('A'+i))] = h.sessionWith("2025-11-25", samplingCaps)
+			}
+			for round := range tt.rounds {
+				var wg sync.WaitGroup
+				for name, c := range clients {
+					wg.Go(func() {
+						id := fmt.Sprintf(`"%s-%d"`, name, round)
+						res := callAnswering(t, c, id, name)
+						if res == nil || !assert.Equal(t, id, string(res.ID)) || round < tt.inexact {
+							return
+						}
+						assert.JSONEq(t, `{"answer":{"from":"`+name+`"}}`, string(res.Result), "round %d", round)
+					})
+				}
+				wg.Wait()
+				if t.Failed() {
+					return
+				}
+			}
+			if tt.persisted {
+				assert.Equal(t, int32(1), told.Load(), "the daemon is told once that the server sends requests")
+			}
+		})
 	}
 }
 

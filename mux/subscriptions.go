@@ -127,31 +127,42 @@ var emptyResult = json.RawMessage("{}")
 func (c *client) subscribe(m *jsonrpc.Message, out sink) {
 	uri, ok := uriOf(m)
 	if !ok {
-		c.forward(m, out, nil) // the server explains what is wrong
+		c.forward(m, out, fwd{}) // the server explains what is wrong
 		return
 	}
 	h, id := c.h, c.sess.ID()
 	first, _ := h.subs.add(uri, id)
+	if info := h.describedServer(); info != nil && info.era == eraModern {
+		out.reply(jsonrpc.Response(m.ID, emptyResult))
+		h.syncOwnedListen() // the server hears of it through mcpmux's listen
+		return
+	}
 	if !first {
 		out.reply(jsonrpc.Response(m.ID, emptyResult))
 		return
 	}
-	c.forward(m, out, func(ans *jsonrpc.Message) {
+	c.forward(m, out, fwd{after: func(ans *jsonrpc.Message) {
 		if ans == nil || ans.Kind != jsonrpc.KindResult {
 			h.subs.remove(uri, id) // refused or lost: the session holds nothing
 		}
-	})
+	}})
 }
 
 // unsubscribe counts a session out; the server sees the last one.
 func (c *client) unsubscribe(m *jsonrpc.Message, out sink) {
 	uri, ok := uriOf(m)
 	if !ok {
-		c.forward(m, out, nil)
+		c.forward(m, out, fwd{})
 		return
 	}
-	if last, _ := c.h.subs.remove(uri, c.sess.ID()); last {
-		c.forward(m, out, nil)
+	last, _ := c.h.subs.remove(uri, c.sess.ID())
+	if info := c.h.describedServer(); info != nil && info.era == eraModern {
+		out.reply(jsonrpc.Response(m.ID, emptyResult))
+		c.h.syncOwnedListen()
+		return
+	}
+	if last {
+		c.forward(m, out, fwd{})
 		return
 	}
 	out.reply(jsonrpc.Response(m.ID, emptyResult))
@@ -167,6 +178,10 @@ func (h *Hub) routeUpdated(m *jsonrpc.Message) {
 	for _, id := range h.subs.holders(uri) {
 		if c := h.sessions.get(id); c != nil {
 			c.send(m.Frame)
+		} else if l := h.bridge.local.holder(id); l != nil {
+			if c := h.sessions.get(l.session); c != nil {
+				c.send(stamp(m.Frame, l.id))
+			}
 		}
 	}
 }

@@ -214,7 +214,12 @@ func (h *Hub) pingLoop(ctx context.Context, proc process) {
 		case <-t.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, h.cfg.PingInterval)
-		_, err := h.call(cctx, proc, "ping", nil)
+		var err error
+		if info := h.describedServer(); info != nil && info.era == eraModern {
+			_, err = h.call(cctx, proc, "server/discover", h.discoverParams()) // the modern revision has no ping
+		} else {
+			_, err = h.call(cctx, proc, "ping", nil)
+		}
 		cancel()
 		if err == nil {
 			missed = 0
@@ -242,6 +247,9 @@ func (h *Hub) startOnce(ctx context.Context) (process, error) {
 	}
 	h.life.starting(proc) // for the hub's own requests; sessions wait for publish
 	info, err := h.open(ctx, proc)
+	if err == nil && info.era == eraModern && h.cfg.Protocol != ProtocolModern {
+		h.log.Info("server speaks 2026-07-28: serving it modern")
+	}
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.stopTimeout())
 		proc.Stop(sctx)
@@ -250,7 +258,7 @@ func (h *Hub) startOnce(ctx context.Context) (process, error) {
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
 	prev := h.life.publish(info)
-	h.log.Info("server ready", "pid", proc.Pid(), "protocol", info.version, "name", info.serverName)
+	h.log.Info("server ready", "pid", proc.Pid(), "protocol", info.version, "era", info.era, "name", info.serverName)
 	if prev != nil {
 		h.afterRestart(prev, info)
 	}
@@ -266,18 +274,27 @@ func (h *Hub) afterRestart(prev, cur *serverInfo) {
 		h.closeAll(fmt.Errorf("server %s restarted with %s", h.cfg.Name, why))
 		return
 	}
-	h.replay()
+	h.replay(cur)
 	for _, kind := range []string{"tools", "prompts", "resources"} {
 		if cur.has(kind) {
 			n, _ := jsonrpc.Notification("notifications/"+kind+"/list_changed", nil)
 			h.broadcast(n)
+			if m, err := jsonrpc.Parse(n); err == nil {
+				h.toLocalListens(m)
+			}
 		}
 	}
 }
 
 // replay gives a restarted server the state the sessions hold: their
-// subscriptions and the log level.
-func (h *Hub) replay() {
+// subscriptions and the log level (a modern server: mcpmux's listen for the
+// legacy sessions; the modern sessions open their own again, theirs having
+// ended with the process).
+func (h *Hub) replay(cur *serverInfo) {
+	if cur.era == eraModern {
+		h.syncOwnedListen()
+		return
+	}
 	proc := h.life.current()
 	for _, uri := range h.subs.uris() {
 		h.fire(proc, "resources/subscribe", map[string]string{"uri": uri})
@@ -294,7 +311,8 @@ func (h *Hub) exited(proc process) {
 	h.calls.wakeAll()
 	h.forgetServerReqs()
 	h.tasks.reset() // the new process knows none of them
-	h.roots.forget()
+	h.sessions.roots.forget()
+	h.bridge.owned.lost(0)
 
 	reason, code := jsonrpc.ReasonUpstreamExited, "server exited"
 	if exit.Reason == "stalled" {
@@ -304,16 +322,22 @@ func (h *Hub) exited(proc process) {
 	if len(routes) > 0 {
 		h.log.Warn("failing the requests in flight", "exit", exit.String(), "requests", len(routes))
 	}
-	for _, r := range routes {
+	for up, r := range routes {
 		if r.Session == 0 {
 			continue
 		}
-		h.fail(r, &jsonrpc.Error{
+		e := &jsonrpc.Error{
 			Code:    jsonrpc.CodeInternalError,
 			Message: fmt.Sprintf("%s (%s) with the request in flight", code, exit.String()),
 			Reason:  reason,
 			Extra:   map[string]any{"exit": exit.String()},
-		})
+		}
+		if isParkedID(r.ID) {
+			dataOf(r).settle()
+			h.bridge.parked.settleUp(up, nil, e) // its retry is answered with e
+			continue
+		}
+		h.fail(r, e)
 	}
 }
 

@@ -109,6 +109,7 @@ func TestMissedPingsRestart(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
 		c.PingInterval = 20 * time.Millisecond
 		c.PingFailures = 2
+		c.Protocol = ProtocolLegacy // a deaf server would hold each start for the probe's timeout
 	})
 	h.session("2025-11-25")
 	eventually(t, "a ping answered", func() bool { return len(h.srv.messages("ping")) >= 1 })

@@ -111,6 +111,19 @@ func (h *Hub) recordTask(session uint64, up int64, token json.RawMessage, result
 	h.tasks.record(id, taskOwner{session: session, up: up, token: token})
 }
 
+// recordModernTask notes the task a modern result created (the tasks
+// extension: resultType "task" and a taskId at the top), if it created one.
+func (h *Hub) recordModernTask(session uint64, up int64, token json.RawMessage, result json.RawMessage) {
+	if len(result) == 0 || result[0] != '{' {
+		return
+	}
+	var rt, id string
+	if !stringMember(result, "resultType", &rt) || rt != "task" || !stringMember(result, "taskId", &id) || id == "" {
+		return
+	}
+	h.tasks.record(id, taskOwner{session: session, up: up, token: token})
+}
+
 // stringAt reads the JSON string at a path of a message's params.
 func stringAt(m *jsonrpc.Message, path ...string) (string, bool) {
 	s, ok := m.ParamsPath(path...)
@@ -154,11 +167,17 @@ func (h *Hub) taskStatus(m *jsonrpc.Message) {
 // ones when the server can: no other session may read them.
 func (h *Hub) dropTasks(session uint64, proc process) {
 	unfinished := h.tasks.drop(session)
-	if info := h.life.described(); info == nil || !info.hasPath("tasks", "cancel") {
-		return
-	}
-	for _, id := range unfinished {
-		h.fire(proc, "tasks/cancel", map[string]string{"taskId": id})
+	info := h.life.described()
+	switch {
+	case info == nil:
+	case info.era == eraModern:
+		for _, id := range unfinished {
+			h.fire(proc, "tasks/cancel", map[string]any{"taskId": id, "_meta": h.ownEnvelope()})
+		}
+	case info.hasPath("tasks", "cancel"):
+		for _, id := range unfinished {
+			h.fire(proc, "tasks/cancel", map[string]string{"taskId": id})
+		}
 	}
 }
 

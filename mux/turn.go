@@ -3,6 +3,7 @@ package mux
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
@@ -14,9 +15,33 @@ import (
 // and not settled, 0 none; queue holds requests not yet sent, oldest first,
 // at most serialQueueMax of them.
 type turn struct {
+	// on: requests take turns. Under "serialize" always; under "auto" from
+	// the first request of the server's own on.
+	on   atomic.Bool
+	auto bool
+
 	mu    sync.Mutex
 	busy  int64
 	queue []queued
+}
+
+// Server request policies.
+const (
+	ServerRequestsAuto      = "auto"
+	ServerRequestsLatest    = "latest"
+	ServerRequestsSerialize = "serialize"
+)
+
+func newTurn(policy string, seen bool) turn {
+	t := turn{auto: policy == "" || policy == ServerRequestsAuto}
+	t.on.Store(policy == ServerRequestsSerialize || t.auto && seen)
+	return t
+}
+
+// engage: the server sent a request of its own. Under "auto", requests
+// take turns from now on; true the first time.
+func (t *turn) engage() bool {
+	return t.auto && t.on.CompareAndSwap(false, true)
 }
 
 // queued is an interactive request waiting for its turn.
@@ -65,6 +90,16 @@ func (t *turn) release(up int64) (next queued, ok bool) {
 	t.queue = t.queue[1:]
 	t.busy = next.up
 	return next, true
+}
+
+// move hands the turn held by old, if it holds it, to new: the same request,
+// sent again under another id.
+func (t *turn) move(old, new int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.busy == old {
+		t.busy = new
+	}
 }
 
 // holder is the upstream id holding the turn (0 none) and the set of ids

@@ -16,3 +16,40 @@ const LatestLegacy = "2025-11-25"
 
 // IsLegacy reports whether v is a legacy revision.
 func IsLegacy(v string) bool { return slices.Contains(Legacy, v) }
+
+// Modern is the modern revision (2026-07-28): no handshake, a _meta
+// envelope on every request, subscriptions/listen, and input_required
+// results instead of requests from the server.
+const Modern = "2026-07-28"
+
+// IsModern reports whether v is a modern revision mcpmux speaks.
+func IsModern(v string) bool { return v == Modern }
+
+// Supported is every revision mcpmux serves to a client, newest first: the
+// modern one natively, the legacy ones through the bridge where the server
+// speaks the other era.
+var Supported = append([]string{Modern}, reversed(Legacy)...)
+
+func reversed(s []string) []string {
+	out := slices.Clone(s)
+	slices.Reverse(out)
+	return out
+}
+
+// Keys of the modern _meta envelope.
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
+	MetaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+)
+
+// Error codes of the modern revision.
+const (
+	CodeHeaderMismatch        = -32020
+	CodeMissingCapability     = -32021
+	CodeUnsupportedVersion    = -32022
+	CodeLegacyResourceMissing = -32002 // retired: a modern peer gets -32602
+)

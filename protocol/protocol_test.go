@@ -17,3 +17,9 @@ func TestLegacyRevisions(t *testing.T) {
 		assert.False(t, IsLegacy(v), "%q", v)
 	}
 }
+
+func TestSupportedRevisions(t *testing.T) {
+	assert.Equal(t, []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}, Supported)
+	assert.True(t, IsModern(Modern))
+	assert.False(t, IsModern(LatestLegacy))
+}

@@ -1,0 +1,180 @@
+package mux
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/protocol"
+)
+
+// The two MCP eras differ in how a server is opened (open.go), in what a
+// session is answered (info.go) and sent (this file, mrtr.go, listen.go), and
+// in nothing else: ids, tokens, cancellation, flow control and fan-out are
+// the same router for both.
+
+// era is the protocol era of a server process or of a session.
+type era uint8
+
+const (
+	eraUnknown era = iota // a session that has not said yet
+	eraLegacy             // 2024-11-05 to 2025-11-25: initialize, per-connection state
+	eraModern             // 2026-07-28: a _meta envelope on every request
+)
+
+func (e era) String() string {
+	switch e {
+	case eraLegacy:
+		return "legacy"
+	case eraModern:
+		return "modern"
+	}
+	return ""
+}
+
+// envelope is the _meta a modern request carries about its sender.
+type envelope struct {
+	version string
+	info    json.RawMessage // clientInfo; nil when absent
+	caps    json.RawMessage // clientCapabilities; nil when absent
+	level   string          // logLevel; "" when absent
+}
+
+// metaSpan is the span of params._meta in the frame, when it is an object.
+func metaSpan(m *jsonrpc.Message) (jsonrpc.Span, bool) {
+	s, ok := m.ParamsPath("_meta")
+	if !ok || m.Frame[s.Start] != '{' {
+		return jsonrpc.Span{}, false
+	}
+	return s, true
+}
+
+// envelopeOf reads a request's envelope; false when it carries none (no
+// protocol version in its _meta).
+func envelopeOf(m *jsonrpc.Message) (envelope, bool) {
+	s, ok := metaSpan(m)
+	if !ok {
+		return envelope{}, false
+	}
+	meta := m.Frame[s.Start:s.End]
+	var e envelope
+	if !stringMember(meta, protocol.MetaProtocolVersion, &e.version) {
+		return envelope{}, false
+	}
+	e.info = member(meta, protocol.MetaClientInfo)
+	e.caps = member(meta, protocol.MetaClientCapabilities)
+	stringMember(meta, protocol.MetaLogLevel, &e.level)
+	return e, true
+}
+
+// member is the raw value of a member of a JSON object; nil when absent.
+func member(obj []byte, name string) json.RawMessage {
+	s, ok := jsonrpc.FindPath(obj, name)
+	if !ok {
+		return nil
+	}
+	return json.RawMessage(obj[s.Start:s.End])
+}
+
+// stringMember decodes a string member; false when it is absent or not a
+// string.
+func stringMember(obj []byte, name string, v *string) bool {
+	raw := member(obj, name)
+	return raw != nil && raw[0] == '"' && json.Unmarshal(raw, v) == nil
+}
+
+// envelopeKeys are the members of a modern envelope, which a legacy server
+// must not see: a dual-era server would serve that one request in the
+// other era.
+var envelopeKeys = []string{protocol.MetaProtocolVersion, protocol.MetaClientInfo, protocol.MetaClientCapabilities, protocol.MetaLogLevel}
+
+// stripEnvelope returns the edits that take the envelope out of a request's
+// _meta, with the progress token, if any, replaced by token. ok is false when
+// the request has no _meta object.
+func stripEnvelope(m *jsonrpc.Message, token []byte) (jsonrpc.Edit, bool) {
+	s, ok := metaSpan(m)
+	if !ok {
+		return jsonrpc.Edit{}, false
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(m.Frame[s.Start:s.End], &meta) != nil {
+		return jsonrpc.Edit{}, false
+	}
+	for _, k := range envelopeKeys {
+		delete(meta, k)
+	}
+	if token != nil {
+		if _, ok := meta["progressToken"]; ok {
+			meta["progressToken"] = token
+		}
+	}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return jsonrpc.Edit{}, false
+	}
+	return jsonrpc.Edit{Span: s, Value: b}, true
+}
+
+// injectEnvelope returns the edit that adds members to a request's _meta
+// (creating _meta, and params, when absent). Members the request already
+// has are left as they are.
+func injectEnvelope(m *jsonrpc.Message, members map[string]json.RawMessage) jsonrpc.Edit {
+	if s, ok := metaSpan(m); ok {
+		meta := m.Frame[s.Start:s.End]
+		have := func(k string) bool { _, ok := jsonrpc.FindPath(meta, k); return ok }
+		return insertMembers(m.Frame, s, members, have)
+	}
+	meta := objectOf(members, nil)
+	if m.Params != nil && m.Params[0] == '{' {
+		ps := spanOf(m.Frame, m.Params)
+		return insertMembers(m.Frame, ps, map[string]json.RawMessage{"_meta": meta}, nil)
+	}
+	// No params: they go in before the frame's closing brace.
+	end := bytes.LastIndexByte(m.Frame, '}')
+	return jsonrpc.Edit{Span: jsonrpc.Span{Start: end, End: end}, Value: append([]byte(`,"params":{"_meta":`), append(meta, '}')...)}
+}
+
+// insertMembers is the edit that adds members at the start of the object
+// at span s of frame, leaving out those have reports present.
+func insertMembers(frame []byte, s jsonrpc.Span, members map[string]json.RawMessage, have func(string) bool) jsonrpc.Edit {
+	obj := objectOf(members, have)
+	inner := obj[1 : len(obj)-1]
+	at := s.Start + 1
+	if len(inner) > 0 && !emptyObject(frame[s.Start:s.End]) {
+		inner = append(inner, ',')
+	}
+	return jsonrpc.Edit{Span: jsonrpc.Span{Start: at, End: at}, Value: inner}
+}
+
+// objectOf encodes members as a JSON object, in sorted key order, leaving out
+// those have reports present.
+func objectOf(members map[string]json.RawMessage, have func(string) bool) []byte {
+	keys := make([]string, 0, len(members))
+	for k := range members {
+		if have == nil || !have(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	b := []byte{'{'}
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		kb, _ := json.Marshal(k)
+		b = append(append(append(b, kb...), ':'), members[k]...)
+	}
+	return append(b, '}')
+}
+
+// emptyObject reports whether a JSON object has no members.
+func emptyObject(obj []byte) bool {
+	return len(bytes.TrimSpace(obj[1:len(obj)-1])) == 0
+}
+
+// spanOf is the span in frame of sub, a subslice of it.
+func spanOf(frame, sub []byte) jsonrpc.Span {
+	start := cap(frame) - cap(sub)
+	return jsonrpc.Span{Start: start, End: start + len(sub)}
+}

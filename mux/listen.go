@@ -1,0 +1,390 @@
+package mux
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpmux/mcpmux/idmap"
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/protocol"
+)
+
+// subscriptions/listen, the modern revision's one way to hear of changes,
+// in its three pairings:
+//
+//   - a modern session on a modern server: the listen is forwarded like any
+//     request, and every notification of its stream (tagged with the
+//     listen's id in _meta.subscriptionId, which is mcpmux's upstream id)
+//     goes to its owner alone, tagged with the session's own id;
+//   - a modern session on a legacy server: mcpmux serves the listen itself
+//     (localListens), joining its URIs to the counted resources/subscribe
+//     the legacy sessions share, and tags the list changes and updates it
+//     asked for;
+//   - legacy sessions on a modern server: mcpmux holds one listen of its
+//     own (ownedListen) for their list changes and the URIs they
+//     subscribed, and opens it anew when that set changes.
+
+// listenFilter is the notifications a listen asks for.
+type listenFilter struct {
+	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
+	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
+	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
+	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+}
+
+// wants reports whether the filter asks for notifications of method.
+func (f listenFilter) wants(method string) bool {
+	switch method {
+	case "notifications/tools/list_changed":
+		return f.ToolsListChanged
+	case "notifications/prompts/list_changed":
+		return f.PromptsListChanged
+	case "notifications/resources/list_changed":
+		return f.ResourcesListChanged
+	}
+	return false
+}
+
+// honoured is the part of a filter a server with info can serve.
+func (f listenFilter) honoured(info *serverInfo) listenFilter {
+	out := listenFilter{
+		ToolsListChanged:     f.ToolsListChanged && info.has("tools"),
+		PromptsListChanged:   f.PromptsListChanged && info.has("prompts"),
+		ResourcesListChanged: f.ResourcesListChanged && info.has("resources"),
+	}
+	if info.hasPath("resources", "subscribe") {
+		out.ResourceSubscriptions = f.ResourceSubscriptions
+	}
+	return out
+}
+
+// localListen is a modern session's listen that mcpmux serves itself.
+type localListen struct {
+	session uint64
+	id      json.RawMessage // the session's id of the listen request
+	holder  uint64          // what it counts as in the subscriptions table
+	filter  listenFilter
+}
+
+type listenKey struct {
+	session uint64
+	id      string
+}
+
+// localListens are the listens mcpmux serves for a legacy server.
+// Invariant: each listen's URIs are counted in the subscriptions table
+// under its holder id exactly while it is here.
+type localListens struct {
+	mu       sync.Mutex
+	byKey    map[listenKey]*localListen
+	byHolder map[uint64]*localListen
+}
+
+func (t *localListens) add(l *localListen) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := listenKey{l.session, string(l.id)}
+	if t.byKey[k] != nil {
+		return false
+	}
+	if t.byKey == nil {
+		t.byKey, t.byHolder = make(map[listenKey]*localListen), make(map[uint64]*localListen)
+	}
+	t.byKey[k], t.byHolder[l.holder] = l, l
+	return true
+}
+
+func (t *localListens) remove(session uint64, id []byte) *localListen {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.byKey[listenKey{session, string(id)}]
+	if l != nil {
+		delete(t.byKey, listenKey{session, string(id)})
+		delete(t.byHolder, l.holder)
+	}
+	return l
+}
+
+func (t *localListens) drop(session uint64) []*localListen {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*localListen
+	for k, l := range t.byKey {
+		if k.session == session {
+			out = append(out, l)
+			delete(t.byKey, k)
+			delete(t.byHolder, l.holder)
+		}
+	}
+	return out
+}
+
+func (t *localListens) holder(id uint64) *localListen {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byHolder[id]
+}
+
+// wanting is every listen that asked for notifications of method.
+func (t *localListens) wanting(method string) []*localListen {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*localListen
+	for _, l := range t.byKey {
+		if l.filter.wants(method) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// ownedListen is the listen mcpmux holds on a modern server for its legacy
+// sessions. Invariant: up is the upstream id of the one open listen, 0 when
+// none is; want is the filter it should have, and gen counts changes of it,
+// so that of two concurrent reopenings the later one wins.
+type ownedListen struct {
+	mu   sync.Mutex
+	up   int64
+	want string
+	gen  uint64
+}
+
+// change records the filter wanted now; false when that is what is open or
+// being opened.
+func (o *ownedListen) change(want string) (uint64, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if want == o.want {
+		return 0, false
+	}
+	o.want = want
+	o.gen++
+	return o.gen, true
+}
+
+// opened records the listen opened for change gen; it returns the listen
+// that is now surplus (the one before, or this one if a later change came
+// first), 0 none.
+func (o *ownedListen) opened(gen uint64, up int64) (surplus int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if gen != o.gen {
+		return up
+	}
+	surplus, o.up = o.up, up
+	return surplus
+}
+
+// lost forgets the open listen, if it is up (0: whatever it is): the
+// server ended it, or exited.
+func (o *ownedListen) lost(up int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if up != 0 && o.up != up {
+		return false
+	}
+	o.up, o.want = 0, ""
+	return true
+}
+
+// listen serves a modern session's subscriptions/listen.
+func (c *client) listen(m *jsonrpc.Message, mr *modernReq, out sink) {
+	_, info, err := c.h.waitReady(c)
+	if err != nil {
+		c.failWith(out, m.ID, err)
+		return
+	}
+	if info.era == eraModern {
+		c.forward(m, out, fwd{modern: mr, listen: true})
+		return
+	}
+	var p struct {
+		Notifications listenFilter `json:"notifications"`
+	}
+	if m.Params != nil {
+		json.Unmarshal(m.Params, &p)
+	}
+	l := &localListen{session: c.sess.ID(), id: m.ID, holder: c.h.sessions.nextID(), filter: p.Notifications.honoured(info)}
+	if !c.h.bridge.local.add(l) {
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "a listen with id " + string(m.ID) + " is already open on this session", Reason: jsonrpc.ReasonDuplicateID})
+		return
+	}
+	ack, _ := json.Marshal(map[string]any{"notifications": l.filter, "_meta": map[string]json.RawMessage{protocol.MetaSubscriptionID: l.id}})
+	n, _ := jsonrpc.Notification("notifications/subscriptions/acknowledged", json.RawMessage(ack))
+	c.send(n)
+	proc := c.h.life.current()
+	for _, uri := range l.filter.ResourceSubscriptions {
+		if first, _ := c.h.subs.add(uri, l.holder); first {
+			c.h.fire(proc, "resources/subscribe", map[string]string{"uri": uri})
+		}
+	}
+}
+
+// endLocalListen ends a listen mcpmux serves, at its session's request;
+// false when the session has no such listen.
+func (h *Hub) endLocalListen(c *client, id []byte) bool {
+	l := h.bridge.local.remove(c.sess.ID(), id)
+	if l == nil {
+		return false
+	}
+	h.releaseListen(l)
+	return true
+}
+
+func (h *Hub) releaseListen(l *localListen) {
+	proc := h.life.current()
+	for _, uri := range l.filter.ResourceSubscriptions {
+		if last, _ := h.subs.remove(uri, l.holder); last {
+			h.fire(proc, "resources/unsubscribe", map[string]string{"uri": uri})
+		}
+	}
+}
+
+// stamp tags a notification with a listen's id, as the session knows it.
+func stamp(frame []byte, id json.RawMessage) []byte {
+	m, err := jsonrpc.Parse(frame)
+	if err != nil {
+		return frame
+	}
+	return jsonrpc.Splice(m.Frame, injectEnvelope(m, map[string]json.RawMessage{protocol.MetaSubscriptionID: id}))
+}
+
+// toLocalListens sends a legacy server's list change to the modern
+// sessions listening for it.
+func (h *Hub) toLocalListens(m *jsonrpc.Message) {
+	for _, l := range h.bridge.local.wanting(m.Method) {
+		if c := h.sessions.get(l.session); c != nil {
+			c.send(stamp(m.Frame, l.id))
+		}
+	}
+}
+
+// routeTagged routes a notification that names a listen in its _meta; false
+// when it names none.
+func (h *Hub) routeTagged(m *jsonrpc.Message) bool {
+	s, ok := m.ParamsPath("_meta", protocol.MetaSubscriptionID)
+	if !ok {
+		return false
+	}
+	up, ok := upstreamID(m.Frame[s.Start:s.End])
+	var r idmap.Route
+	if ok {
+		r, ok = h.reqs.Get(up)
+	}
+	switch {
+	case !ok:
+		h.log.Debug("dropped a notification of a listen not open", "method", m.Method)
+	case r.Session == 0 && r.Method == "subscriptions/listen":
+		h.fromOwnedListen(m)
+	case dataOf(r).isListen():
+		if c := h.sessions.get(r.Session); c != nil {
+			c.send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: r.ID}))
+		}
+	}
+	return true
+}
+
+// fromOwnedListen fans a notification of mcpmux's own listen out to the
+// legacy sessions, as a legacy server would have sent it.
+func (h *Hub) fromOwnedListen(m *jsonrpc.Message) {
+	if m.Method == "notifications/subscriptions/acknowledged" {
+		return
+	}
+	frame := m.Frame
+	if e, ok := withoutMember(m, protocol.MetaSubscriptionID); ok {
+		frame = jsonrpc.Splice(m.Frame, e)
+	}
+	plain, err := jsonrpc.Parse(frame)
+	if err != nil {
+		return
+	}
+	switch {
+	case plain.Method == "notifications/resources/updated":
+		h.routeUpdated(plain)
+	case strings.HasSuffix(plain.Method, "/list_changed"):
+		h.broadcast(plain.Frame)
+	}
+}
+
+// withoutMember is the edit that takes one member out of a message's _meta.
+func withoutMember(m *jsonrpc.Message, name string) (jsonrpc.Edit, bool) {
+	s, ok := metaSpan(m)
+	if !ok {
+		return jsonrpc.Edit{}, false
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(m.Frame[s.Start:s.End], &meta) != nil {
+		return jsonrpc.Edit{}, false
+	}
+	delete(meta, name)
+	b, _ := json.Marshal(meta)
+	return jsonrpc.Edit{Span: s, Value: b}, true
+}
+
+// syncOwnedListen opens, reopens or closes mcpmux's own listen on a modern
+// server so that it asks for what the legacy sessions want: list changes
+// while any legacy session is there, and the URIs they subscribed.
+func (h *Hub) syncOwnedListen() {
+	info, proc := h.describedServer(), h.life.current()
+	if info == nil || info.era != eraModern || proc == nil {
+		return
+	}
+	f := listenFilter{}
+	if h.hasLegacySessions() {
+		f = listenFilter{ToolsListChanged: true, PromptsListChanged: true, ResourcesListChanged: true, ResourceSubscriptions: h.subs.uris()}
+		f = f.honoured(info)
+	}
+	want, _ := json.Marshal(f)
+	if string(want) == "{}" {
+		want = nil
+	}
+	gen, changed := h.bridge.owned.change(string(want))
+	if !changed {
+		return
+	}
+	var up int64
+	if want != nil {
+		up = h.openOwnedListen(proc, f)
+	}
+	if surplus := h.bridge.owned.opened(gen, up); surplus != 0 {
+		h.reqs.Take(surplus)
+		proc.Send(cancelFrame(surplus, "mcpmux changed what it listens for"))
+	}
+}
+
+// openOwnedListen sends mcpmux's own listen; 0 when it could not.
+func (h *Hub) openOwnedListen(proc process, f listenFilter) int64 {
+	up, err := h.reqs.Add(idmap.Route{Session: 0, ID: h.calls.own("listen-"), Method: "subscriptions/listen", Started: time.Now()})
+	if err != nil {
+		return 0
+	}
+	frame, err := jsonrpc.Request(json.RawMessage(strconv.FormatInt(up, 10)), "subscriptions/listen", map[string]any{"notifications": f, "_meta": h.ownEnvelope()})
+	if err == nil {
+		err = proc.Send(frame)
+	}
+	if err != nil {
+		h.reqs.Take(up)
+		return 0
+	}
+	return up
+}
+
+// ownedListenEnded: the server ended mcpmux's own listen (answered it, or
+// cancelled it); it is opened again.
+func (h *Hub) ownedListenEnded(up int64) {
+	if h.bridge.owned.lost(up) {
+		h.log.Info("the server ended mcpmux's listen; opening it again")
+		h.syncOwnedListen()
+	}
+}
+
+func (h *Hub) hasLegacySessions() bool {
+	return slices.ContainsFunc(h.sessions.all(), func(c *client) bool { return c.sessionEra() == eraLegacy })
+}
+
+// legacyJoined: a legacy session completed its handshake.
+func (h *Hub) legacyJoined() { h.syncOwnedListen() }

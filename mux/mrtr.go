@@ -1,0 +1,333 @@
+package mux
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpmux/mcpmux/idmap"
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// Input a server needs in the middle of a request, across the eras. A
+// legacy server asks its client with a request of its own
+// (elicitation/create, sampling/createMessage, roots/list); a modern one
+// answers the request with an input_required result and is asked again
+// with the input (MRTR). mcpmux turns one into the other:
+//
+//   - down (a modern session, a legacy server): the server's request
+//     completes the session's request that caused it with an input_required
+//     result, and the upstream request waits, parked, for the session's
+//     retry, which carries the input; the server's request is answered with
+//     it and the upstream answer goes to the retry. The retry names the
+//     parked request by requestState, a token only mcpmux can make, bound to
+//     the session and used once;
+//   - up (a legacy session, a modern server): each input request of the
+//     result is put to the session as a server request, and once it has
+//     answered them all the request goes upstream again under a new id with
+//     the input, round after round, up to maxRounds.
+
+// maxRounds bounds the input rounds of one legacy request to a modern server.
+const maxRounds = 8
+
+// stateVersion starts every requestState mcpmux makes.
+const stateVersion = "mcpmux1."
+
+// inputMethods are the methods whose answer may be an input_required result.
+func inputMethod(method string) bool {
+	switch method {
+	case "tools/call", "prompts/get", "resources/read":
+		return true
+	}
+	return false
+}
+
+// parkedInput is an upstream request of a modern session waiting, on a
+// legacy server, for the session's retry with the input the server asked
+// for.
+type parkedInput struct {
+	session uint64
+	up      int64           // the upstream request, kept in flight
+	route   idmap.Route     // its route, under its placeholder id
+	asked   json.RawMessage // the id of the server's request, to answer
+	method  string          // the server's request's method
+	key     string          // its key in inputRequests
+	timer   *time.Timer
+	final   *jsonrpc.Message // the upstream answer, if it came before the retry
+	failed  *jsonrpc.Error   // why the upstream request ended, if it did
+}
+
+// parkedInputs are the parked requests, by the nonce of their requestState.
+type parkedInputs struct {
+	key []byte // signs requestState; random, per hub
+
+	mu     sync.Mutex
+	byNone map[string]*parkedInput
+	byUp   map[int64]string
+}
+
+func newParkedInputs() parkedInputs {
+	key := make([]byte, 32)
+	rand.Read(key)
+	return parkedInputs{key: key, byNone: make(map[string]*parkedInput), byUp: make(map[int64]string)}
+}
+
+// sign is the requestState naming nonce for session.
+func (t *parkedInputs) sign(session uint64, nonce []byte) string {
+	mac := hmac.New(sha256.New, t.key)
+	mac.Write(strconv.AppendUint(nil, session, 10))
+	mac.Write([]byte{0})
+	mac.Write(nonce)
+	return stateVersion + base64.RawURLEncoding.EncodeToString(append(nonce, mac.Sum(nil)[:16]...))
+}
+
+// errBadState: a requestState mcpmux did not make for this session, or one
+// already used.
+var errBadState = errors.New("mux: requestState is not one this session was given, or was used already")
+
+// verify checks a requestState against the session retrying with it and
+// returns its nonce.
+func (t *parkedInputs) verify(session uint64, state string) (string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(state, stateVersion))
+	if !strings.HasPrefix(state, stateVersion) || err != nil || len(raw) != 8+16 {
+		return "", errBadState
+	}
+	if !hmac.Equal([]byte(t.sign(session, raw[:8])), []byte(state)) {
+		return "", errBadState
+	}
+	return string(raw[:8]), nil
+}
+
+// add parks p and returns its requestState and nonce; expire runs when no
+// retry came within timeout.
+func (t *parkedInputs) add(p *parkedInput, timeout time.Duration, expire func(nonce string)) string {
+	nonce := make([]byte, 8)
+	rand.Read(nonce)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byNone[string(nonce)], t.byUp[p.up] = p, string(nonce)
+	p.timer = time.AfterFunc(timeout, func() { expire(string(nonce)) })
+	return t.sign(p.session, nonce)
+}
+
+// take removes the parked request a requestState names, once it is
+// verified for the session.
+func (t *parkedInputs) take(session uint64, state string) (*parkedInput, error) {
+	nonce, err := t.verify(session, state)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.byNone[nonce]
+	if p == nil || p.session != session {
+		return nil, errBadState
+	}
+	delete(t.byNone, nonce)
+	delete(t.byUp, p.up)
+	p.timer.Stop()
+	return p, nil
+}
+
+// takeNonce removes a parked request when its timer fires.
+func (t *parkedInputs) takeNonce(nonce string) *parkedInput {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.byNone[nonce]
+	if p != nil {
+		delete(t.byNone, nonce)
+		delete(t.byUp, p.up)
+	}
+	return p
+}
+
+// settleUp records how the parked upstream request up ended: its answer or
+// its failure; false when up is not parked.
+func (t *parkedInputs) settleUp(up int64, final *jsonrpc.Message, failed *jsonrpc.Error) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.byNone[t.byUp[up]]
+	if p == nil {
+		return false
+	}
+	p.final, p.failed = final, failed
+	return true
+}
+
+// dropSession removes a departed session's parked requests.
+func (t *parkedInputs) dropSession(session uint64) []*parkedInput {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*parkedInput
+	for nonce, p := range t.byNone {
+		if p.session == session {
+			out = append(out, p)
+			delete(t.byNone, nonce)
+			delete(t.byUp, p.up)
+			p.timer.Stop()
+		}
+	}
+	return out
+}
+
+// parkedID is the placeholder id a parked request is kept under: bytes that
+// are not JSON, so no id a session sends can be equal to it.
+func parkedID(up int64) json.RawMessage {
+	return json.RawMessage("\x00parked-" + strconv.FormatInt(up, 10))
+}
+
+func isParkedID(id json.RawMessage) bool { return len(id) > 0 && id[0] == 0 }
+
+// askModern completes a modern session's request that caused a legacy
+// server's request with an input_required result, and parks the upstream
+// request for the retry.
+func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) {
+	if !inputMethod(r.Method) {
+		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, r.Method+" cannot carry an input request to a 2026-07-28 session"))
+		return
+	}
+	if found, _ := h.reqs.Rebind(up, parkedID(up), r.Token); !found {
+		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonClientGone, "the request that caused it has ended"))
+		return
+	}
+	if t := dataOf(r).timer.Load(); t != nil {
+		t.Stop() // the wait for the retry has its own bound
+	}
+	parked := r
+	parked.ID = parkedID(up)
+	p := &parkedInput{session: c.sess.ID(), up: up, route: parked, asked: m.ID, method: m.Method, key: "mcpmux-" + strconv.FormatInt(up, 10)}
+	params := m.Params
+	if params == nil {
+		params = json.RawMessage(`{}`)
+	}
+	state := h.bridge.parked.add(p, h.cfg.ServerRequestTimeout, h.parkedTimeout)
+	body, _ := json.Marshal(map[string]any{
+		"resultType":    "input_required",
+		"inputRequests": map[string]any{p.key: map[string]any{"method": m.Method, "params": params}},
+		"requestState":  state,
+	})
+	c.sess.Logger().Debug("asked a modern session for input", "method", m.Method, "for", r.Method)
+	c.send(jsonrpc.Response(r.ID, body))
+}
+
+// answerRetry serves a modern session's retry of a request mcpmux parked;
+// false when m is not one (it names no requestState, or the server is
+// modern and the state is the server's).
+func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink) bool {
+	state, ok := stringAt(m, "requestState")
+	if !ok {
+		return false
+	}
+	if info := h.describedServer(); info != nil && info.era == eraModern {
+		return false
+	}
+	p, err := h.bridge.parked.take(c.sess.ID(), state)
+	if err != nil {
+		c.sess.Logger().Warn("refused a retry with a requestState this session was not given", "id", string(m.ID))
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState is not one this session was given, or it was used already", Reason: jsonrpc.ReasonInvalidRequestState})
+		return true
+	}
+	var token json.RawMessage
+	if s, ok := m.ParamsPath("_meta", "progressToken"); ok {
+		token = m.Frame[s.Start:s.End]
+	}
+	found, err := h.reqs.Rebind(p.up, m.ID, token)
+	switch {
+	case err != nil:
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "request id " + string(m.ID) + " is already in flight on this session", Reason: jsonrpc.ReasonDuplicateID})
+		h.abandonParked(p)
+		return true
+	case !found:
+		h.answerEnded(c, p, m.ID)
+		return true
+	}
+	h.giveInput(p, m)
+	if d := h.routeData(p.up); d != nil && h.cfg.RequestTimeout > 0 {
+		up := p.up
+		d.timer.Store(time.AfterFunc(h.cfg.RequestTimeout, func() { h.timeout(up) }))
+	}
+	return true
+}
+
+// routeData is the data of the route in flight under up; nil if none.
+func (h *Hub) routeData(up int64) *routeData {
+	r, ok := h.reqs.Get(up)
+	if !ok {
+		return nil
+	}
+	return dataOf(r)
+}
+
+// giveInput answers the server's parked request with what the retry
+// carries for it.
+func (h *Hub) giveInput(p *parkedInput, m *jsonrpc.Message) {
+	proc := h.life.current()
+	if proc == nil {
+		return
+	}
+	s, ok := m.ParamsPath("inputResponses", p.key)
+	if !ok {
+		proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonNoClient, "the session retried without an answer to "+p.method))
+		return
+	}
+	proc.Send(jsonrpc.Response(p.asked, m.Frame[s.Start:s.End]))
+}
+
+// answerEnded answers a retry whose upstream request ended while it was
+// parked: with its answer, or its failure.
+func (h *Hub) answerEnded(c *client, p *parkedInput, id json.RawMessage) {
+	r := idmap.Route{Session: c.sess.ID(), ID: id, Method: p.route.Method, Started: time.Now()}
+	switch {
+	case p.final != nil:
+		c.deliver(r, h.shapeDown(p.final, id, r.Method), nil)
+	case p.failed != nil:
+		c.deliver(r, p.failed.WithServer(h.cfg.Name).Response(id), nil)
+	default:
+		c.deliver(r, (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the request ended while it waited for input", Reason: jsonrpc.ReasonUpstreamExited}).WithServer(h.cfg.Name).Response(id), nil)
+	}
+}
+
+// abandonParked gives up on a parked request: the server's request is
+// answered as unanswered, and its request is cancelled.
+func (h *Hub) abandonParked(p *parkedInput) {
+	proc := h.life.current()
+	if proc != nil {
+		proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonClientTimeout, "the session did not retry with the input for "+p.method))
+	}
+	r, inFlight := h.reqs.Take(p.up)
+	if inFlight && proc != nil {
+		proc.Send(cancelFrame(p.up, "no retry came with the input"))
+	}
+	if !inFlight {
+		r = p.route // answered while parked: only its session's count is left
+	}
+	if c := h.sessions.get(r.Session); c != nil {
+		c.settle(r)
+	} else {
+		dataOf(r).settle()
+	}
+}
+
+func (h *Hub) parkedTimeout(nonce string) {
+	if p := h.bridge.parked.takeNonce(nonce); p != nil {
+		h.abandonParked(p)
+	}
+}
+
+// dropParked abandons a departed session's parked requests (their upstream
+// requests are cancelled with the session's others).
+func (h *Hub) dropParked(session uint64) {
+	proc := h.life.current()
+	for _, p := range h.bridge.parked.dropSession(session) {
+		if proc != nil {
+			proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonClientGone, "the session that was asked has gone"))
+		}
+	}
+}
