@@ -120,7 +120,7 @@ func New(cfg Config) *Hub {
 	cfg.Session.Server = cfg.Name
 	cfg.Upstream.Name = cfg.Name
 	cfg.Upstream.Logger = log
-	return &Hub{
+	h := &Hub{
 		cfg:      cfg,
 		log:      log.With("server", cfg.Name),
 		life:     newLife(cfg.Upstream, cfg.Lazy),
@@ -131,8 +131,9 @@ func New(cfg Config) *Hub {
 		tasks:    newTaskTable(),
 		asks:     newServerReqs(),
 		bridge:   eraBridge{parked: newParkedInputs()},
-		turn:     newTurn(cfg.ServerRequests, cfg.ServerRequestsSeen),
 	}
+	h.turn.configure(cfg.ServerRequests, cfg.ServerRequestsSeen)
+	return h
 }
 
 // withDefaults fills the zero values of cfg with the documented defaults;

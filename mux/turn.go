@@ -32,10 +32,10 @@ const (
 	ServerRequestsSerialize = "serialize"
 )
 
-func newTurn(policy string, seen bool) turn {
-	t := turn{auto: policy == "" || policy == ServerRequestsAuto}
+// configure sets the policy, before the turn is used.
+func (t *turn) configure(policy string, seen bool) {
+	t.auto = policy == "" || policy == ServerRequestsAuto
 	t.on.Store(policy == ServerRequestsSerialize || t.auto && seen)
-	return t
 }
 
 // engage: the server sent a request of its own. Under "auto", requests
