@@ -36,8 +36,10 @@ type life struct {
 	lastExit string
 	started  time.Time
 	failedAt string          // why the server is failed, for its errors
+	noExec   string          // why the command cannot be run at all, since the last start; "" when it can
 	up       upstream.Config // how to start the server; reconfigure replaces it
 	stderr   []string        // the last process's stderr tail, once it has gone
+	changed  chan struct{}   // closed and replaced at each change of state: waiting sessions look again
 
 	// Wake-ups of Run, each 1-buffered.
 	kick     chan struct{} // restart now
@@ -54,6 +56,7 @@ func newLife(up upstream.Config, lazy bool) life {
 		up:       up,
 		state:    state,
 		ready:    make(chan struct{}),
+		changed:  make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 		demand:   make(chan struct{}, 1),
 		sessions: make(chan struct{}, 1),
@@ -64,7 +67,16 @@ func (l *life) setState(s State) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.state = s
+	l.changedLocked()
 }
+
+// changedLocked wakes the sessions waiting for the server, so that they
+// look at it again.
+func (l *life) changedLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
 
 // current is the running process, opened or not; nil when there is none.
 func (l *life) current() process {
@@ -105,7 +117,9 @@ func (l *life) publish(info *serverInfo) (prev *serverInfo) {
 	l.info = info
 	l.state = StateReady
 	l.started = time.Now()
+	l.noExec = ""
 	close(l.ready)
+	l.changedLocked()
 	return prev
 }
 
@@ -125,11 +139,16 @@ func (l *life) retire(proc process, exit string, tail []string) {
 	l.stderr = tail
 }
 
-// startFailed records why a start did not succeed.
-func (l *life) startFailed(why string) {
+// startFailed records why a start did not succeed; noExec: the command
+// cannot be run at all, so waiting for it is pointless.
+func (l *life) startFailed(err error, noExec bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lastExit = why
+	l.lastExit = err.Error()
+	if noExec {
+		l.noExec = err.Error()
+	}
+	l.changedLocked()
 }
 
 func (l *life) countRestart() {
@@ -144,6 +163,7 @@ func (l *life) fail(crashes int, window time.Duration) string {
 	defer l.mu.Unlock()
 	l.state = StateFailed
 	l.failedAt = fmt.Sprintf("it crashed %d times within %s (last exit: %s)", crashes, window, l.lastExit)
+	l.changedLocked()
 	return l.failedAt
 }
 
@@ -166,17 +186,19 @@ func (l *life) reconfigure(up upstream.Config) {
 // waitState is what a waiting session looks at on each round.
 type waitState struct {
 	ready    <-chan struct{}
+	changed  <-chan struct{}
 	proc     process
 	info     *serverInfo
 	state    State
 	lastExit string
 	failedAt string
+	noExec   string
 }
 
 func (l *life) look() waitState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return waitState{l.ready, l.proc, l.info, l.state, l.lastExit, l.failedAt}
+	return waitState{l.ready, l.changed, l.proc, l.info, l.state, l.lastExit, l.failedAt, l.noExec}
 }
 
 // waitReady waits until a server is ready and returns it with its
@@ -194,14 +216,17 @@ func (l *life) waitReady(ctx context.Context, name string, timeout time.Duration
 		if isClosed(w.ready) && w.proc != nil {
 			return w.proc, w.info, nil
 		}
-		switch w.state {
-		case StateFailed:
+		switch {
+		case w.state == StateFailed:
 			return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server %s is failed: %s; `mcpmux restart %s` starts it again", name, w.failedAt, name), Reason: jsonrpc.ReasonUpstreamUnavailable, Extra: map[string]any{"last_exit": w.lastExit}}
-		case StateIdle:
+		case w.noExec != "":
+			return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server %s cannot start: %s", name, w.noExec), Reason: jsonrpc.ReasonUpstreamUnavailable, Extra: map[string]any{"last_exit": w.lastExit}}
+		case w.state == StateIdle:
 			notify(l.demand)
 		}
 		select {
 		case <-w.ready:
+		case <-w.changed:
 		case <-t.C:
 			msg := fmt.Sprintf("server %s is not ready", name)
 			if w.lastExit != "" {

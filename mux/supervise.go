@@ -2,9 +2,13 @@ package mux
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
@@ -38,67 +42,139 @@ func (h *Hub) Run(ctx context.Context) error {
 			return nil
 		}
 	}
-	backoff := h.cfg.RestartBackoff
-	var crashes []time.Time
+	r := restarts{h: h, backoff: h.cfg.RestartBackoff}
 	for {
-		why := endCrash
-		proc, err := h.startOnce(ctx)
-		if err == nil {
-			up := time.Now()
-			why = h.supervise(ctx, proc)
-			h.exited(proc)
-			if time.Since(up) >= h.cfg.RestartWindow {
-				backoff, crashes = h.cfg.RestartBackoff, nil
-			}
-		} else if ctx.Err() == nil {
-			h.log.Error("server did not start", "error", err)
-			h.life.startFailed(err.Error())
-		}
+		why, healthy, err := h.runOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		switch why {
-		case endRestart:
+		if healthy {
+			r.reset() // it ran a whole window: its crash starts afresh
+		}
+		switch {
+		case why == endRestart:
 			h.life.countRestart()
 			continue
-		case endIdle:
+		case why == endIdle:
 			h.life.setState(StateIdle)
 			h.log.Info("server stopped: no sessions", "idle_timeout", h.cfg.IdleTimeout)
 			if !h.waitDemand(ctx) {
 				return nil
 			}
-			backoff, crashes = h.cfg.RestartBackoff, nil
+			r.reset()
 			continue
-		}
-
-		now := time.Now()
-		crashes = append(crashes, now)
-		for len(crashes) > 0 && now.Sub(crashes[0]) > h.cfg.RestartWindow {
-			crashes = crashes[1:]
-		}
-		if h.cfg.MaxRestarts > 0 && len(crashes) > h.cfg.MaxRestarts {
-			if !h.giveUp(ctx, len(crashes)) {
+		case err != nil && shortage(err):
+			// The machine, not the server: not a crash, and never a reason
+			// to give up on the server.
+			h.log.Warn("server did not start for want of machine resources; trying again", "error", err)
+		default:
+			switch r.crashed(ctx) {
+			case stop:
 				return nil
+			case startNow:
+				continue
 			}
-			backoff, crashes = h.cfg.RestartBackoff, nil
-			h.life.countRestart()
-			continue
 		}
-		h.life.setState(StateBackoff)
-		delay := jitter(backoff)
-		h.log.Info("restarting server", "in", delay.Round(time.Millisecond))
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-h.life.kick:
-			t.Stop()
-		case <-ctx.Done():
-			t.Stop()
+		if !r.wait(ctx) {
 			return nil
 		}
-		backoff = min(2*backoff, h.cfg.RestartBackoffMax)
-		h.life.countRestart()
 	}
+}
+
+// runOnce starts the process and supervises it until it ends. healthy: it
+// ran for a whole restart window; err: why it did not start.
+func (h *Hub) runOnce(ctx context.Context) (why ending, healthy bool, err error) {
+	proc, err := h.startOnce(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Error("server did not start", "error", err)
+			h.life.startFailed(err, cannotExec(err))
+		}
+		return endCrash, false, err
+	}
+	up := time.Now()
+	why = h.supervise(ctx, proc)
+	h.exited(proc)
+	return why, time.Since(up) >= h.cfg.RestartWindow, nil
+}
+
+// what Run does after a crash
+type afterCrash int
+
+const (
+	backOff  afterCrash = iota // wait, then start again
+	startNow                   // started again on request, after giving up
+	stop                       // ctx ended
+)
+
+// restarts is Run's account of crashes: the capped, jittered exponential
+// backoff, and the crashes within the restart window.
+type restarts struct {
+	h       *Hub
+	backoff time.Duration
+	crashes []time.Time
+}
+
+func (r *restarts) reset() { r.backoff, r.crashes = r.h.cfg.RestartBackoff, nil }
+
+// crashed counts a crash; past MaxRestarts within the window the server is
+// failed until Restart.
+func (r *restarts) crashed(ctx context.Context) afterCrash {
+	now := time.Now()
+	r.crashes = append(r.crashes, now)
+	for len(r.crashes) > 0 && now.Sub(r.crashes[0]) > r.h.cfg.RestartWindow {
+		r.crashes = r.crashes[1:]
+	}
+	if r.h.cfg.MaxRestarts > 0 && len(r.crashes) > r.h.cfg.MaxRestarts {
+		if !r.h.giveUp(ctx, len(r.crashes)) {
+			return stop
+		}
+		r.reset()
+		r.h.life.countRestart()
+		return startNow
+	}
+	return backOff
+}
+
+// wait is the backoff before the next start; false means ctx ended first.
+func (r *restarts) wait(ctx context.Context) bool {
+	h := r.h
+	h.life.setState(StateBackoff)
+	delay := jitter(r.backoff)
+	h.log.Info("restarting server", "in", delay.Round(time.Millisecond))
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-h.life.kick:
+	case <-ctx.Done():
+		return false
+	}
+	r.backoff = min(2*r.backoff, h.cfg.RestartBackoffMax)
+	h.life.countRestart()
+	return true
+}
+
+// shortage reports whether a start failed for want of the machine's
+// resources (descriptors, memory, processes), which passes by itself.
+func shortage(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EAGAIN} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// cannotExec reports whether a start failed because the command cannot be
+// run at all (not found, not executable): every request waiting for the
+// server is refused at once, until a start succeeds.
+func cannotExec(err error) bool {
+	var pe *os.PathError
+	if errors.Is(err, exec.ErrNotFound) {
+		return true
+	}
+	return errors.As(err, &pe) && pe.Op == "fork/exec" && !shortage(err)
 }
 
 // giveUp puts the server in the failed state until Restart is called; false

@@ -2,9 +2,12 @@ package mux
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,4 +171,73 @@ func TestReconfigureRestartsWithTheNewConfig(t *testing.T) {
 	eventually(t, "ready", func() bool { return h.Status().State == StateReady })
 	c.send(`{"jsonrpc":"2.0","id":"after","method":"echo"}`)
 	assert.Equal(t, `"after"`, string(c.answer().ID), "the session stayed")
+}
+
+// failingStarts makes the first n starts fail with err, then starts the
+// fake as usual.
+func failingStarts(n int, err error) func(*Config) {
+	var calls atomic.Int32
+	return func(c *Config) {
+		start := c.start
+		c.start = func(uc upstream.Config, h upstream.Handler) (process, error) {
+			if int(calls.Add(1)) <= n {
+				return nil, err
+			}
+			return start(uc, h)
+		}
+	}
+}
+
+// A command that cannot be run refuses every waiting and new request at
+// once, naming the command and the error, instead of making them wait out
+// start_timeout.
+func TestCommandThatCannotRunIsRefusedAtOnce(t *testing.T) {
+	notFound := fmt.Errorf("start fake: %w", &upstream.NotFoundError{Command: "no-such-server", Path: "/usr/bin"})
+	h := newHarness(t, func(c *Config) {
+		c.StartTimeout = time.Minute
+		c.RestartBackoff = time.Hour // it stays refused during the backoff too
+		failingStarts(1000, notFound)(c)
+	})
+	c := h.connect()
+	start := time.Now()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	m := c.recv()
+	assert.Less(t, time.Since(start), 5*time.Second, "not start_timeout")
+	code, reason := errorOf(t, m)
+	assert.Equal(t, []any{-32603, "upstream_unavailable"}, []any{code, reason})
+	assert.Contains(t, string(m.Error), "no-such-server")
+}
+
+// Starts that fail for want of the machine's resources are no crashes:
+// however many there are, the server is never failed, and serves once the
+// shortage passes.
+func TestResourceShortageIsNoCrash(t *testing.T) {
+	emfile := fmt.Errorf("start fake: stdin pipe: %w", &os.SyscallError{Syscall: "pipe2", Err: syscall.EMFILE})
+	h := newHarness(t, func(c *Config) {
+		c.MaxRestarts = 2
+		failingStarts(8, emfile)(c)
+	})
+	s := h.session("2025-11-25")
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`)
+	assert.Equal(t, `1`, string(s.answer().ID))
+	assert.Equal(t, StateReady, h.Status().State)
+}
+
+// A session waiting for a server that becomes failed is told at once.
+func TestWaitingSessionsHearOfFailure(t *testing.T) {
+	srv := newFakeServer()
+	srv.crashInit = true
+	h := newHarnessOn(t, srv, func(c *Config) {
+		c.MaxRestarts = 1
+		c.StartTimeout = time.Minute
+		c.Protocol = ProtocolLegacy
+	})
+	c := h.connect()
+	start := time.Now()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	m := c.recv()
+	assert.Less(t, time.Since(start), 5*time.Second)
+	_, reason := errorOf(t, m)
+	assert.Equal(t, "upstream_unavailable", reason)
+	assert.Contains(t, string(m.Error), "is failed")
 }
