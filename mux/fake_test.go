@@ -34,6 +34,7 @@ type fakeServer struct {
 	lastArgs  []string // the Args of the last start
 	deaf      bool     // answer nothing at all, for liveness pings
 	era       string   // "" (legacy only), "dual" or "modern": see fakemodern_test.go
+	initGate  chan struct{} // when set, initialize is answered once it is closed: a slow starter
 }
 
 func newFakeServer() *fakeServer {
@@ -215,6 +216,17 @@ func (p *fakeProc) answer(m *jsonrpc.Message) {
 		if crashInit {
 			p.crash("exited")
 			return
+		}
+		p.srv.mu.Lock()
+		gate := p.srv.initGate
+		p.srv.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-p.kill:
+				p.crash("killed while starting")
+				return
+			}
 		}
 		p.reply(jsonrpc.Response(m.ID, json.RawMessage(fmt.Sprintf(
 			`{"protocolVersion":%q,"capabilities":%s,"serverInfo":{"name":"fake","version":"1"}}`, version, caps))))

@@ -22,6 +22,7 @@ type Config struct {
 	Session  session.Config // limits for each session; ID and Server are set by the hub
 
 	StartTimeout      time.Duration // how long sessions wait for a starting server; 0 means 30s
+	InitializeTimeout time.Duration // how long a started server may take to answer initialize (or server/discover) before it is killed; 0 means 5m
 	RestartBackoff    time.Duration // first delay before a restart; 0 means 250ms
 	RestartBackoffMax time.Duration // cap of the delay; 0 means 30s
 	RestartWindow     time.Duration // uptime that resets the backoff, and the window of MaxRestarts; 0 means 60s
@@ -145,6 +146,7 @@ func withDefaults(cfg Config) Config {
 		}
 	}
 	set(&cfg.StartTimeout, 30*time.Second)
+	set(&cfg.InitializeTimeout, 5*time.Minute)
 	set(&cfg.RestartBackoff, 250*time.Millisecond)
 	set(&cfg.RestartBackoffMax, 30*time.Second)
 	set(&cfg.RestartWindow, time.Minute)

@@ -30,7 +30,7 @@ const probeTimeout = 10 * time.Second
 // for that process, and describes the server: every session is answered
 // from what it returns.
 func (h *Hub) open(ctx context.Context, proc process) (*serverInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.StartTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, h.cfg.InitializeTimeout, fmt.Errorf("initialize_timeout (%s) passed", h.cfg.InitializeTimeout))
 	defer cancel()
 	switch h.cfg.Protocol {
 	case ProtocolLegacy:
@@ -57,14 +57,14 @@ func (h *Hub) open(ctx context.Context, proc process) (*serverInfo, error) {
 // or none within probeTimeout), and an error only when the process is gone
 // or ctx ended.
 func (h *Hub) probe(ctx context.Context, proc process) (*serverInfo, error) {
-	pctx, cancel := context.WithTimeout(ctx, min(probeTimeout, h.cfg.StartTimeout))
+	pctx, cancel := context.WithTimeout(ctx, min(probeTimeout, h.cfg.InitializeTimeout))
 	defer cancel()
 	m, err := h.call(pctx, proc, "server/discover", h.discoverParams())
 	switch {
 	case err != nil && (ctx.Err() != nil || isClosed(proc.Done())):
 		return nil, err
 	case err != nil:
-		h.log.Info("server did not answer server/discover in time; opening it legacy", "timeout", min(probeTimeout, h.cfg.StartTimeout))
+		h.log.Info("server did not answer server/discover in time; opening it legacy", "timeout", min(probeTimeout, h.cfg.InitializeTimeout))
 		return nil, nil
 	case m.Kind == jsonrpc.KindError:
 		h.log.Debug("server refused server/discover; opening it legacy", "error", string(m.Error))

@@ -241,3 +241,27 @@ func TestWaitingSessionsHearOfFailure(t *testing.T) {
 	assert.Equal(t, "upstream_unavailable", reason)
 	assert.Contains(t, string(m.Error), "is failed")
 }
+
+// start_timeout bounds how long a session waits for a starting server; it
+// never kills the server, which may take longer to start (up to
+// initialize_timeout) and then serves, started once.
+func TestSlowStarterIsNotKilled(t *testing.T) {
+	srv := newFakeServer()
+	gate := make(chan struct{})
+	srv.initGate = gate
+	h := newHarnessOn(t, srv, func(c *Config) {
+		c.StartTimeout = 100 * time.Millisecond
+		c.Protocol = ProtocolLegacy
+	})
+	c := h.connect()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	m := c.recv()
+	_, reason := errorOf(t, m)
+	assert.Equal(t, "upstream_unavailable", reason)
+	assert.Contains(t, string(m.Error), "not ready")
+	close(gate)
+	eventually(t, "ready", func() bool { return h.Status().State == StateReady })
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	assert.Equal(t, jsonrpc.KindResult, c.recv().Kind)
+	assert.Equal(t, 1, srv.started(), "started once")
+}
