@@ -1,0 +1,7 @@
+//go:build unix
+
+package socket
+
+// CheckPeer exposes the peer check Dial makes, so tests can run it on a
+// connection they dialled themselves.
+var CheckPeer = checkPeer
