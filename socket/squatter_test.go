@@ -166,6 +166,7 @@ type squatter struct {
 // folder of its own.
 func squatterExe(t *testing.T) string {
 	t.Helper()
+	skipUnlessRoot(t)
 	dir := testutil.ShortDir(t)
 	require.NoError(t, os.Chmod(dir, 0o711))
 	return copyTestBinary(t, filepath.Join(dir, "squat"))
@@ -175,9 +176,7 @@ func squatterExe(t *testing.T) string {
 // mode is drop, and returns once it is ready. The test's cleanup reaps it.
 func startSquatter(t *testing.T, exe, mode, path string) *squatter {
 	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("needs root to run a process as another uid; run the tests as root to cover foreign folders and peers")
-	}
+	skipUnlessRoot(t)
 	s := &squatter{cmd: exec.Command(exe)}
 	// No exit pause under -race: the report is read before the exit.
 	s.cmd.Env = []string{squatEnv + "=" + mode + " " + path, "GORACE=atexit_sleep_ms=0"}
@@ -228,4 +227,11 @@ func (s *squatter) stop() error {
 	s.stdin.Close()
 	io.Copy(io.Discard, s.out)
 	return s.cmd.Wait()
+}
+
+func skipUnlessRoot(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a process as another uid; run the tests as root to cover foreign folders and peers")
+	}
 }
