@@ -16,24 +16,6 @@ import (
 	"github.com/mcpmux/mcpmux/socket"
 )
 
-func TestDefaultDir(t *testing.T) {
-	tests := []struct {
-		name string
-		xdg  string
-		uid  int
-		want string
-	}{
-		{"runtime dir set", "/run/user/1000", 1000, "/run/user/1000/mcpmux"},
-		{"runtime dir unset", "", 1000, "/tmp/mcpmux-1000"},
-		{"relative runtime dir is ignored", "run/user", 0, "/tmp/mcpmux-0"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, socket.DefaultDir(tt.xdg, tt.uid), "DefaultDir(%q, %d)", tt.xdg, tt.uid)
-		})
-	}
-}
-
 func TestPrepareDirCreatesPrivateDirAndParents(t *testing.T) {
 	dir := filepath.Join(testutil.ShortDir(t), "a", "b")
 	require.NoError(t, socket.PrepareDir(dir))
