@@ -16,24 +16,6 @@ import (
 	"github.com/mcpmux/mcpmux/socket"
 )
 
-func TestDefaultDir(t *testing.T) {
-	tests := []struct {
-		name string
-		xdg  string
-		uid  int
-		want string
-	}{
-		{"runtime dir set", "/run/user/1000", 1000, "/run/user/1000/mcpmux"},
-		{"runtime dir unset", "", 1000, "/tmp/mcpmux-1000"},
-		{"relative runtime dir is ignored", "run/user", 0, "/tmp/mcpmux-0"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, socket.DefaultDir(tt.xdg, tt.uid), "DefaultDir(%q, %d)", tt.xdg, tt.uid)
-		})
-	}
-}
-
 func TestPrepareDirCreatesPrivateDirAndParents(t *testing.T) {
 	dir := filepath.Join(testutil.ShortDir(t), "a", "b")
 	require.NoError(t, socket.PrepareDir(dir))
@@ -120,6 +102,11 @@ func TestPrepareDirRefusesUnsafeDir(t *testing.T) {
 			for _, frag := range append([]string{path}, tt.inErr...) {
 				assert.Contains(t, err.Error(), frag)
 			}
+			assert.ErrorIs(t, err, socket.ErrUnsafeDir)
+			checkErr := socket.CheckDir(path)
+			require.Error(t, checkErr, "CheckDir refuses what PrepareDir refuses")
+			assert.Equal(t, err.Error(), checkErr.Error(), "CheckDir says what PrepareDir says")
+			assert.ErrorIs(t, checkErr, socket.ErrUnsafeDir)
 			fi, err := os.Lstat(path)
 			require.NoError(t, err)
 			got := fi.Mode()
@@ -144,4 +131,20 @@ func TestPrepareDirRefusesDirOfAnotherUser(t *testing.T) {
 	for _, frag := range []string{dir, "0700", "owned by uid 65534"} {
 		assert.Contains(t, err.Error(), frag)
 	}
+	assert.ErrorIs(t, err, socket.ErrUnsafeDir)
+}
+
+func TestCheckDirAcceptsPrivateDirAndCreatesNothing(t *testing.T) {
+	dir := filepath.Join(testutil.ShortDir(t), "d")
+	missing := filepath.Join(dir, "below")
+
+	err := socket.CheckDir(dir)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "a missing folder")
+	assert.NotErrorIs(t, err, socket.ErrUnsafeDir, "missing is not unsafe")
+	_, err = os.Lstat(dir)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "CheckDir created nothing")
+
+	require.NoError(t, socket.PrepareDir(dir))
+	assert.NoError(t, socket.CheckDir(dir), "a folder PrepareDir made")
+	assert.ErrorIs(t, socket.CheckDir(missing), fs.ErrNotExist, "missing inside a private folder")
 }

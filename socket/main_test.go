@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(dialEnv); path != "" {
 		os.Exit(dialAndExpectHangup(path))
 	}
+	if spec := os.Getenv(squatEnv); spec != "" {
+		os.Exit(runSquatter(spec))
+	}
 	testutil.Main(m)
 }
 
