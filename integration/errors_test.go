@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -50,11 +52,31 @@ func TestSessionStateErrors(t *testing.T) {
 	})
 
 	t.Run("server/discover", func(t *testing.T) {
+		// Answered in any session, from what the server said of itself.
 		c := open(t, d.socket("demo"))
 		m, err := c.call("1", "server/discover", map[string]any{})
 		require.NoError(t, err)
-		assert.Equal(t, answer{jsonrpc.CodeMethodNotFound, jsonrpc.ReasonNotSupported, "1"}, answerOf(t, "demo", m))
+		var res struct {
+			SupportedVersions []string `json:"supportedVersions"`
+			ResultType        string   `json:"resultType"`
+		}
+		require.NoError(t, json.Unmarshal(m.Result, &res), "%s", m.Frame)
+		assert.Equal(t, "complete", res.ResultType)
+		assert.Contains(t, res.SupportedVersions, "2026-07-28")
 		require.NoError(t, c.echo("2", "goes on"))
+	})
+
+	t.Run("initialize again", func(t *testing.T) {
+		// Answered again from the cache (clients such as FastMCP send one on
+		// every re-entry); the server never sees a second one.
+		c := open(t, d.socket("demo"))
+		for i, v := range []string{"2025-03-26", "2025-11-25", "2025-06-18"} {
+			m, err := c.call(strconv.Itoa(10+i), "initialize", map[string]any{"protocolVersion": v, "capabilities": map[string]any{}})
+			require.NoError(t, err)
+			assert.Contains(t, string(m.Result), `"protocolVersion":"`+v+`"`)
+		}
+		require.NoError(t, c.echo("20", "goes on"))
+		assert.Equal(t, 1, c.mustStats(t).Initialize, "the server saw mcpmux's one initialize")
 	})
 
 	t.Run("a server that never gets ready", func(t *testing.T) {

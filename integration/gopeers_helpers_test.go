@@ -45,7 +45,10 @@ const (
 // gpProtocol is the version every Go peer ends with: both SDKs first probe
 // server/discover (2026-07-28), mcpmux answers -32601, and they fall back to
 // initialize with 2025-11-25, which the server speaks too.
-const gpProtocol = "2025-11-25"
+const gpProtocol = "2026-07-28"
+
+// gpLegacy is the revision a client that starts with initialize asks for.
+const gpLegacy = "2025-11-25"
 
 var gpBuilt struct {
 	once sync.Once
@@ -186,44 +189,40 @@ func (w *gpWire) checkHandshake(t *testing.T) {
 	require.Equal(t, "server/discover", sent[0].Method, "the first message of the session; the wire:\n%s", w.dump())
 	disc, ok := w.answer(sent[0].ID)
 	require.True(t, ok, "server/discover got no answer:\n%s", w.dump())
-	require.NotNil(t, disc.Error, "server/discover must be refused: %s", disc.Raw)
-	assert.Equal(t, jsonrpc.CodeMethodNotFound, disc.Error.Code, "server/discover: %s", disc.Raw)
-
-	init := w.request(t, "initialize")
-	var ip struct {
-		ProtocolVersion string `json:"protocolVersion"`
+	require.Nil(t, disc.Error, "server/discover is answered from the server's own description: %s", disc.Raw)
+	var dr struct {
+		SupportedVersions []string                   `json:"supportedVersions"`
+		Capabilities      map[string]json.RawMessage `json:"capabilities"`
+		Meta              struct {
+			ServerInfo struct {
+				Name    string `json:"name"`
+				Version string `json:"version"`
+			} `json:"io.modelcontextprotocol/serverInfo"`
+		} `json:"_meta"`
 	}
-	require.NoError(t, json.Unmarshal(init.Params, &ip))
-	assert.Equal(t, gpProtocol, ip.ProtocolVersion, "the version the client asked for after the probe")
-	ans, ok := w.answer(init.ID)
-	require.True(t, ok, "initialize got no answer:\n%s", w.dump())
-	require.Nil(t, ans.Error, "initialize: %s", ans.Raw)
-	var ir struct {
-		ProtocolVersion string `json:"protocolVersion"`
-		ServerInfo      struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
-		} `json:"serverInfo"`
-		Capabilities map[string]json.RawMessage `json:"capabilities"`
-	}
-	require.NoError(t, json.Unmarshal(ans.Result, &ir))
-	assert.Equal(t, gpProtocol, ir.ProtocolVersion)
-	assert.Equal(t, gpServerName, ir.ServerInfo.Name)
-	assert.Equal(t, gpServerVersion, ir.ServerInfo.Version)
-	assert.Contains(t, ir.Capabilities, "tools")
+	require.NoError(t, json.Unmarshal(disc.Result, &dr))
+	assert.Contains(t, dr.SupportedVersions, gpProtocol)
+	assert.Equal(t, gpServerName, dr.Meta.ServerInfo.Name)
+	assert.Equal(t, gpServerVersion, dr.Meta.ServerInfo.Version)
+	assert.Contains(t, dr.Capabilities, "tools")
 
-	initialized := -1
-	for i, m := range sent {
-		if m.isNotification() && m.Method == "notifications/initialized" {
-			initialized = i
+	// The modern revision: no handshake, and every request names its
+	// revision in its own envelope.
+	for _, m := range sent {
+		assert.NotEqual(t, "initialize", m.Method, "a modern client does not initialize:\n%s", w.dump())
+		if m.isRequest() {
+			var p struct {
+				Meta map[string]json.RawMessage `json:"_meta"`
+			}
+			json.Unmarshal(m.Params, &p)
+			assert.JSONEq(t, `"`+gpProtocol+`"`, string(p.Meta["io.modelcontextprotocol/protocolVersion"]), "the envelope of %s", m.Raw)
 		}
 	}
-	assert.Greater(t, initialized, 0, "notifications/initialized was not sent:\n%s", w.dump())
 
 	// One answer per request, under its id; none for ids never sent.
 	asked := map[string]int{}
 	for _, m := range sent {
-		if m.isRequest() {
+		if m.isRequest() && m.Method != "subscriptions/listen" { // a listen is answered when it ends
 			asked[string(m.ID)]++
 		}
 	}

@@ -60,7 +60,7 @@ func gpExercise(t *testing.T, ctx context.Context, cs *mcp.ClientSession, wire *
 	init := cs.InitializeResult()
 	require.NotNil(t, init)
 	assert.Equal(t, gpServerName, init.ServerInfo.Name)
-	assert.Equal(t, gpProtocol, init.ProtocolVersion, "the go-sdk client falls back from 2026-07-28 to initialize")
+	assert.Equal(t, gpProtocol, init.ProtocolVersion, "the go-sdk client speaks 2026-07-28 through mcpmux")
 
 	var names []string
 	for tool, err := range cs.Tools(ctx, nil) {
@@ -455,7 +455,7 @@ func gpCheckRejectsSecondInitialize(t *testing.T, srv string) {
 	defer stdin.Close()
 
 	initialize := func(id int) string {
-		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"control","version":"1"}}}`+"\n", id, gpProtocol)
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"control","version":"1"}}}`+"\n", id, gpLegacy)
 	}
 	// The second is sent only after the first is answered: the server
 	// handles initialize in order anyway, but this makes the control exact.

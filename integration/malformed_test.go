@@ -109,8 +109,6 @@ func TestMalformedFramesTable(t *testing.T) {
 		{name: "method with a result", frame: `{"jsonrpc":"2.0","id":37,"method":"tools/list","result":{}}`, want: []answer{invalidReq("37")}},
 		{name: "result and error", frame: `{"jsonrpc":"2.0","id":38,"result":{},"error":{"code":1,"message":"both"}}`, want: []answer{invalidReq("38")}},
 		{name: "error not an object", frame: `{"jsonrpc":"2.0","id":39,"error":"bad"}`, want: []answer{invalidReq("39")}},
-		{name: "second initialize", frame: `{"jsonrpc":"2.0","id":40,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`,
-			want: []answer{{jsonrpc.CodeInvalidRequest, jsonrpc.ReasonAlreadyInitialized, "40"}}},
 
 		// Batches: refused as a whole where the session did not negotiate
 		// them, answered element by element where it did.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/protocol"
 	"github.com/mcpmux/mcpmux/session"
 )
 
@@ -88,11 +89,13 @@ func (c *client) sessionEra() era {
 
 // becomeModern: the session's first request carried the modern envelope.
 // It is never "ready" in the legacy sense: nothing is sent to it unasked.
-func (c *client) becomeModern() {
+// info, the clientInfo of that request's envelope, names the session in
+// status.
+func (c *client) becomeModern(info json.RawMessage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.era == eraUnknown {
-		c.era = eraModern
+		c.era, c.version, c.clientInfo = eraModern, protocol.Modern, info
 	}
 }
 

@@ -158,7 +158,8 @@ func TestLegacySessionsOnModernOnlyServer(t *testing.T) {
 	h := newHarnessOn(t, modernServer("modern"), nil)
 	l1 := h.sessionWith("2025-06-18", `{"elicitation":{}}`)
 	l2 := h.sessionWith("2025-11-25", `{}`)
-	assert.Empty(t, h.srv.messages("initialize"), "a modern-only server is never sent initialize")
+	assert.Len(t, h.srv.messages("initialize"), 1, "the server saw mcpmux's one check for the legacy era, which it refused, and none of the sessions' own")
+	assert.Equal(t, "modern", h.Status().Era)
 
 	l1.send(`{"jsonrpc":"2.0","id":"e","method":"tools/call","params":{"name":"echo"}}`)
 	m := l1.recv()
@@ -323,4 +324,33 @@ func TestModernServerRestartEndsListens(t *testing.T) {
 	})
 	l.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`)
 	assert.Equal(t, `1`, string(l.answer().ID))
+}
+
+// A server that serves both eras (the go-sdk does, request by request) is
+// opened legacy in "auto", and never sent server/discover: such a server
+// may take it to mean the whole connection is modern and stop sending the
+// requests its tools need. Its legacy sessions get them; its modern
+// sessions are served through the bridge. protocol = "modern" opens it
+// modern.
+func TestServerOfBothErasIsOpenedLegacy(t *testing.T) {
+	h := newHarnessOn(t, modernServer("dual"), nil)
+	eventually(t, "ready", func() bool { return h.Status().State == StateReady })
+	assert.Equal(t, "legacy", h.Status().Era)
+	assert.Empty(t, h.srv.messages("server/discover"))
+	legacy := h.sessionWith("2025-11-25", samplingCaps)
+	mod := h.connect()
+	legacy.send(`{"jsonrpc":"2.0","id":"call","method":"tools/call","params":{"name":"elicit"}}`)
+	req := legacy.recv()
+	require.Equal(t, "elicitation/create", req.Method, "%s", req.Frame)
+	legacy.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"action":"decline"}}`)
+	assert.JSONEq(t, `{"answer":{"action":"decline"}}`, string(legacy.recv().Result))
+	mod.send(modern(`1`, "tools/call", `{"name":"elicit"}`, "M", `{"elicitation":{}}`))
+	m := mod.recv()
+	assert.Contains(t, string(m.Result), `"resultType":"input_required"`)
+	assert.Contains(t, string(m.Result), `"requestState":"mcpmux1.`, "the bridge's, from the server's own request")
+
+	hm := newHarnessOn(t, modernServer("dual"), func(c *Config) { c.Protocol = ProtocolModern })
+	eventually(t, "ready", func() bool { return hm.Status().State == StateReady })
+	assert.Equal(t, "modern", hm.Status().Era)
+	assert.Empty(t, hm.srv.messages("initialize"))
 }

@@ -124,7 +124,7 @@ func (r *serverInfo) incompatible(cur *serverInfo) string {
 func (r *serverInfo) negotiate(requested string) string {
 	newest := r.version
 	if r.era == eraModern {
-		newest = protocol.LatestLegacy
+		newest = protocol.LatestLegacy // through the bridge, any
 	}
 	if protocol.IsLegacy(requested) && requested <= newest {
 		return requested
@@ -173,7 +173,7 @@ func (r *serverInfo) forSession(version string) (json.RawMessage, error) {
 		return nil, err
 	}
 	out := make(map[string]json.RawMessage, len(r.raw)+3)
-	if r.era == eraLegacy {
+	if r.era != eraModern {
 		for k, v := range r.raw {
 			out[k] = v
 		}
@@ -201,11 +201,12 @@ func (r *serverInfo) forDiscover() (json.RawMessage, error) {
 		"ttlMs":      json.RawMessage(`0`),
 		"cacheScope": json.RawMessage(`"private"`),
 	}
-	if r.era == eraModern {
+	switch r.era {
+	case eraModern:
 		for k, v := range r.raw {
 			out[k] = v
 		}
-	} else {
+	default:
 		if in, ok := r.raw["instructions"]; ok {
 			out["instructions"] = in
 		}

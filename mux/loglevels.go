@@ -141,7 +141,7 @@ func (h *Hub) routeLogMessage(m *jsonrpc.Message) {
 	level, _ := stringAt(m, "level")
 	rank, known := logRanks[level]
 	info := h.describedServer()
-	if info == nil || info.era == eraLegacy {
+	if info == nil || info.era != eraModern {
 		for _, c := range h.sessions.ready() {
 			if !known || logRanks[h.levels.of(c.sess.ID())] <= rank {
 				c.send(m.Frame)

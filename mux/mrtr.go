@@ -222,11 +222,8 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 // modern and the state is the server's).
 func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink) bool {
 	state, ok := stringAt(m, "requestState")
-	if !ok {
-		return false
-	}
-	if info := h.describedServer(); info != nil && info.era == eraModern {
-		return false
+	if !ok || !strings.HasPrefix(state, stateVersion) {
+		return false // none, or the server's own
 	}
 	p, err := h.bridge.parked.take(c.sess.ID(), state)
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/protocol"
@@ -14,21 +12,21 @@ import (
 
 // Protocol settings of a server: which era mcpmux opens it in.
 const (
-	ProtocolAuto   = "auto"   // probe server/discover, else initialize
+	ProtocolAuto   = "auto"   // initialize, else server/discover
 	ProtocolLegacy = "legacy" // initialize only
 	ProtocolModern = "modern" // server/discover only
 )
 
-// probeTimeout bounds the wait for the answer to server/discover before a
-// server is taken for legacy. A server that is merely slow to start is
-// still opened right: a legacy one answers the initialize that follows, and
-// a modern one refuses it naming the modern revision, which sends mcpmux
-// back to server/discover.
-const probeTimeout = 10 * time.Second
-
 // open makes a started process ready to serve, the one time mcpmux does it
 // for that process, and describes the server: every session is answered
-// from what it returns.
+// from what it returns. In "auto", the server is asked for initialize
+// first: a server of either era accepts it or says it is modern. It is
+// not probed with server/discover first: a server that serves both eras may
+// take the probe to mean the whole connection is modern (the go-sdk does),
+// and from then on refuse to send the sampling and elicitation requests its
+// tools rely on. A legacy connection loses nothing: mcpmux serves modern
+// sessions over it through its bridge. Any refusal of initialize (not one
+// error code) sends mcpmux on to server/discover.
 func (h *Hub) open(ctx context.Context, proc process) (*serverInfo, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, h.cfg.InitializeTimeout, fmt.Errorf("initialize_timeout (%s) passed", h.cfg.InitializeTimeout))
 	defer cancel()
@@ -38,44 +36,17 @@ func (h *Hub) open(ctx context.Context, proc process) (*serverInfo, error) {
 	case ProtocolModern:
 		return h.discover(ctx, proc)
 	}
-	info, err := h.probe(ctx, proc)
-	if info != nil || err != nil {
+	info, err := h.initialize(ctx, proc)
+	var refused *refusedError
+	if !errors.As(err, &refused) {
 		return info, err
 	}
-	info, err = h.initialize(ctx, proc)
-	var modern *modernOnlyError
-	if errors.As(err, &modern) {
-		h.log.Info("server refused initialize for the modern revision; opening it modern", "supported", modern.supported)
-		return h.discover(ctx, proc)
+	modern, derr := h.discover(ctx, proc)
+	if derr != nil {
+		return nil, fmt.Errorf("%w; and server/discover: %w", err, derr)
 	}
-	return info, err
-}
-
-// probe asks the server for server/discover. It returns the server's
-// description when the server is modern, nothing when it is not (any
-// error answer that is not modern evidence, an answer mcpmux cannot use,
-// or none within probeTimeout), and an error only when the process is gone
-// or ctx ended.
-func (h *Hub) probe(ctx context.Context, proc process) (*serverInfo, error) {
-	pctx, cancel := context.WithTimeout(ctx, min(probeTimeout, h.cfg.InitializeTimeout))
-	defer cancel()
-	m, err := h.call(pctx, proc, "server/discover", h.discoverParams())
-	switch {
-	case err != nil && (ctx.Err() != nil || isClosed(proc.Done())):
-		return nil, err
-	case err != nil:
-		h.log.Info("server did not answer server/discover in time; opening it legacy", "timeout", min(probeTimeout, h.cfg.InitializeTimeout))
-		return nil, nil
-	case m.Kind == jsonrpc.KindError:
-		h.log.Debug("server refused server/discover; opening it legacy", "error", string(m.Error))
-		return nil, nil
-	}
-	info, err := parseDiscoverResult(m.Result)
-	if err != nil {
-		h.log.Info("server's server/discover answer is not modern; opening it legacy", "why", err)
-		return nil, nil
-	}
-	return info, nil
+	h.log.Info("server refused initialize and answered server/discover: serving it modern", "refusal", string(refused.answer))
+	return modern, nil
 }
 
 // discover opens a modern server.
@@ -107,14 +78,12 @@ func (h *Hub) clientInfo() map[string]any {
 	return map[string]any{"name": "mcpmux", "version": h.cfg.Version}
 }
 
-// modernOnlyError: the server refused initialize, naming the modern
-// revision among the ones it supports.
-type modernOnlyError struct {
-	supported []string
-	answer    json.RawMessage
+// refusedError: the server answered initialize with an error.
+type refusedError struct {
+	answer json.RawMessage
 }
 
-func (e *modernOnlyError) Error() string { return "server answered " + string(e.answer) }
+func (e *refusedError) Error() string { return "server answered " + string(e.answer) }
 
 // initialize opens a legacy server.
 func (h *Hub) initialize(ctx context.Context, proc process) (*serverInfo, error) {
@@ -128,7 +97,7 @@ func (h *Hub) initialize(ctx context.Context, proc process) (*serverInfo, error)
 		return nil, err
 	}
 	if m.Kind == jsonrpc.KindError {
-		return nil, initializeRefused(m.Error)
+		return nil, &refusedError{answer: m.Error}
 	}
 	info, err := parseInitResult(m.Result)
 	if err != nil {
@@ -139,21 +108,6 @@ func (h *Hub) initialize(ctx context.Context, proc process) (*serverInfo, error)
 		return nil, err
 	}
 	return info, nil
-}
-
-// initializeRefused is the error of a refused initialize: a
-// *modernOnlyError when the refusal names the modern revision.
-func initializeRefused(e json.RawMessage) error {
-	var body struct {
-		Code int `json:"code"`
-		Data struct {
-			Supported []string `json:"supported"`
-		} `json:"data"`
-	}
-	if json.Unmarshal(e, &body) == nil && body.Code == protocol.CodeUnsupportedVersion && slices.Contains(body.Data.Supported, protocol.Modern) {
-		return &modernOnlyError{supported: body.Data.Supported, answer: e}
-	}
-	return fmt.Errorf("server answered %s", e)
 }
 
 // clientCapabilities is what mcpmux, the server's one client, declares:

@@ -34,7 +34,8 @@ func (c *client) handleRequest(m *jsonrpc.Message, out sink) {
 		c.handleLegacy(m, out)
 	default:
 		if enveloped {
-			c.becomeModern()
+			c.becomeModern(env.info)
+			c.sess.Logger().Info("session initialized", "protocol", env.version, "era", eraModern, "client", string(env.info))
 			c.handleModern(m, env, true, out)
 			return
 		}

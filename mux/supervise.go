@@ -323,9 +323,6 @@ func (h *Hub) startOnce(ctx context.Context) (process, error) {
 	}
 	h.life.starting(proc) // for the hub's own requests; sessions wait for publish
 	info, err := h.open(ctx, proc)
-	if err == nil && info.era == eraModern && h.cfg.Protocol != ProtocolModern {
-		h.log.Info("server speaks 2026-07-28: serving it modern")
-	}
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.stopTimeout())
 		proc.Stop(sctx)
