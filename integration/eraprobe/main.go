@@ -30,7 +30,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -141,10 +140,10 @@ func confirm(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, 
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{
 			Message: "Proceed?",
-			RequestedSchema: &jsonschema.Schema{
-				Type:       "object",
-				Properties: map[string]*jsonschema.Schema{"ok": {Type: "boolean"}},
-				Required:   []string{"ok"},
+			RequestedSchema: map[string]any{
+				"type":       "object",
+				"properties": map[string]any{"ok": map[string]any{"type": "boolean"}},
+				"required":   []string{"ok"},
 			},
 		}},
 		RequestState: "round-1",
@@ -183,6 +182,8 @@ func text(t string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: t}}}
 }
 
-func emptyObject() *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "object"}
+// emptyObject is the input schema of the tools without arguments (a map,
+// so that this command needs no JSON Schema package of its own).
+func emptyObject() map[string]any {
+	return map[string]any{"type": "object"}
 }
