@@ -20,6 +20,8 @@
 //	          that subscribed, and notifications/tools/list_changed
 package main
 
+//lint:file-ignore SA1019 the probe serves logging and sampling, which 2026-07-28 deprecates but both eras still carry
+
 import (
 	"context"
 	"fmt"
