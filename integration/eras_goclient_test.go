@@ -11,14 +11,17 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 )
@@ -82,6 +85,10 @@ func eraGoSession(ctx context.Context, rep *eraReport, transport gpRecorder) {
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		rep.ConnectError = &eraConnectError{Message: err.Error()}
+		var werr *jsonrpc.Error
+		if errors.As(err, &werr) {
+			rep.ConnectError.Code = json.RawMessage(strconv.FormatInt(werr.Code, 10))
+		}
 		return
 	}
 	defer cs.Close()

@@ -268,15 +268,16 @@ func (r eraReach) endpoint(t *testing.T, e *eraEnv, s eraServer) eraEndpoint {
 	return ep
 }
 
-// eraDaemon starts a daemon running every probe server behind a tap, with
-// the web listener on, and returns the reach of the given kind through it.
-// Other kinds through the same daemon: copy the reach and set kind.
-func eraDaemon(t *testing.T, e *eraEnv, kind string) eraReach {
+// eraDaemon starts a daemon running the given probe servers, each behind a
+// tap, with the web listener on, and returns the reach of the given kind
+// through it. Other kinds through the same daemon: copy the reach and set
+// kind.
+func eraDaemon(t *testing.T, e *eraEnv, kind string, probes ...eraServer) eraReach {
 	t.Helper()
 	dir := t.TempDir()
 	taps := map[string]string{}
 	var servers strings.Builder
-	for _, s := range eraServers {
+	for _, s := range probes {
 		taps[s.name] = filepath.Join(dir, s.name+".tap.log")
 		argv := e.tapped(s, taps[s.name])
 		quoted := make([]string, len(argv)-1)

@@ -112,7 +112,9 @@ func eraOutcome(a gpMsg, answered bool) string {
 
 // era is the era the hop ran: legacy after an answered initialize; modern
 // when it carried requests, all with the envelope, and no initialize;
-// "probe" when it carried a server/discover only.
+// "probe" when it carried a server/discover only; "legacy requests" for
+// requests without the envelope on a connection opened before the messages
+// at hand.
 func (v eraView) era() string {
 	switch {
 	case v.initialize != "" && !strings.HasPrefix(v.initialize, "error") && v.initialize != "unanswered":
@@ -126,6 +128,9 @@ func (v eraView) era() string {
 		return "probe"
 	case v.requests == 0 && v.initialize != "":
 		return "refused (initialize: " + v.initialize + ")"
+	case v.initialize == "" && v.discover == "" && v.requests > 0 && v.enveloped == 0:
+		// Part of a connection opened earlier (a shared upstream's log from an offset).
+		return "legacy requests"
 	}
 	return fmt.Sprintf("none (%+v)", v)
 }
