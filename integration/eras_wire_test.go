@@ -388,11 +388,18 @@ func eraAssertLegacy(t *testing.T, cell *eraCell, session []gpMsg) {
 }
 
 // eraAssertCancel: notifications/cancelled named the slow call (except on
-// modern Streamable HTTP, where closing the call's stream is the cancel).
+// modern Streamable HTTP, where closing the call's stream is the cancel),
+// and a TypeScript server left it unanswered.
 func eraAssertCancel(t *testing.T, cell *eraCell, session []gpMsg) {
 	t.Helper()
 	slow := eraFirst(session, eraCallOf("slow"))
 	require.NotEmpty(t, slow.Raw, "%s: slow was not called", cell)
+	if cell.server.ts {
+		// The TypeScript SDK answers nothing once a request is cancelled (the
+		// go-sdk sends its handler's error, which the client drops).
+		a, answered := eraAnswer(session, slow.ID)
+		assert.False(t, answered, "%s: the cancelled slow call was answered: %s", cell, a.Raw)
+	}
 	if cell.reach == eraHTTP && cell.report.Era == eraModern {
 		return
 	}
