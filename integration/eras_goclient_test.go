@@ -237,7 +237,9 @@ func (g *eraGoChecks) subscribe() (bool, any, error) {
 	}
 	var listenID json.RawMessage
 	if g.modern {
-		listen := g.sent(func(m gpMsg) bool { return m.isRequest() && m.Method == "subscriptions/listen" && strings.Contains(string(m.Params), eraResource) })
+		listen := g.sent(func(m gpMsg) bool {
+			return m.isRequest() && m.Method == "subscriptions/listen" && strings.Contains(string(m.Params), eraResource)
+		})
 		if len(listen) == 0 {
 			return false, "no subscriptions/listen for " + eraResource, nil
 		}
@@ -274,7 +276,9 @@ func (g *eraGoChecks) cancel() (bool, any, error) {
 		_, err := g.call(ctx, params)
 		done <- err
 	}()
-	_, started := g.waitFor(func(m gpMsg) bool { return !m.Out && m.Method == "notifications/progress" && eraToken(m) == `"go-slow"` })
+	_, started := g.waitFor(func(m gpMsg) bool {
+		return !m.Out && m.Method == "notifications/progress" && eraToken(m) == `"go-slow"`
+	})
 	cancel()
 	err := <-done
 	if slow := g.sent(func(m gpMsg) bool { return m.isRequest() && strings.Contains(string(m.Params), `"slow"`) }); len(slow) > 0 {
