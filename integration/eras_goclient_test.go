@@ -9,6 +9,8 @@ package integration
 // (eraReport), with its wire recorded by gpRecorder.
 
 import (
+	"github.com/mcpmux/mcpmux/internal/testutil"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,7 +39,7 @@ func eraGoClient(t *testing.T, ep eraEndpoint) eraReport {
 	defer cancel()
 	rep := eraReport{Client: "go-sdk", Mode: "default"}
 	var transport mcp.Transport
-	var stderr syncBuffer
+	var stderr testutil.Buffer
 	switch {
 	case ep.argv != nil:
 		rep.Transport = "stdio"

@@ -1,9 +1,11 @@
 package mux
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
@@ -34,10 +36,15 @@ func newLogLevels(def string) logLevels {
 	return logLevels{def: def, bySession: make(map[uint64]string)}
 }
 
-func (l *logLevels) set(session uint64, level string) {
+// set records a session's level; false when it had that level already.
+func (l *logLevels) set(session uint64, level string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if old, ok := l.bySession[session]; ok && old == level {
+		return false
+	}
 	l.bySession[session] = level
+	return true
 }
 
 func (l *logLevels) drop(session uint64) {
@@ -131,6 +138,26 @@ func (h *Hub) updateLogLevel() {
 		h.fire(h.life.current(), "logging/setLevel", map[string]string{"level": level})
 	}
 }
+
+// setLevelBefore is updateLogLevel for a request that is about to go to
+// the server and wants the new level: it waits (briefly) for the server to
+// take the level, because a server may handle the two concurrently.
+func (h *Hub) setLevelBefore(c *client) {
+	level, send := h.levels.upstream(h.sessions.len())
+	proc := h.life.current()
+	if !send || proc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, setLevelWait)
+	defer cancel()
+	if _, err := h.call(ctx, proc, "logging/setLevel", map[string]string{"level": level}); err != nil {
+		c.sess.Logger().Debug("the server did not take the log level in time", "level", level, "error", err)
+	}
+}
+
+// setLevelWait bounds how long a request waits for the server to take the
+// log level it asked for.
+const setLevelWait = 2 * time.Second
 
 // routeLogMessage sends notifications/message to the sessions whose level
 // admits it: on a legacy server, the legacy sessions by the level each set;

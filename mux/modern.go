@@ -68,6 +68,13 @@ func (c *client) handleModern(m *jsonrpc.Message, env envelope, enveloped bool, 
 	if c.h.answerRetry(c, m, mr, out) {
 		return // a retry with an input mcpmux asked for: answered from the bridge
 	}
+	// A legacy server has one level for everyone: the most verbose any
+	// session wants, a modern session's latest request counting as its wish.
+	if _, known := logRanks[env.level]; known && c.h.levels.set(c.sess.ID(), env.level) {
+		if info := c.h.describedServer(); info != nil && info.era != eraModern {
+			c.h.setLevelBefore(c)
+		}
+	}
 	c.forward(m, out, fwd{modern: mr, level: env.level})
 }
 
