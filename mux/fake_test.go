@@ -30,10 +30,10 @@ type fakeServer struct {
 	procs     []*fakeProc
 	caps      string // capabilities JSON of the InitializeResult
 	version   string
-	crashInit bool     // die on initialize, for crash loops
-	lastArgs  []string // the Args of the last start
-	deaf      bool     // answer nothing at all, for liveness pings
-	era       string   // "" (legacy only), "dual" or "modern": see fakemodern_test.go
+	crashInit bool          // die on initialize, for crash loops
+	lastArgs  []string      // the Args of the last start
+	deaf      bool          // answer nothing at all, for liveness pings
+	era       string        // "" (legacy only), "dual" or "modern": see fakemodern_test.go
 	initGate  chan struct{} // when set, initialize is answered once it is closed: a slow starter
 }
 

@@ -404,7 +404,9 @@ func TestUpstreamCapabilities(t *testing.T) {
 	}{
 		{"default", nil, `{"sampling":{},"elicitation":{}}`},
 		{"roots configured", func(c *Config) { c.Roots = []string{"file:///w"} }, `{"sampling":{},"elicitation":{},"roots":{"listChanged":true}}`},
-		{"as written", func(c *Config) { c.UpstreamCapabilities = json.RawMessage(`{"sampling":{"tools":{}},"experimental":{"x":1}}`) }, `{"sampling":{"tools":{}},"experimental":{"x":1}}`},
+		{"as written", func(c *Config) {
+			c.UpstreamCapabilities = json.RawMessage(`{"sampling":{"tools":{}},"experimental":{"x":1}}`)
+		}, `{"sampling":{"tools":{}},"experimental":{"x":1}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

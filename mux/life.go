@@ -77,7 +77,6 @@ func (l *life) changedLocked() {
 	l.changed = make(chan struct{})
 }
 
-
 // current is the running process, opened or not; nil when there is none.
 func (l *life) current() process {
 	l.mu.Lock()
