@@ -132,7 +132,7 @@ func (h *Hub) chooseSession(m *jsonrpc.Message, n need) (*client, int64, idmap.R
 			legacy[c.sess.ID()] = true
 		}
 	}
-	busy, waiting := h.turn.holder()
+	busy, waiting := h.gates.holder()
 	able := func(r idmap.Route) bool {
 		d := dataOf(r)
 		if d.isListen() || waiting[routeUp(r)] || isParkedID(r.ID) {
@@ -166,9 +166,10 @@ func (h *Hub) chooseSession(m *jsonrpc.Message, n need) (*client, int64, idmap.R
 	return c, up, r
 }
 
-// routeUp is the upstream id of a serialized route, 0 for any other.
+// routeUp is the upstream id of a route that keeps one (it may wait at a
+// gate), 0 for any other.
 func routeUp(r idmap.Route) int64 {
-	if d := dataOf(r); d != nil && d.serial {
+	if d := dataOf(r); d != nil {
 		return d.up.Load()
 	}
 	return 0

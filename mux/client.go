@@ -193,8 +193,9 @@ func (h *Hub) detach(c *client) {
 	proc := h.life.current()
 	routes := h.reqs.DropSession(id)
 	for up, r := range routes {
+		unsent := !wentUp(r)
 		dataOf(r).settle()
-		if proc != nil {
+		if proc != nil && !unsent {
 			proc.Send(cancelFrame(up, "client disconnected"))
 		}
 	}

@@ -20,7 +20,9 @@
 //   - logLevels (loglevels.go): each session's log level, and the server's;
 //   - taskTable (tasks.go): which session created each task;
 //   - serverReqs (serverreqs.go): server-to-client requests sent to sessions;
-//   - turn (turn.go): under "serialize", the one interactive request in flight;
+//   - gates (turn.go, gate.go): the turn of "serialize", one interactive
+//     request in flight at a time, and max_concurrency; the sessions take
+//     turns at each;
 //   - rootsSeen (roots.go): the union of the sessions' roots the server last saw.
 //
 // The Hub alone sequences them: it reads one part, decides, then updates
@@ -58,7 +60,7 @@
 // blocks; a client past outbox_max is evicted). Sends to the server go to the
 // process's bounded write queue (upstream.Process.Send: never blocks; past
 // twice write_queue_bytes it refuses, and sessions stop reading before that,
-// in WaitRoom). The serialize queue is bounded by serialQueueMax; past it,
-// requests go out unserialized. The upstream reader holds at most maxHeld
-// sessions' answers for one flush.
+// in WaitRoom). What waits at the gates is bounded by each session's
+// max_inflight (a session over it is not read). The upstream reader holds
+// at most maxHeld sessions' answers for one flush.
 package mux

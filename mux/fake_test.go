@@ -35,6 +35,8 @@ type fakeServer struct {
 	deaf      bool          // answer nothing at all, for liveness pings
 	era       string        // "" (legacy only), "dual" or "modern": see fakemodern_test.go
 	initGate  chan struct{} // when set, initialize is answered once it is closed: a slow starter
+	held      []*jsonrpc.Message // "held" calls not answered yet
+	maxHeld   int                // the most "held" calls at once
 }
 
 func newFakeServer() *fakeServer {
@@ -247,6 +249,8 @@ func (p *fakeProc) answer(m *jsonrpc.Message) {
 		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{}`)))
 	case "hang":
 		// never answered
+	case "held":
+		p.srv.hold(m) // answered by releaseHeld
 	case "big":
 		var n struct {
 			Bytes int `json:"bytes"`
@@ -457,6 +461,36 @@ func errorOf(t *testing.T, m *jsonrpc.Message) (code int, reason string) {
 	}
 	require.NoError(t, json.Unmarshal(m.Error, &e))
 	return e.Code, e.Data.Reason
+}
+
+// hold keeps a "held" call until releaseHeld, noting the most held at once.
+func (f *fakeServer) hold(m *jsonrpc.Message) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held = append(f.held, m)
+	f.maxHeld = max(f.maxHeld, len(f.held))
+}
+
+// releaseHeld answers the oldest held call; false when none is held.
+func (f *fakeServer) releaseHeld() bool {
+	f.mu.Lock()
+	if len(f.held) == 0 {
+		f.mu.Unlock()
+		return false
+	}
+	m := f.held[0]
+	f.held = f.held[1:]
+	p := f.procs[len(f.procs)-1]
+	f.mu.Unlock()
+	p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"held":true}`)))
+	return true
+}
+
+// heldNow counts the calls held, and returns the most held at once.
+func (f *fakeServer) heldNow() (n, most int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.held), f.maxHeld
 }
 
 // set changes the fake server's behaviour under its lock.

@@ -34,6 +34,7 @@ type Config struct {
 	MaxSessions       int           // sessions at once; 0 means no limit
 
 	ServerRequests       string        // "auto" (default, also ""), "latest" or "serialize": how a server request picks among sessions
+	MaxConcurrency       int           // requests in flight at the server at once; the rest wait, the sessions taking turns; 0 means no limit
 	ServerRequestsSeen   bool          // under "auto": the server was seen to send sampling or elicitation before (serialize from the start)
 	OnServerRequests     func()        // under "auto": called once, when the server first sends sampling or elicitation
 	ServerRequestTimeout time.Duration // how long a session has to answer the server; 0 means 60s
@@ -94,7 +95,7 @@ type Hub struct {
 	levels   logLevels     // the sessions' log levels and the server's
 	tasks    taskTable     // which session created each task
 	asks     serverReqs    // server-to-client requests sent to sessions
-	turn     turn          // "serialize": the one interactive request in flight
+	gates    gates         // the turn ("serialize") and max_concurrency
 	bridge   eraBridge     // what the bridges between the eras keep
 }
 
@@ -133,7 +134,7 @@ func New(cfg Config) *Hub {
 		asks:     newServerReqs(),
 		bridge:   eraBridge{parked: newParkedInputs()},
 	}
-	h.turn.configure(cfg.ServerRequests, cfg.ServerRequestsSeen)
+	h.gates.configure(cfg.ServerRequests, cfg.ServerRequestsSeen, cfg.MaxConcurrency)
 	return h
 }
 

@@ -188,16 +188,26 @@ func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
 			data.retry.frame = frame
 		}
 	}
-	if c.h.cfg.RequestTimeout > 0 && !f.listen {
-		data.timer.Store(time.AfterFunc(c.h.cfg.RequestTimeout, func() { c.h.timeout(up) }))
-	}
-	if data != nil && data.serial && !c.h.turn.acquire(up, frame) {
-		return // waits: sent when the interactive request before it ends
+	if !c.h.admit(queued{session: route.Session, up: up, frame: frame, d: data}) {
+		return // waits at a gate: sent when a slot frees
 	}
 	if err := c.sendUp(proc, frame); err != nil {
 		if r, ok := c.h.reqs.Take(up); ok {
 			c.h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server cannot take the request: %v", err), Reason: jsonrpc.ReasonUpstreamUnavailable})
 		}
+		return
+	}
+	c.h.sent(up, data)
+}
+
+// sent: a request went to the server. Its request_timeout runs from now.
+func (h *Hub) sent(up int64, d *routeData) {
+	if d == nil {
+		return
+	}
+	d.sent.Store(true)
+	if h.cfg.RequestTimeout > 0 && !d.listen {
+		d.timer.Store(time.AfterFunc(h.cfg.RequestTimeout, func() { h.timeout(up) }))
 	}
 }
 
@@ -232,7 +242,8 @@ func (c *client) edits(m *jsonrpc.Message, pair pairing, up int64, hasToken bool
 func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idmap.Route, jsonrpc.Span, *routeData) {
 	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Started: time.Now()}
 	_, route.Task = m.ParamsPath("task")
-	serial := c.h.turn.on.Load() && interactive(m.Method)
+	serial := c.h.gates.turn.on.Load() && interactive(m.Method)
+	limited := c.h.gates.limit.max > 0 && !f.listen
 	b, inBatch := out.(*batch)
 	mayNeedInput := pair == bridgeUp && interactive(m.Method)
 	level := f.level
@@ -240,9 +251,9 @@ func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idm
 		level, _ = c.h.levels.explicit(c.sess.ID())
 	}
 	var data *routeData
-	if inBatch || c.h.cfg.RequestTimeout > 0 || f.after != nil || serial || pair != sameEra || f.modern != nil || f.listen {
+	if inBatch || c.h.cfg.RequestTimeout > 0 || f.after != nil || serial || limited || pair != sameEra || f.modern != nil || f.listen {
 		// Set before the route is published: other goroutines settle it.
-		data = &routeData{batch: b, after: f.after, h: c.h, serial: serial, pair: pair, modern: f.modern, level: level, listen: f.listen}
+		data = &routeData{batch: b, after: f.after, h: c.h, serial: serial, limited: limited, pair: pair, modern: f.modern, level: level, listen: f.listen}
 		if mayNeedInput {
 			data.retry = &retry{}
 		}
@@ -302,9 +313,11 @@ type routeData struct {
 	timer atomic.Pointer[time.Timer] // its request_timeout, if any
 	after func(*jsonrpc.Message)     // sees the answer first (subscriptions)
 
-	h      *Hub         // for serial: the turn to release
-	up     atomic.Int64 // its upstream id, once known
-	serial bool
+	h       *Hub         // for the gates: the slots to release
+	up      atomic.Int64 // its upstream id, once known
+	serial  bool         // it takes the turn
+	limited bool         // it takes a max_concurrency slot
+	sent    atomic.Bool  // it went to the server (it may have waited at a gate)
 
 	pair   pairing
 	modern *modernReq // a modern session's request: what it declared
@@ -329,8 +342,8 @@ func (d *routeData) settle() *batch {
 	if t := d.timer.Load(); t != nil {
 		t.Stop()
 	}
-	if d.serial {
-		d.h.release(d.up.Load())
+	if d.serial || d.limited {
+		d.h.releaseGates(d.up.Load(), d)
 	}
 	return d.batch
 }
@@ -401,8 +414,19 @@ func (c *client) handleCancel(m *jsonrpc.Message) {
 		c.sess.Logger().Debug("dropped a cancellation of a request not in flight", "id", string(id))
 		return
 	}
+	unsent := !wentUp(r)
 	c.settle(r)
+	if unsent {
+		return // it waited at a gate: the server never heard of it
+	}
 	if proc := c.h.life.current(); proc != nil {
 		proc.Send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: []byte(strconv.FormatInt(up, 10))}))
 	}
+}
+
+// wentUp reports whether a request was sent to the server (a request with
+// no route data always is).
+func wentUp(r idmap.Route) bool {
+	d := dataOf(r)
+	return d == nil || d.sent.Load()
 }

@@ -212,9 +212,8 @@ func (h *Hub) nextRound(rd *round) {
 		return
 	}
 	d.up.Store(up)
-	if d.serial {
-		h.turn.move(rd.old, up)
-	}
+	h.gates.turn.move(rd.old, up)
+	h.gates.limit.move(rd.old, up)
 	frame, err := retryFrame(d.retry.frame, up, r.Token != nil, rd.answers, rd.st)
 	if err != nil {
 		h.reqs.Take(up)

@@ -132,7 +132,7 @@ func (t *serverReqs) takeElicitation(id string) (uint64, bool) {
 // routeServerRequest sends sampling/createMessage or elicitation/create to
 // the session that should take it, under an id of that session's own.
 func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
-	if h.turn.engage() {
+	if h.gates.turn.engage() {
 		h.log.Info("the server sends requests of its own: from now on its sessions' calls take turns, so that each reaches the session whose call caused it", "server_requests", "auto")
 		if h.cfg.OnServerRequests != nil {
 			h.cfg.OnServerRequests()

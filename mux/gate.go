@@ -1,0 +1,158 @@
+package mux
+
+import (
+	"slices"
+	"sync"
+)
+
+// gate holds requests back before the server: at most max of them hold a
+// slot (are sent and not settled); the others wait, each session's in its
+// own order, and a freed slot goes to the waiting session served longest
+// ago, so one session's backlog never starves another's. Invariant:
+// len(holders) <= max; a request is either a holder or waiting, never
+// both. What waits is bounded by the sessions' own max_inflight: a session
+// over it is not read.
+type gate struct {
+	max int // 0: the gate holds nothing back
+
+	mu      sync.Mutex
+	holders map[int64]uint64    // upstream id -> its session
+	queues  map[uint64][]queued // waiting requests, by session
+	served  map[uint64]uint64   // session -> tick of its last slot, while it holds or waits
+	tick    uint64
+}
+
+// queued is a request waiting at a gate.
+type queued struct {
+	session uint64
+	up      int64
+	frame   []byte
+	d       *routeData
+}
+
+// acquire gives q a slot, or queues it; true means the caller sends it now.
+func (g *gate) acquire(q queued) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.holders == nil {
+		g.holders, g.queues, g.served = make(map[int64]uint64), make(map[uint64][]queued), make(map[uint64]uint64)
+	}
+	if len(g.holders) < g.max {
+		g.grantLocked(q)
+		return true
+	}
+	g.queues[q.session] = append(g.queues[q.session], q)
+	return false
+}
+
+func (g *gate) grantLocked(q queued) {
+	g.tick++
+	g.holders[q.up], g.served[q.session] = q.session, g.tick
+}
+
+// forgetLocked drops what the gate knows of a session that holds and waits
+// for nothing.
+func (g *gate) forgetLocked(session uint64) {
+	if len(g.queues[session]) > 0 {
+		return
+	}
+	for _, s := range g.holders {
+		if s == session {
+			return
+		}
+	}
+	delete(g.served, session)
+}
+
+// release frees up's slot, or takes it out of its queue if it never had
+// one. When a slot freed and a request waits, the next session in turn's
+// oldest gets the slot and is returned for the caller to send.
+func (g *gate) release(up int64) (next queued, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	session, held := g.holders[up]
+	if !held {
+		g.dequeueLocked(up)
+		return queued{}, false
+	}
+	delete(g.holders, up)
+	defer g.forgetLocked(session)
+	s, ok := g.nextLocked()
+	if !ok {
+		return queued{}, false
+	}
+	q := g.queues[s]
+	next, g.queues[s] = q[0], q[1:]
+	q[0] = queued{}
+	if len(g.queues[s]) == 0 {
+		delete(g.queues, s)
+	}
+	g.grantLocked(next)
+	return next, true
+}
+
+// nextLocked is the waiting session served longest ago.
+func (g *gate) nextLocked() (uint64, bool) {
+	best, found := uint64(0), false
+	for s := range g.queues {
+		if !found || g.served[s] < g.served[best] || g.served[s] == g.served[best] && s < best {
+			best, found = s, true
+		}
+	}
+	return best, found
+}
+
+func (g *gate) dequeueLocked(up int64) {
+	for s, q := range g.queues {
+		i := slices.IndexFunc(q, func(x queued) bool { return x.up == up })
+		if i < 0 {
+			continue
+		}
+		if q = slices.Delete(q, i, i+1); len(q) > 0 {
+			g.queues[s] = q
+		} else {
+			delete(g.queues, s)
+			g.forgetLocked(s)
+		}
+		return
+	}
+}
+
+// move hands the slot held by old, if it holds one, to new: the same
+// request, sent again under another id.
+func (g *gate) move(old, new int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s, ok := g.holders[old]; ok {
+		delete(g.holders, old)
+		g.holders[new] = s
+	}
+}
+
+// state is the set of holders and of waiting requests.
+func (g *gate) state() (holders, waiting map[int64]bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	holders, waiting = make(map[int64]bool, len(g.holders)), map[int64]bool{}
+	for up := range g.holders {
+		holders[up] = true
+	}
+	for _, q := range g.queues {
+		for _, x := range q {
+			waiting[x.up] = true
+		}
+	}
+	return holders, waiting
+}
+
+// waits reports whether up is waiting at the gate.
+func (g *gate) waits(up int64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, q := range g.queues {
+		if slices.ContainsFunc(q, func(x queued) bool { return x.up == up }) {
+			return true
+		}
+	}
+	return false
+}
