@@ -30,11 +30,11 @@ type fakeServer struct {
 	procs     []*fakeProc
 	caps      string // capabilities JSON of the InitializeResult
 	version   string
-	crashInit bool          // die on initialize, for crash loops
-	lastArgs  []string      // the Args of the last start
-	deaf      bool          // answer nothing at all, for liveness pings
-	era       string        // "" (legacy only), "dual" or "modern": see fakemodern_test.go
-	initGate  chan struct{} // when set, initialize is answered once it is closed: a slow starter
+	crashInit bool               // die on initialize, for crash loops
+	lastArgs  []string           // the Args of the last start
+	deaf      bool               // answer nothing at all, for liveness pings
+	era       string             // "" (legacy only), "dual" or "modern": see fakemodern_test.go
+	initGate  chan struct{}      // when set, initialize is answered once it is closed: a slow starter
 	held      []*jsonrpc.Message // "held" calls not answered yet
 	maxHeld   int                // the most "held" calls at once
 }

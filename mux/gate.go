@@ -144,15 +144,3 @@ func (g *gate) state() (holders, waiting map[int64]bool) {
 	}
 	return holders, waiting
 }
-
-// waits reports whether up is waiting at the gate.
-func (g *gate) waits(up int64) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, q := range g.queues {
-		if slices.ContainsFunc(q, func(x queued) bool { return x.up == up }) {
-			return true
-		}
-	}
-	return false
-}
