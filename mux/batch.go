@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 )
 
@@ -51,11 +52,11 @@ func (b *batch) flushIfComplete() {
 	answers := b.answers
 	b.answers = nil
 	b.mu.Unlock()
-	b.sess.Send(append(append([]byte{'['}, bytes.Join(answers, []byte{','})...), ']'))
+	b.sess.Send(outbox.Frame{Data: append(append([]byte{'['}, bytes.Join(answers, []byte{','})...), ']')})
 }
 
-// HandleBatch implements session.Handler.
-func (c *client) HandleBatch(s *session.Session, frame []byte) {
+// HandleBatch implements session.Handler. The tag is not used yet.
+func (c *client) HandleBatch(s *session.Session, frame []byte, _ uint64) {
 	c.mu.Lock()
 	version := c.version
 	c.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 )
 
@@ -35,7 +36,7 @@ type client struct {
 
 	// held is the process to which the session's read goroutine, alone,
 	// has queued requests with SendLater since its last Flush.
-	held laterSender
+	held process
 }
 
 func (c *client) capabilities() caps {
@@ -98,7 +99,7 @@ func (h *Hub) Serve(ctx context.Context, t session.Transport, peer session.Peer)
 		h.mu.Unlock()
 		h.log.Warn("refused a session: max_sessions reached", "session", cfg.ID, "transport", peer.Transport, "peer", peer.Addr, "max_sessions", h.cfg.MaxSessions)
 		e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server %s has its maximum of %d sessions", h.cfg.Name, h.cfg.MaxSessions), Reason: jsonrpc.ReasonTooManySessions, Server: h.cfg.Name}
-		t.WriteFrame(e.Response(nil))
+		t.WriteFrames([]outbox.Frame{{Data: e.Response(nil)}})
 		t.Close()
 		return ErrTooManySessions
 	}
@@ -167,28 +168,18 @@ func (c *client) WaitRoom(ctx context.Context) error {
 	return nil
 }
 
-// laterSender is a process that can hold frames back until Flush.
-type laterSender interface {
-	SendLater(frame []byte) error
-	Flush()
-}
-
 // sendUp sends a request to the server from the session's read goroutine.
 // It is held back while the session has more frames at hand, and Flush
 // sends the run in one write.
 func (c *client) sendUp(proc process, frame []byte) error {
-	ls, ok := proc.(laterSender)
-	if !ok {
-		return proc.Send(frame)
-	}
-	if c.held != nil && c.held != ls {
+	if c.held != nil && c.held != proc {
 		c.held.Flush() // the server was replaced mid-run
 	}
-	c.held = ls
-	return ls.SendLater(frame)
+	c.held = proc
+	return proc.SendLater(frame)
 }
 
-// Flush implements session.Flusher.
+// Flush implements session.Handler.
 func (c *client) Flush() {
 	if c.held != nil {
 		c.held.Flush()
@@ -196,8 +187,8 @@ func (c *client) Flush() {
 	}
 }
 
-// HandleMessage implements session.Handler.
-func (c *client) HandleMessage(s *session.Session, m *jsonrpc.Message) {
+// HandleMessage implements session.Handler. The tag is not used yet.
+func (c *client) HandleMessage(s *session.Session, m *jsonrpc.Message, _ uint64) {
 	c.handle(m, c)
 }
 
@@ -209,7 +200,7 @@ type sink interface {
 	pending()
 }
 
-func (c *client) reply(frame []byte) { c.sess.Send(frame) }
+func (c *client) reply(frame []byte) { c.sess.Send(outbox.Frame{Data: frame}) }
 func (c *client) pending()           {}
 
 func (c *client) fail(out sink, id json.RawMessage, e *jsonrpc.Error) {
@@ -384,7 +375,7 @@ func (c *client) deliver(r idmap.Route, frame []byte, ans *jsonrpc.Message) {
 }
 
 // deliverWith is deliver with the session's Send or SendLater.
-func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, send func([]byte) error) {
+func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, send func(outbox.Frame) error) {
 	if d := dataOf(r); d != nil && d.after != nil {
 		d.after(ans)
 	}
@@ -392,7 +383,7 @@ func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, 
 		b.reply(frame)
 		b.done()
 	} else {
-		send(frame)
+		send(outbox.Frame{Data: frame})
 	}
 	c.sess.End()
 }

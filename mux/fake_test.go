@@ -119,6 +119,10 @@ func (p *fakeProc) Send(frame []byte) error {
 	}
 }
 
+// SendLater sends at once: the fake holds nothing back (see laterProc).
+func (p *fakeProc) SendLater(frame []byte) error { return p.Send(frame) }
+func (p *fakeProc) Flush()                       {}
+
 func (p *fakeProc) WaitWritable(ctx context.Context) error { return nil }
 func (p *fakeProc) Kill(reason string)                     { p.crash(reason) }
 func (p *fakeProc) StderrTail() []string                   { return nil }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/upstream"
 )
@@ -68,6 +69,8 @@ type Config struct {
 type process interface {
 	Pid() int
 	Send(frame []byte) error
+	SendLater(frame []byte) error // held until the next Send or Flush
+	Flush()
 	WaitWritable(ctx context.Context) error
 	Done() <-chan struct{}
 	Exit() upstream.Exit
@@ -448,7 +451,7 @@ func (h *Hub) waitReady(ctx context.Context) (process, *initResult, error) {
 // broadcast sends a frame to every ready session.
 func (h *Hub) broadcast(frame []byte) {
 	for _, c := range h.readyClients() {
-		c.sess.Send(frame)
+		c.sess.Send(outbox.Frame{Data: frame})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/upstream"
 )
@@ -85,7 +86,7 @@ func (p *Pool) Serve(ctx context.Context, t session.Transport, peer session.Peer
 		p.mu.Unlock()
 		h.log.Warn("refused a session: max_sessions reached", "transport", peer.Transport, "peer", peer.Addr, "max_sessions", p.cfg.MaxSessions)
 		e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server %s has its maximum of %d sessions", p.cfg.Name, p.cfg.MaxSessions), Reason: jsonrpc.ReasonTooManySessions, Server: p.cfg.Name}
-		t.WriteFrame(e.Response(nil))
+		t.WriteFrames([]outbox.Frame{{Data: e.Response(nil)}})
 		t.Close()
 		return ErrTooManySessions
 	}

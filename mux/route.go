@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 // upstreamHandler is the hub as the server's reader sees it. Its methods run
@@ -199,7 +200,7 @@ func (h *Hub) routeElicitationComplete(m *jsonrpc.Message) {
 	c := h.clients[session]
 	h.mu.Unlock()
 	if known && c != nil {
-		c.sess.Send(m.Frame)
+		c.sess.Send(outbox.Frame{Data: m.Frame})
 	}
 }
 
@@ -229,7 +230,7 @@ func (h *Hub) routeProgress(m *jsonrpc.Message) {
 	if c == nil {
 		return
 	}
-	c.sess.Send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: token}))
+	c.sess.Send(outbox.Frame{Data: jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: token})})
 }
 
 // serverRequest answers a request the server sends to its client: mcpmux

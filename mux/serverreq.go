@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 // Server-to-client requests. The server believes it has one client; in fact
@@ -214,7 +215,7 @@ func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 		}
 	}
 	c.sess.Logger().Debug("routed a server request", "method", m.Method, "id", id)
-	c.sess.Send(m.WithID([]byte(strconv.FormatInt(id, 10))))
+	c.sess.Send(outbox.Frame{Data: m.WithID([]byte(strconv.FormatInt(id, 10)))})
 }
 
 // addServerReq records a request to a session and starts its timeout.
@@ -273,7 +274,7 @@ func (h *Hub) serverReqTimeout(key srvKey) {
 	}
 	if c := h.client(key.session); c != nil {
 		n, _ := jsonrpc.Notification("notifications/cancelled", map[string]any{"requestId": key.id, "reason": "timeout"})
-		c.sess.Send(n)
+		c.sess.Send(outbox.Frame{Data: n})
 	}
 	h.unanswered(sr, jsonrpc.ReasonClientTimeout, fmt.Sprintf("the session did not answer %s within %s", sr.method, h.cfg.ServerRequestTimeout))
 }
@@ -343,7 +344,7 @@ func (h *Hub) forgetServerReqs() {
 		}
 		if c := h.client(k.session); c != nil {
 			n, _ := jsonrpc.Notification("notifications/cancelled", map[string]any{"requestId": k.id, "reason": "server exited"})
-			c.sess.Send(n)
+			c.sess.Send(outbox.Frame{Data: n})
 		}
 	}
 }
@@ -374,7 +375,7 @@ func (h *Hub) serverCancelled(m *jsonrpc.Message) {
 		return
 	}
 	if c := h.client(key.session); c != nil {
-		c.sess.Send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: []byte(strconv.FormatInt(key.id, 10))}))
+		c.sess.Send(outbox.Frame{Data: jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: []byte(strconv.FormatInt(key.id, 10))})})
 	}
 }
 
@@ -386,7 +387,7 @@ func (h *Hub) askSession(c *client, method string, params any, done func(*jsonrp
 	if err != nil {
 		return
 	}
-	c.sess.Send(frame)
+	c.sess.Send(outbox.Frame{Data: frame})
 }
 
 // Roots. Configured roots are answered as they are. With roots = "sessions"

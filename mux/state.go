@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 // The MCP state a server keeps "per connection" is, behind mcpmux, shared by
@@ -154,7 +155,7 @@ func (h *Hub) routeUpdated(m *jsonrpc.Message) {
 	}
 	h.mu.Unlock()
 	for _, c := range cs {
-		c.sess.Send(m.Frame)
+		c.sess.Send(outbox.Frame{Data: m.Frame})
 	}
 }
 
@@ -247,7 +248,7 @@ func (h *Hub) routeLogMessage(m *jsonrpc.Message) {
 	def := h.defaultLogLevel()
 	for _, c := range h.readyClients() {
 		if !known || logRanks[c.effectiveLevel(def)] <= rank {
-			c.sess.Send(m.Frame)
+			c.sess.Send(outbox.Frame{Data: m.Frame})
 		}
 	}
 }
@@ -376,7 +377,7 @@ func (h *Hub) toTaskOwner(m *jsonrpc.Message) bool {
 	c := h.clients[t.session]
 	h.mu.Unlock()
 	if known && c != nil {
-		c.sess.Send(m.Frame)
+		c.sess.Send(outbox.Frame{Data: m.Frame})
 	}
 	return true
 }

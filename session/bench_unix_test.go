@@ -12,11 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 )
 
 // benchAnswer is the answer every benchmark here sends: a small result.
-var benchAnswer = []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"bench"}]}}`)
+var benchAnswer = outbox.Frame{Data: []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"bench"}]}}`)}
 
 // runHandler answers each request as the hub does with the answers a
 // server sends in one run: held with SendLater, written by Flush (or,
@@ -27,7 +28,7 @@ type runHandler struct {
 	held int
 }
 
-func (h *runHandler) HandleMessage(s *session.Session, m *jsonrpc.Message) {
+func (h *runHandler) HandleMessage(s *session.Session, m *jsonrpc.Message, _ uint64) {
 	if h.send {
 		s.Send(benchAnswer)
 		return
@@ -36,8 +37,8 @@ func (h *runHandler) HandleMessage(s *session.Session, m *jsonrpc.Message) {
 	h.held++
 }
 
-func (h *runHandler) HandleBatch(*session.Session, []byte) {}
-func (h *runHandler) WaitRoom(context.Context) error       { return nil }
+func (h *runHandler) HandleBatch(*session.Session, []byte, uint64) {}
+func (h *runHandler) WaitRoom(context.Context) error               { return nil }
 
 func (h *runHandler) Flush() {
 	if h.held > 0 {
