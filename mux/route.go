@@ -26,7 +26,7 @@ func (u *upstreamHandler) HandleMessage(m *jsonrpc.Message) {
 	}
 }
 
-// Flush implements upstream.Flusher: once the reader has handled a run of
+// Flush implements upstream.Handler: once the reader has handled a run of
 // messages, the answers it queued go out, one write per session.
 func (u *upstreamHandler) Flush() {
 	h := (*Hub)(u)

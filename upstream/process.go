@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 // drainGrace is how long, after the server has been reaped, the stdout and
@@ -34,7 +35,7 @@ const reaperStartTimeout = 10 * time.Second
 // before the whole group is SIGKILLed from here, reaper included.
 const reaperKillGrace = time.Second
 
-// Handler receives what the server writes. Both methods run on the reader
+// Handler receives what the server writes. Its methods run on the reader
 // goroutine, one call at a time and in stdout order, and must not block: a
 // slow handler stops the server's output from being read.
 type Handler interface {
@@ -45,13 +46,10 @@ type Handler interface {
 	// line was skipped without being held in memory; id is its top-level id
 	// when the skipping scan found one, else nil.
 	HandleTooLarge(id json.RawMessage, size int64)
-}
-
-// A Flusher is a Handler that may hold back what it sends on while it
-// handles a run of messages that arrived together. The reader calls Flush
-// before each read that may wait for the server, so held-back sends are
-// delayed by no more than the handling of that run.
-type Flusher interface {
+	// Flush sends on what the Handler held back while it handled a run of
+	// messages that arrived together. The reader calls it before each read
+	// that may wait for the server, and once it stops reading, so held-back
+	// sends are delayed by no more than the handling of that run.
 	Flush()
 }
 
@@ -71,26 +69,19 @@ type Process struct {
 	reports  *bufio.Reader
 	reportsF *os.File
 
-	stdin    *os.File        // our write end; writeLoop writes to it, or a Flush while writeLoop idles
-	rawIn    syscall.RawConn // stdin's, for Flush's non-blocking writes
-	flushBuf []byte          // Flush's, used under writing
-	stdout   *os.File        // our read end; only readLoop reads it
-	stderr   *os.File        // our read end of the stderr pipe, when we read stderr at all
-	tail     *ring           // last stderr lines, StderrLog only
+	stdin  *os.File      // our write end, written through queue (writeLoop, or a Flush while it idles)
+	queue  *outbox.Queue // frames for stdin, newlines counted
+	stdout *os.File      // our read end; only readLoop reads it
+	stderr *os.File      // our read end of the stderr pipe, when we read stderr at all
+	tail   *ring         // last stderr lines, StderrLog only
 
 	mu       sync.Mutex
-	queue    [][]byte      // frames waiting for writeLoop
-	queued   int           // bytes waiting, newlines included
-	room     chan struct{} // closed while queued <= WriteQueueBytes, replaced when it rises above
-	roomOpen bool          // room is closed
-	writing  bool          // writeLoop or a Flush is writing: the other must not
-	closed   bool          // Send refuses; closing is closed; stdin is closed
-	reason   string        // why mcpmux ended the process; the first one set wins
-	stopping bool          // a Stop call drives the escalation
-	dead     bool          // the leader has exited: no more signals to its group
-	backstop *time.Timer   // with a reaper: SIGKILL to the group if the reaper does not act on a kill request
+	closed   bool        // Send refuses; closing is closed; stdin is closed
+	reason   string      // why mcpmux ended the process; the first one set wins
+	stopping bool        // a Stop call drives the escalation
+	dead     bool        // the leader has exited: no more signals to its group
+	backstop *time.Timer // with a reaper: SIGKILL to the group if the reaper does not act on a kill request
 
-	ready    chan struct{} // 1-buffered: the queue is not empty
 	closing  chan struct{} // closed with closed
 	ending   chan struct{} // closed when reason is set
 	exited   chan struct{} // closed once the leader has exited and been reaped
@@ -242,6 +233,10 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		}
 	}
 
+	rawIn, err := stdinW.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
 	p = &Process{
 		cfg:      cfg,
 		h:        h,
@@ -254,9 +249,6 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		stdin:    stdinW,
 		stdout:   stdoutR,
 		stderr:   stderrR,
-		room:     make(chan struct{}),
-		roomOpen: true,
-		ready:    make(chan struct{}, 1),
 		closing:  make(chan struct{}),
 		ending:   make(chan struct{}),
 		exited:   make(chan struct{}),
@@ -264,10 +256,12 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		errDone:  make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	close(p.room)
-	if p.rawIn, err = stdinW.SyscallConn(); err != nil {
-		return nil, fmt.Errorf("stdin pipe: %w", err)
-	}
+	p.queue = outbox.New(&stdinWriter{f: stdinW, raw: rawIn, stall: cfg.WriteStallTimeout}, outbox.Config{
+		HighWater: cfg.WriteQueueBytes,
+		Max:       2 * cfg.WriteQueueBytes,
+		DirectMax: pipeBuf,
+		Separator: 1, // the newline
+	})
 	if cfg.Stderr == StderrLog {
 		p.tail = newRing(cfg.StderrTailLines)
 	}
@@ -339,76 +333,81 @@ func readReport(r *bufio.Reader) (kind string, n int, err error) {
 // Send returns ErrClosed once the process is on its way out, and
 // ErrQueueFull if the frame would take the queued bytes past twice
 // WriteQueueBytes.
-func (p *Process) Send(frame []byte) error {
-	if err := p.SendLater(frame); err != nil {
-		return err
-	}
-	p.wake()
-	return nil
-}
+func (p *Process) Send(frame []byte) error { return p.send(frame, true) }
 
 // SendLater is Send without waking the writer: the frame waits for the next
 // Send or Flush. A caller that reads a run of frames queues all but the
 // last with it and then flushes, so the run goes out in one write.
-func (p *Process) SendLater(frame []byte) error {
-	n := len(frame) + 1
-	p.mu.Lock()
+func (p *Process) SendLater(frame []byte) error { return p.send(frame, false) }
+
+func (p *Process) send(frame []byte, wake bool) error {
+	f := outbox.Frame{Data: frame}
+	var err error
 	switch {
-	case p.closed:
-		p.mu.Unlock()
+	case len(frame)+1 > 2*p.cfg.WriteQueueBytes:
+		// Past the bound even alone (the queue takes any one frame when
+		// it is empty).
+		err = outbox.ErrFull
+		if isClosed(p.closing) {
+			err = outbox.ErrClosed
+		}
+	case wake:
+		err = p.queue.Send(f)
+	default:
+		err = p.queue.SendLater(f)
+	}
+	switch {
+	case errors.Is(err, outbox.ErrClosed):
 		return ErrClosed
-	case p.queued+n > 2*p.cfg.WriteQueueBytes:
-		p.mu.Unlock()
+	case errors.Is(err, outbox.ErrFull):
 		return ErrQueueFull
 	}
-	p.queue = append(p.queue, frame)
-	p.queued += n
-	full := p.queued > p.cfg.WriteQueueBytes
-	if full && p.roomOpen {
-		p.room, p.roomOpen = make(chan struct{}), false
-	}
-	p.mu.Unlock()
-	if full {
-		// WaitWritable callers now wait for the queue to drain: it must be
-		// draining, whoever was to flush it.
-		p.wake()
-	}
-	return nil
+	return err
 }
+
+// Flush writes what SendLater queued. When the writer is idle and the
+// queued frames fit in one atomic pipe write, Flush writes them itself,
+// without blocking: a request then reaches the server with no goroutine
+// handoff. Otherwise, or when the pipe is full, the writer goroutine
+// does; it owns stall detection. Flush never blocks.
+func (p *Process) Flush() { p.queue.Flush() }
 
 // WaitWritable is the flow control of the sessions: each calls it before it
 // reads its next frame. It returns nil at once while the queued bytes are at
 // most WriteQueueBytes, and otherwise blocks until they are, ctx is done
 // (returning its cause), or the process is on its way out (ErrClosed).
 func (p *Process) WaitWritable(ctx context.Context) error {
-	for {
-		p.mu.Lock()
-		closed, room := p.closed, p.room
-		below := p.queued <= p.cfg.WriteQueueBytes
-		p.mu.Unlock()
-		switch {
-		case closed:
-			return ErrClosed
-		case below:
-			return nil
-		}
-		select {
-		case <-room:
-		case <-p.closing:
-			return ErrClosed
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
+	room := p.queue.Room()
+	switch {
+	case isClosed(p.closing):
+		return ErrClosed
+	case isClosed(room):
+		return nil
+	}
+	select {
+	case <-room:
+	case <-p.closing:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	if isClosed(p.closing) { // the room of a closed queue is always open
+		return ErrClosed
+	}
+	return nil
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
 // Queued reports the bytes waiting to be written to stdin, newlines
 // included; 0 once the process is on its way out.
-func (p *Process) Queued() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.queued
-}
+func (p *Process) Queued() int { return p.queue.Bytes() }
 
 // Done is closed once the server has been reaped, what was left of its
 // process group has been killed, and every goroutine of this Process has
@@ -527,16 +526,23 @@ func (p *Process) end(reason string) {
 // on, the queue is dropped, and stdin is closed (which is also how a server
 // is first asked to exit).
 func (p *Process) shut() {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	if !p.markClosed() {
 		return
 	}
-	p.closed = true
-	p.queue, p.queued = nil, 0
-	close(p.closing)
-	p.mu.Unlock()
+	p.queue.Close()
 	p.stdin.Close() // a Write blocked in writeLoop returns at once
+}
+
+// markClosed closes closing, once; it reports whether this call did.
+func (p *Process) markClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.closed = true
+	close(p.closing)
+	return true
 }
 
 // signal sends sig to the process group, unless the leader is gone: once it
