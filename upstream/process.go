@@ -116,54 +116,121 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Dir != "" {
-		// Checked here because a failed chdir in the child reads as
-		// "fork/exec <command>: no such file or directory".
-		if fi, err := os.Stat(cfg.Dir); err != nil {
-			return nil, fmt.Errorf("working directory: %w", err)
-		} else if !fi.IsDir() {
-			return nil, fmt.Errorf("working directory %s is not a directory", cfg.Dir)
-		}
+	if err := checkDir(cfg.Dir); err != nil {
+		return nil, err
 	}
-
-	// The child's ends are closed here once it has its copies; ours only if
-	// the start fails, else by the Process.
-	var childEnds, ourEnds []*os.File
+	sp := new(spawn)
 	defer func() {
-		for _, f := range childEnds {
-			f.Close()
-		}
+		sp.closeChildEnds()
 		if err != nil {
-			for _, f := range ourEnds {
-				f.Close()
-			}
+			sp.closeOurEnds()
 		}
 	}()
-	// pipe returns a pipe whose read (toChild false) or write (toChild
-	// true) end is ours. Our own pipes rather than StdoutPipe: Wait would
-	// close the read end under the reader, and we read to EOF after the reap.
-	pipe := func(toChild bool) (ours, theirs *os.File, err error) {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		if toChild {
-			ours, theirs = w, r
-		} else {
-			ours, theirs = r, w
-		}
-		ourEnds, childEnds = append(ourEnds, ours), append(childEnds, theirs)
-		return ours, theirs, nil
+	if err := sp.prepare(cfg, path); err != nil {
+		return nil, err
 	}
-	stdinW, stdinR, err := pipe(true)
+	err = sp.cmd.Start()
+	// Our copies of the child's ends go now: EOF on the reports pipe must
+	// come as soon as the reaper is gone.
+	sp.closeChildEnds()
 	if err != nil {
 		return nil, err
 	}
-	stdoutR, stdoutW, err := pipe(false)
-	if err != nil {
-		return nil, err
+	pid := sp.cmd.Process.Pid
+	var reports *bufio.Reader
+	if sp.reports != nil {
+		reports = bufio.NewReaderSize(sp.reports, 64)
+		if pid, err = awaitServer(sp.cmd, path, sp.reports, reports); err != nil {
+			return nil, err
+		}
 	}
-	cmd := &exec.Cmd{
+	p = newProcess(cfg, h, sp, pid, reports)
+	if p.reaper {
+		p.log.Info("server started", "command", path, "reaper", p.pgid)
+	} else {
+		p.log.Info("server started", "command", path)
+	}
+	p.run(sp.copyTo)
+	return p, nil
+}
+
+// checkDir checks the working directory before the start, because a
+// failed chdir in the child reads as "fork/exec <command>: no such file or
+// directory".
+func checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("working directory %s is not a directory", dir)
+	}
+	return nil
+}
+
+// spawn is what Start prepares for the child: its command and its pipes.
+// The child's ends are closed once it has its copies; ours only if the
+// start fails, else by the Process.
+type spawn struct {
+	cmd       *exec.Cmd
+	childEnds []*os.File
+	ourEnds   []*os.File
+	stdin     *os.File        // ours: the write end of the server's stdin
+	rawIn     syscall.RawConn // stdin's, for writes that must not block
+	stdout    *os.File        // ours: the read end of its stdout
+	stderr    *os.File        // ours: the read end of its stderr, when we read it
+	reports   *os.File        // ours: the read end of the reaper's fd 3, with a reaper
+	copyTo    io.Writer       // StderrInherit to a writer that is not a file
+}
+
+// pipe returns a pipe whose read (toChild false) or write (toChild true)
+// end is ours. Our own pipes rather than StdoutPipe: Wait would close the
+// read end under the reader, and we read to EOF after the reap.
+func (sp *spawn) pipe(toChild bool) (ours, theirs *os.File, err error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if toChild {
+		ours, theirs = w, r
+	} else {
+		ours, theirs = r, w
+	}
+	sp.ourEnds, sp.childEnds = append(sp.ourEnds, ours), append(sp.childEnds, theirs)
+	return ours, theirs, nil
+}
+
+func (sp *spawn) closeChildEnds() {
+	for _, f := range sp.childEnds {
+		f.Close()
+	}
+	sp.childEnds = nil
+}
+
+func (sp *spawn) closeOurEnds() {
+	for _, f := range sp.ourEnds {
+		f.Close()
+	}
+	sp.ourEnds = nil
+}
+
+// prepare makes the pipes and the command that runs the server at path,
+// or the reaper that runs it.
+func (sp *spawn) prepare(cfg Config, path string) error {
+	stdinW, stdinR, err := sp.pipe(true)
+	if err != nil {
+		return err
+	}
+	if sp.rawIn, err = stdinW.SyscallConn(); err != nil {
+		return fmt.Errorf("stdin pipe: %w", err)
+	}
+	stdoutR, stdoutW, err := sp.pipe(false)
+	if err != nil {
+		return err
+	}
+	sp.stdin, sp.stdout = stdinW, stdoutR
+	sp.cmd = &exec.Cmd{
 		Path:        path,
 		Args:        append([]string{cfg.Command}, cfg.Args...),
 		Env:         childEnv(cfg.Environ, cfg.InheritEnv, cfg.Env),
@@ -172,83 +239,70 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		Stdout:      stdoutW,
 		SysProcAttr: sysProcAttr(),
 	}
-	var reportsR *os.File // our end of the reaper's fd 3
 	if len(cfg.Reaper) > 0 {
-		// The reaper gets what the server would have (the same pipes,
-		// environment and working directory) and runs the server with
-		// them; see RunReaper for its arguments.
-		var reportsW *os.File
-		if reportsR, reportsW, err = pipe(false); err != nil {
-			return nil, err
+		if err := sp.underReaper(cfg.Reaper, path); err != nil {
+			return err
 		}
-		cmd.Path = cfg.Reaper[0]
-		cmd.Args = slices.Concat(cfg.Reaper, []string{strconv.Itoa(os.Getpid()), "--", path}, cmd.Args)
-		cmd.ExtraFiles = []*os.File{reportsW}
-		cmd.SysProcAttr = reaperSysProcAttr()
 	}
+	return sp.routeStderr(cfg)
+}
 
-	var stderrR *os.File // read by stderrLoop
-	var copyTo io.Writer // StderrInherit to a writer that is not a file
+// underReaper makes the command run the reaper, which gets what the server
+// would have (the same pipes, environment and working directory) and runs
+// the server with them; see RunReaper for its arguments.
+func (sp *spawn) underReaper(reaper []string, path string) error {
+	reportsR, reportsW, err := sp.pipe(false)
+	if err != nil {
+		return err
+	}
+	sp.reports = reportsR
+	sp.cmd.Path = reaper[0]
+	sp.cmd.Args = slices.Concat(reaper, []string{strconv.Itoa(os.Getpid()), "--", path}, sp.cmd.Args)
+	sp.cmd.ExtraFiles = []*os.File{reportsW}
+	sp.cmd.SysProcAttr = reaperSysProcAttr()
+	return nil
+}
+
+// routeStderr connects the child's stderr as cfg.Stderr says.
+func (sp *spawn) routeStderr(cfg Config) error {
+	var err error
 	switch cfg.Stderr {
 	case StderrLog:
-		if stderrR, cmd.Stderr, err = pipe(false); err != nil {
-			return nil, err
-		}
+		sp.stderr, sp.cmd.Stderr, err = sp.pipe(false)
 	case StderrInherit:
 		if f, ok := cfg.StderrInherit.(*os.File); ok {
-			cmd.Stderr = f // the daemon's own stderr: handed over, no copying
-			break
+			sp.cmd.Stderr = f // the daemon's own stderr: handed over, no copying
+			return nil
 		}
-		if stderrR, cmd.Stderr, err = pipe(false); err != nil {
-			return nil, err
-		}
-		copyTo = cfg.StderrInherit
+		sp.stderr, sp.cmd.Stderr, err = sp.pipe(false)
+		sp.copyTo = cfg.StderrInherit
 	case StderrDiscard:
 		// nil: os/exec connects the null device.
 	case StderrFile:
-		f, err := os.OpenFile(cfg.StderrPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-		if err != nil {
-			return nil, err
+		f, ferr := os.OpenFile(cfg.StderrPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if ferr != nil {
+			return ferr
 		}
-		cmd.Stderr = f
-		childEnds = append(childEnds, f)
+		sp.cmd.Stderr = f
+		sp.childEnds = append(sp.childEnds, f)
 	}
+	return err
+}
 
-	err = cmd.Start()
-	// Our copies of the child's ends go now: EOF on the reports pipe must
-	// come as soon as the reaper is gone.
-	for _, f := range childEnds {
-		f.Close()
-	}
-	childEnds = nil
-	if err != nil {
-		return nil, err
-	}
-	pid := cmd.Process.Pid
-	var reports *bufio.Reader
-	if reportsR != nil {
-		reports = bufio.NewReaderSize(reportsR, 64)
-		if pid, err = awaitServer(cmd, path, reportsR, reports); err != nil {
-			return nil, err
-		}
-	}
-
-	rawIn, err := stdinW.SyscallConn()
-	if err != nil {
-		return nil, fmt.Errorf("stdin pipe: %w", err)
-	}
-	p = &Process{
+// newProcess is the Process of a started child.
+func newProcess(cfg Config, h Handler, sp *spawn, pid int, reports *bufio.Reader) *Process {
+	p := &Process{
 		cfg:      cfg,
 		h:        h,
-		cmd:      cmd,
+		cmd:      sp.cmd,
 		pid:      pid,
-		pgid:     cmd.Process.Pid,
-		reaper:   reportsR != nil,
+		pgid:     sp.cmd.Process.Pid,
+		reaper:   sp.reports != nil,
 		reports:  reports,
-		reportsF: reportsR,
-		stdin:    stdinW,
-		stdout:   stdoutR,
-		stderr:   stderrR,
+		reportsF: sp.reports,
+		stdin:    sp.stdin,
+		stdout:   sp.stdout,
+		stderr:   sp.stderr,
 		closing:  make(chan struct{}),
 		ending:   make(chan struct{}),
 		exited:   make(chan struct{}),
@@ -256,7 +310,7 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		errDone:  make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	p.queue = outbox.New(&stdinWriter{f: stdinW, raw: rawIn, stall: cfg.WriteStallTimeout}, outbox.Config{
+	p.queue = outbox.New(&stdinWriter{f: sp.stdin, raw: sp.rawIn, stall: cfg.WriteStallTimeout}, outbox.Config{
 		HighWater: cfg.WriteQueueBytes,
 		Max:       2 * cfg.WriteQueueBytes,
 		DirectMax: pipeBuf,
@@ -266,15 +320,14 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		p.tail = newRing(cfg.StderrTailLines)
 	}
 	p.log = cfg.Logger.With("server", cfg.Name, "pid", p.pid)
-	if p.reaper {
-		p.log.Info("server started", "command", path, "reaper", p.pgid)
-	} else {
-		p.log.Info("server started", "command", path)
-	}
+	return p
+}
 
+// run starts the Process's goroutines.
+func (p *Process) run(copyTo io.Writer) {
 	p.wg.Go(p.readLoop)
 	p.wg.Go(p.writeLoop)
-	if stderrR != nil {
+	if p.stderr != nil {
 		p.wg.Go(func() { p.stderrLoop(copyTo) })
 	} else {
 		close(p.errDone)
@@ -282,7 +335,6 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 	// waitLoop owns the goroutines above: it waits for them, and closing
 	// done is the last thing it does.
 	go p.waitLoop()
-	return p, nil
 }
 
 // Pid is the server's process id. Without a reaper it is also the process
