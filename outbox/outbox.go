@@ -43,8 +43,9 @@ const DefaultDirectMax = 64 << 10
 // and opens Room, as it is written rather than all at the end.
 const runMax = 64 << 10
 
-// spareMax bounds the batch slice a Queue keeps for reuse, in frames.
-const spareMax = 1024
+// spareMax bounds the batch slice a Queue keeps for reuse, in frames: an
+// idle queue holds no more than this (a daemon holds thousands).
+const spareMax = 64
 
 // Config sets a Queue's bounds. Sizes are in bytes, Separator included.
 type Config struct {
@@ -79,7 +80,8 @@ type Queue struct {
 	written  int64         // bytes written so far
 	writing  bool          // the writer goroutine or a Flush holds the Writer
 	owed     bool          // a partial TryWrite left a rest: WriteFrames must follow
-	draining bool          // Drain waits for a Flush to end
+	last     bool          // Drain has begun: Flush leaves everything to it
+	drainer  bool          // Drain waits for a Flush to end
 	closed   bool          // Close was called
 	room     chan struct{} // closed while bytes <= HighWater
 	roomOpen bool          // room is closed
@@ -172,7 +174,7 @@ func (q *Queue) takeDirect() (batch []Frame, n int, direct bool) {
 	switch {
 	case len(q.frames) == 0 || q.closed:
 		return nil, 0, false
-	case q.writing || q.owed || q.bytes > q.cfg.DirectMax:
+	case q.writing || q.owed || q.last || q.bytes > q.cfg.DirectMax:
 		q.notify()
 		return nil, 0, false
 	}
@@ -196,7 +198,7 @@ func (q *Queue) endDirect(batch []Frame, n int, ok, more bool) {
 	} else if !q.closed {
 		q.frames = append(batch, q.frames...)
 	}
-	if q.owed || len(q.frames) > 0 || q.draining {
+	if q.owed || len(q.frames) > 0 || q.drainer {
 		q.notify()
 	}
 }
@@ -219,32 +221,35 @@ func (q *Queue) Run(stop <-chan struct{}) error {
 
 // Drain writes, after Run has returned, what is still queued and what a
 // partial TryWrite left, waiting first for a Flush in progress (which
-// never blocks) to end. It is the last flush of a connection whose peer
-// has stopped sending but may still read; the owner bounds it by closing
-// the connection.
+// never blocks) to end; Flushes after it only queue. It is the last flush
+// of a connection whose peer has stopped sending but may still read; the
+// owner bounds it by closing the connection.
 func (q *Queue) Drain() error {
-	for q.flushing() {
-		<-q.wake // endDirect wakes us
+	for {
+		batch, ok, busy := q.takeTurn(true)
+		switch {
+		case busy:
+			<-q.wake // the Flush's end wakes us
+		case !ok:
+			return nil
+		default:
+			return q.write(batch)
+		}
 	}
-	return q.writeQueued()
 }
 
-// flushing reports whether a Flush holds the Writer; if one does, its end
-// wakes the writer goroutine.
-func (q *Queue) flushing() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.draining = q.writing
-	return q.writing
-}
-
-// writeQueued is one turn of the writer goroutine: the queued frames go
-// out in runs of up to runMax bytes, each leaving the count once written.
+// writeQueued is one turn of the writer goroutine.
 func (q *Queue) writeQueued() error {
-	batch, ok := q.takeTurn()
+	batch, ok, _ := q.takeTurn(false)
 	if !ok {
 		return nil
 	}
+	return q.write(batch)
+}
+
+// write writes a batch taken by takeTurn in runs of up to runMax bytes,
+// each leaving the count once written.
+func (q *Queue) write(batch []Frame) error {
 	// At least one call: an empty batch still sends a TryWrite's rest.
 	rest := batch
 	var err error
@@ -272,18 +277,26 @@ func (q *Queue) run(batch []Frame) (k, n int) {
 	return k, n
 }
 
-// takeTurn takes the queued frames for the writer goroutine, unless a
-// Flush holds the Writer (it wakes the writer again if it leaves
-// anything) or there is nothing to write.
-func (q *Queue) takeTurn() (batch []Frame, ok bool) {
+// takeTurn takes the queued frames for the writer goroutine. It reports
+// busy while a Flush holds the Writer (the Flush's end wakes the writer
+// goroutine if it leaves anything, or if drain asks), and not ok when there
+// is nothing to write. drain is Drain's turn, the last one.
+func (q *Queue) takeTurn(drain bool) (batch []Frame, ok, busy bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.writing || (len(q.frames) == 0 && !q.owed) {
-		return nil, false
+	if drain {
+		q.last = true
+	}
+	switch {
+	case q.writing:
+		q.drainer = drain
+		return nil, false, true
+	case len(q.frames) == 0 && !q.owed:
+		return nil, false, false
 	}
 	batch = q.frames
 	q.frames, q.writing, q.owed = nil, true, false
-	return batch, true
+	return batch, true, false
 }
 
 // endTurn ends the writer goroutine's turn. dropped is what a failed write
