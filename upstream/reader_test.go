@@ -17,8 +17,8 @@ import (
 	"github.com/mcpmux/mcpmux/upstream"
 )
 
-// flushRecorder is a recorder that is also an upstream.Flusher, and keeps
-// the order of its calls: "msg METHOD", "large" and "flush".
+// flushRecorder is a recorder that keeps the order of its calls:
+// "msg METHOD", "large" and "flush".
 type flushRecorder struct {
 	recorder
 	callsMu sync.Mutex
@@ -102,7 +102,7 @@ func TestReaderFlushesOncePerRun(t *testing.T) {
 }
 
 // Whatever the reader handled before it stops reading is flushed: a
-// Flusher's held-back sends must not wait for a read that never comes. The
+// Handler's held-back sends must not wait for a read that never comes. The
 // ways a reader stops: the server's stdout ends, or the server floods it
 // with junk and is killed.
 func TestReaderFlushesBeforeItStops(t *testing.T) {
