@@ -3,6 +3,7 @@ package outbox
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // Frame is one message on its way out.
@@ -45,7 +46,7 @@ const runMax = 64 << 10
 
 // spareMax bounds the batch slice a Queue keeps for reuse, in frames: an
 // idle queue holds no more than this (a daemon holds thousands).
-const spareMax = 64
+const spareMax = 128
 
 // Config sets a Queue's bounds. Sizes are in bytes, Separator included.
 type Config struct {
@@ -69,9 +70,10 @@ type Config struct {
 // Queue is a bounded queue of frames for one Writer. Its methods are safe
 // for concurrent use; Run and Drain belong to the one writer goroutine.
 type Queue struct {
-	w    Writer
-	cfg  Config
-	wake chan struct{} // 1-buffered: frames (or a TryWrite's rest) wait for the writer goroutine
+	w      Writer
+	cfg    Config
+	wake   chan struct{} // 1-buffered: frames (or a TryWrite's rest) wait for the writer goroutine
+	noRoom atomic.Bool   // !roomOpen, for HasRoom, which readers ask before every read
 
 	mu       sync.Mutex
 	frames   []Frame       // waiting, in order
@@ -84,7 +86,7 @@ type Queue struct {
 	drainer  bool          // Drain waits for a Flush to end
 	closed   bool          // Close was called
 	room     chan struct{} // closed while bytes <= HighWater
-	roomOpen bool          // room is closed
+	roomOpen bool          // room is closed; changed by openRoom and shutRoom only
 }
 
 // New returns an empty queue for w.
@@ -140,7 +142,7 @@ func (q *Queue) add(f Frame) (over bool, err error) {
 	q.bytes += n
 	over = q.bytes > q.cfg.HighWater
 	if over && q.roomOpen {
-		q.room, q.roomOpen = make(chan struct{}), false
+		q.shutRoom()
 	}
 	return over, nil
 }
@@ -336,9 +338,20 @@ func (q *Queue) release(n int, wrote bool) {
 	}
 	q.bytes -= n
 	if q.bytes <= q.cfg.HighWater && !q.roomOpen {
-		close(q.room)
-		q.roomOpen = true
+		q.openRoom()
 	}
+}
+
+// openRoom and shutRoom change whether there is room; q.mu is held.
+func (q *Queue) openRoom() {
+	close(q.room)
+	q.roomOpen = true
+	q.noRoom.Store(false)
+}
+
+func (q *Queue) shutRoom() {
+	q.room, q.roomOpen = make(chan struct{}), false
+	q.noRoom.Store(true)
 }
 
 // keepSpare keeps an emptied batch for reuse, unless it is large or one
@@ -370,8 +383,7 @@ func (q *Queue) Close() {
 	clear(q.frames)
 	q.frames, q.bytes = nil, 0
 	if !q.roomOpen {
-		close(q.room)
-		q.roomOpen = true
+		q.openRoom()
 	}
 }
 
@@ -383,6 +395,10 @@ func (q *Queue) Room() <-chan struct{} {
 	defer q.mu.Unlock()
 	return q.room
 }
+
+// HasRoom reports whether Room is ready now, without taking the queue's
+// lock.
+func (q *Queue) HasRoom() bool { return !q.noRoom.Load() }
 
 // Bytes is what is queued or being written, separators included.
 func (q *Queue) Bytes() int {

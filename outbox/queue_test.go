@@ -363,6 +363,7 @@ func TestRoomFollowsHighWater(t *testing.T) {
 		q := newQueue(w, outbox.Config{HighWater: 130 << 10, Separator: 1})
 		running(t, q)
 		assert.True(t, isReady(q.Room()), "Room of an empty queue")
+		assert.True(t, q.HasRoom(), "HasRoom of an empty queue")
 
 		// Three runs of 60 KiB: the third takes the queue past HighWater.
 		for i := range 3 {
@@ -370,6 +371,7 @@ func TestRoomFollowsHighWater(t *testing.T) {
 		}
 		room := q.Room()
 		assert.False(t, isReady(room), "Room above HighWater")
+		assert.False(t, q.HasRoom(), "HasRoom above HighWater")
 		synctest.Wait()
 		calls, _ := w.snapshot()
 		assert.Equal(t, []string{"write"}, calls, "SendLater past HighWater woke the writer, no Flush called")
@@ -379,6 +381,7 @@ func TestRoomFollowsHighWater(t *testing.T) {
 		close(hold) // the first run is written; the writer holds in the second
 		synctest.Wait()
 		assert.True(t, isReady(room), "Room opens once the first run is written (%d bytes queued)", q.Bytes())
+		assert.True(t, q.HasRoom(), "HasRoom once the first run is written")
 		assert.Equal(t, 2*(60<<10), q.Bytes(), "the two runs still queued or being written")
 
 		w.set(func(w *fakeWriter) { w.hold = nil })
@@ -426,10 +429,12 @@ func TestClose(t *testing.T) {
 		require.NoError(t, q.SendLater(frame(`{"waiting":1}`)))
 		room := q.Room()
 		require.False(t, isReady(room), "precondition: above HighWater")
+		require.False(t, q.HasRoom(), "precondition: above HighWater")
 
 		q.Close()
 		q.Close() // idempotent
 		assert.True(t, isReady(room), "Room after Close")
+		assert.True(t, q.HasRoom(), "HasRoom after Close")
 		assert.Equal(t, 0, q.Bytes(), "Bytes after Close")
 		assert.ErrorIs(t, q.Send(frame("{}")), outbox.ErrClosed)
 		assert.ErrorIs(t, q.SendLater(frame("{}")), outbox.ErrClosed)

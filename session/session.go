@@ -97,12 +97,10 @@ type Session struct {
 	closeOnce sync.Once
 	err       error // why it ended; set before done is closed
 
-	started time.Time
-	bytesIn atomic.Int64
-	out     *outbox.Queue // to the client; its writer goroutine is Run's
-
-	mu       sync.Mutex
-	inflight int
+	started  time.Time
+	bytesIn  atomic.Int64
+	out      *outbox.Queue // to the client; its writer goroutine is Run's
+	inflight atomic.Int64  // requests in flight, counted by Begin and End
 	ended    chan struct{} // 1-buffered: a request ended
 }
 
@@ -281,37 +279,30 @@ func (s *Session) Reply(id json.RawMessage, tag uint64, e *jsonrpc.Error) {
 
 // Begin counts a request into flight; End counts it out. While MaxInflight
 // requests are in flight the session reads nothing more from its client.
-func (s *Session) Begin() {
-	s.mu.Lock()
-	s.inflight++
-	s.mu.Unlock()
-}
+func (s *Session) Begin() { s.inflight.Add(1) }
 
 // End counts a request out of flight.
 func (s *Session) End() {
-	s.mu.Lock()
-	s.inflight--
-	s.mu.Unlock()
+	s.inflight.Add(-1)
 	notify(s.ended)
 }
 
 // Inflight is the number of requests the session has in flight.
-func (s *Session) Inflight() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.inflight
-}
+func (s *Session) Inflight() int { return int(s.inflight.Load()) }
 
 func (s *Session) readLoop(ctx context.Context, h Handler) error {
 	for {
 		// What the handler held back goes out before anything here can
 		// wait: the next read, or the wait for room, which the answers to
 		// those very requests may be what ends.
-		if !s.t.Buffered() || !s.hasRoom() {
+		room := s.hasRoom()
+		if !room || !s.t.Buffered() {
 			h.Flush()
 		}
-		if err := s.waitForRoom(ctx); err != nil {
-			return err
+		if !room {
+			if err := s.waitForRoom(ctx); err != nil {
+				return err
+			}
 		}
 		if err := h.WaitRoom(ctx); err != nil {
 			return err
@@ -395,7 +386,7 @@ func (s *Session) waitForRoom(ctx context.Context) error {
 
 // hasRoom reports whether the session may read another frame now.
 func (s *Session) hasRoom() bool {
-	return isClosed(s.out.Room()) && s.Inflight() < s.cfg.MaxInflight
+	return s.out.HasRoom() && s.Inflight() < s.cfg.MaxInflight
 }
 
 func isClosed(c <-chan struct{}) bool {
