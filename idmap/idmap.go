@@ -29,6 +29,7 @@ type Route struct {
 	Method  string
 	Token   json.RawMessage // its progress token exactly as sent; nil when it had none
 	Task    bool            // task-augmented (params.task): its result may create a task
+	Tag     uint64          // the transport's tag of the frame it came in; frames about it carry it back
 	Started time.Time
 	Data    any // the caller's; carried untouched
 }
@@ -158,11 +159,11 @@ func (t *Table) LatestRoute(keep func(Route) bool) (up int64, r Route, ok bool) 
 }
 
 // Rebind gives the request in flight under upstream id up a new
-// downstream id and progress token: its session answers it under that id,
-// and hears of its progress under that token (nil: none), from now on. It
-// fails with ErrDuplicate when the session has another request with that id
-// in flight, and reports false when up is not in flight.
-func (t *Table) Rebind(up int64, id, token json.RawMessage) (bool, error) {
+// downstream id, progress token and tag: its session answers it under that
+// id, and hears of its progress under that token (nil: none), from now on.
+// It fails with ErrDuplicate when the session has another request with
+// that id in flight, and reports false when up is not in flight.
+func (t *Table) Rebind(up int64, id, token json.RawMessage, tag uint64) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.routes[up]
@@ -174,7 +175,7 @@ func (t *Table) Rebind(up int64, id, token json.RawMessage) (bool, error) {
 		return true, ErrDuplicate
 	}
 	delete(t.byKey, key{r.Session, string(r.ID)})
-	r.ID, r.Token = id, token
+	r.ID, r.Token, r.Tag = id, token, tag
 	t.routes[up], t.byKey[k] = r, up
 	return true, nil
 }

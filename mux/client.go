@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/protocol"
 	"github.com/mcpmux/mcpmux/session"
 )
@@ -136,8 +137,16 @@ func (c *client) status() SessionStatus {
 	}
 }
 
-// send queues a frame for the session; it never blocks.
-func (c *client) send(frame []byte) { c.sess.Send(frame) }
+// send queues a frame for the session, about nothing it asked (tag 0); it
+// never blocks.
+func (c *client) send(frame []byte) { c.sess.Send(outbox.Frame{Data: frame}) }
+
+// sendAbout queues a frame about something that came in under tag: a
+// progress notification, a server request a call caused. The transport
+// places it with what came in (an HTTP POST's stream).
+func (c *client) sendAbout(tag uint64, frame []byte) {
+	c.sess.Send(outbox.Frame{Data: frame, Tag: tag})
+}
 
 // ErrTooManySessions: the server has max_sessions sessions already.
 var ErrTooManySessions = errors.New("mux: too many sessions")
@@ -182,7 +191,7 @@ func (h *Hub) Serve(ctx context.Context, t session.Transport, peer session.Peer)
 func refuseSession(log *slog.Logger, name string, max int, id uint64, t session.Transport, peer session.Peer) {
 	log.Warn("refused a session: max_sessions reached", "session", id, "transport", peer.Transport, "peer", peer.Addr, "max_sessions", max)
 	e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server %s has its maximum of %d sessions", name, max), Reason: jsonrpc.ReasonTooManySessions, Server: name}
-	t.WriteFrame(e.Response(nil))
+	t.WriteFrames([]outbox.Frame{{Data: e.Response(nil), Last: true}})
 	t.Close()
 }
 
@@ -260,8 +269,8 @@ func (c *client) Flush() {
 }
 
 // HandleMessage implements session.Handler.
-func (c *client) HandleMessage(s *session.Session, m *jsonrpc.Message) {
-	c.handle(m, c)
+func (c *client) HandleMessage(s *session.Session, m *jsonrpc.Message, tag uint64) {
+	c.handle(m, answerTo{c, tag})
 }
 
 // sink is where the answers to a message go: the session, or the batch the
@@ -270,10 +279,20 @@ type sink interface {
 	reply(frame []byte)
 	// pending counts an answer that will come later (a forwarded request).
 	pending()
+	// tag is the transport's tag of the frame the message came in.
+	tag() uint64
 }
 
-func (c *client) reply(frame []byte) { c.sess.Send(frame) }
-func (c *client) pending()           {}
+// answerTo is the session as a sink: each answer the last frame about
+// what came in under its tag.
+type answerTo struct {
+	c *client
+	t uint64
+}
+
+func (a answerTo) reply(frame []byte) { a.c.sess.Send(outbox.Frame{Data: frame, Tag: a.t, Last: true}) }
+func (a answerTo) pending()           {}
+func (a answerTo) tag() uint64        { return a.t }
 
 func (c *client) fail(out sink, id json.RawMessage, e *jsonrpc.Error) {
 	out.reply(e.WithServer(c.h.cfg.Name).Response(id))

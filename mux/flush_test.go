@@ -138,9 +138,7 @@ func (p *fakeProc) replyRun(frames ...[]byte) {
 		}
 		p.h.HandleMessage(m)
 	}
-	if f, ok := p.h.(upstream.Flusher); ok {
-		f.Flush()
-	}
+	p.h.Flush()
 }
 
 // A run of answers to several sessions, interleaved, is held per session

@@ -66,6 +66,7 @@ func (f listenFilter) honoured(info *serverInfo) listenFilter {
 type localListen struct {
 	session uint64
 	id      json.RawMessage // the session's id of the listen request
+	tag     uint64          // the tag it came in under: its notifications carry it
 	holder  uint64          // what it counts as in the subscriptions table
 	filter  listenFilter
 }
@@ -208,14 +209,14 @@ func (c *client) listen(m *jsonrpc.Message, mr *modernReq, out sink) {
 	if m.Params != nil {
 		json.Unmarshal(m.Params, &p)
 	}
-	l := &localListen{session: c.sess.ID(), id: m.ID, holder: c.h.sessions.nextID(), filter: p.Notifications.honoured(info)}
+	l := &localListen{session: c.sess.ID(), id: m.ID, tag: out.tag(), holder: c.h.sessions.nextID(), filter: p.Notifications.honoured(info)}
 	if !c.h.bridge.local.add(l) {
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "a listen with id " + string(m.ID) + " is already open on this session", Reason: jsonrpc.ReasonDuplicateID})
 		return
 	}
 	ack, _ := json.Marshal(map[string]any{"notifications": l.filter, "_meta": map[string]json.RawMessage{protocol.MetaSubscriptionID: l.id}})
 	n, _ := jsonrpc.Notification("notifications/subscriptions/acknowledged", json.RawMessage(ack))
-	c.send(n)
+	c.sendAbout(l.tag, n)
 	proc := c.h.life.current()
 	for _, uri := range l.filter.ResourceSubscriptions {
 		if first, _ := c.h.subs.add(uri, l.holder); first {
@@ -258,7 +259,7 @@ func stamp(frame []byte, id json.RawMessage) []byte {
 func (h *Hub) toLocalListens(m *jsonrpc.Message) {
 	for _, l := range h.bridge.local.wanting(m.Method) {
 		if c := h.sessions.get(l.session); c != nil {
-			c.send(stamp(m.Frame, l.id))
+			c.sendAbout(l.tag, stamp(m.Frame, l.id))
 		}
 	}
 }
@@ -282,7 +283,7 @@ func (h *Hub) routeTagged(m *jsonrpc.Message) bool {
 		h.fromOwnedListen(m)
 	case dataOf(r).isListen():
 		if c := h.sessions.get(r.Session); c != nil {
-			c.send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: r.ID}))
+			c.sendAbout(r.Tag, jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: r.ID}))
 		}
 	}
 	return true

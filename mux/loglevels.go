@@ -183,6 +183,6 @@ func (h *Hub) routeLogMessage(m *jsonrpc.Message) {
 		return
 	}
 	if c := h.sessions.get(r.Session); c != nil {
-		c.send(m.Frame)
+		c.sendAbout(r.Tag, m.Frame)
 	}
 }

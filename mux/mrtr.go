@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 // Input a server needs in the middle of a request, across the eras. A
@@ -193,7 +194,7 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, r.Method+" cannot carry an input request to a 2026-07-28 session"))
 		return
 	}
-	if found, _ := h.reqs.Rebind(up, parkedID(up), r.Token); !found {
+	if found, _ := h.reqs.Rebind(up, parkedID(up), r.Token, 0); !found {
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonClientGone, "the request that caused it has ended"))
 		return
 	}
@@ -214,7 +215,7 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 		"requestState":  state,
 	})
 	c.sess.Logger().Debug("asked a modern session for input", "method", m.Method, "for", r.Method)
-	c.send(jsonrpc.Response(r.ID, body))
+	c.sess.Send(outbox.Frame{Data: jsonrpc.Response(r.ID, body), Tag: r.Tag, Last: true})
 }
 
 // answerRetry serves a modern session's retry of a request mcpmux parked;
@@ -235,14 +236,14 @@ func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink
 	if s, ok := m.ParamsPath("_meta", "progressToken"); ok {
 		token = m.Frame[s.Start:s.End]
 	}
-	found, err := h.reqs.Rebind(p.up, m.ID, token)
+	found, err := h.reqs.Rebind(p.up, m.ID, token, out.tag())
 	switch {
 	case err != nil:
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "request id " + string(m.ID) + " is already in flight on this session", Reason: jsonrpc.ReasonDuplicateID})
 		h.abandonParked(p)
 		return true
 	case !found:
-		h.answerEnded(c, p, m.ID)
+		h.answerEnded(c, p, m.ID, out.tag())
 		return true
 	}
 	h.giveInput(p, m)
@@ -279,8 +280,8 @@ func (h *Hub) giveInput(p *parkedInput, m *jsonrpc.Message) {
 
 // answerEnded answers a retry whose upstream request ended while it was
 // parked: with its answer, or its failure.
-func (h *Hub) answerEnded(c *client, p *parkedInput, id json.RawMessage) {
-	r := idmap.Route{Session: c.sess.ID(), ID: id, Method: p.route.Method, Started: time.Now()}
+func (h *Hub) answerEnded(c *client, p *parkedInput, id json.RawMessage, tag uint64) {
+	r := idmap.Route{Session: c.sess.ID(), ID: id, Method: p.route.Method, Tag: tag, Started: time.Now()}
 	switch {
 	case p.final != nil:
 		c.deliver(r, h.shapeDown(p.final, id, r.Method), nil)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 // A session's requests and notifications: answered here, or forwarded to
@@ -240,7 +241,7 @@ func (c *client) edits(m *jsonrpc.Message, pair pairing, up int64, hasToken bool
 // progress token (when route.Token is set), and what the hub keeps with the
 // route beyond the table's fields (nil when nothing).
 func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idmap.Route, jsonrpc.Span, *routeData) {
-	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Started: time.Now()}
+	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Tag: out.tag(), Started: time.Now()}
 	_, route.Task = m.ParamsPath("task")
 	serial := c.h.gates.turn.on.Load() && interactive(m.Method)
 	limited := c.h.gates.limit.max > 0 && !f.listen
@@ -276,8 +277,9 @@ func (c *client) deliver(r idmap.Route, frame []byte, ans *jsonrpc.Message) {
 	c.deliverWith(r, frame, ans, c.sess.Send)
 }
 
-// deliverWith is deliver with the session's Send or SendLater.
-func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, send func([]byte) error) {
+// deliverWith is deliver with the session's Send or SendLater. The answer
+// is the last frame about the tag the request came in under.
+func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, send func(outbox.Frame) error) {
 	d := dataOf(r)
 	if d != nil && d.after != nil {
 		d.after(ans)
@@ -286,14 +288,15 @@ func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, 
 		b.reply(frame)
 		b.done()
 	} else {
-		send(frame)
+		send(outbox.Frame{Data: frame, Tag: r.Tag, Last: true})
 	}
 	if !d.isListen() {
 		c.sess.End()
 	}
 }
 
-// settle counts out of flight a request that gets no answer (cancelled).
+// settle counts out of flight a request that gets no answer (cancelled);
+// the transport hears that nothing more comes about its tag.
 func (c *client) settle(r idmap.Route) {
 	d := dataOf(r)
 	if d != nil && d.after != nil {
@@ -301,6 +304,8 @@ func (c *client) settle(r idmap.Route) {
 	}
 	if b := d.settle(); b != nil {
 		b.done()
+	} else if r.Tag != 0 {
+		c.sess.Send(outbox.Frame{Tag: r.Tag, Last: true})
 	}
 	if !d.isListen() {
 		c.sess.End()

@@ -81,7 +81,7 @@ func (h *Hub) refreshRoots(c *client) {
 	if !h.cfg.RootsFromSessions || !c.capabilities().roots {
 		return
 	}
-	h.askSession(c, "roots/list", nil, func(m *jsonrpc.Message) {
+	h.askSession(c, 0, "roots/list", nil, func(m *jsonrpc.Message) {
 		if m == nil || m.Kind != jsonrpc.KindResult {
 			return
 		}

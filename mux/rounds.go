@@ -150,7 +150,7 @@ func (h *Hub) askFor(rd *round, key string, in inputRequest) {
 	if params == nil {
 		params = json.RawMessage(`{}`)
 	}
-	h.askSession(c, in.Method, params, func(ans *jsonrpc.Message) {
+	h.askSession(c, rd.r.Tag, in.Method, params, func(ans *jsonrpc.Message) {
 		switch {
 		case ans == nil:
 			h.inputAnswered(rd, key, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the session did not answer " + in.Method, Reason: jsonrpc.ReasonClientTimeout})

@@ -237,9 +237,9 @@ func (h *Hub) routeProgress(m *jsonrpc.Message) {
 		h.log.Debug("dropped progress with a token mcpmux never gave")
 		return
 	}
-	session, token := uint64(0), json.RawMessage(nil)
+	session, token, tag := uint64(0), json.RawMessage(nil), uint64(0)
 	if r, ok := h.reqs.Get(up); ok {
-		session, token = r.Session, r.Token
+		session, token, tag = r.Session, r.Token, r.Tag
 	} else if s, t, ok := h.tasks.progress(up); ok {
 		session, token = s, t // a task's progress outlives its creating request
 	}
@@ -247,7 +247,7 @@ func (h *Hub) routeProgress(m *jsonrpc.Message) {
 		return
 	}
 	if c := h.sessions.get(session); c != nil {
-		c.send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: token}))
+		c.sendAbout(tag, jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: token}))
 	}
 }
 

@@ -20,6 +20,7 @@ type srvKey struct {
 type serverReq struct {
 	up     json.RawMessage // the server's id, exactly as sent; nil for mcpmux's own
 	method string
+	tag    uint64 // the tag of the request that caused it, which frames about it carry
 	timer  *time.Timer
 	local  func(m *jsonrpc.Message) // for mcpmux's own requests: gets the answer, or nil when none will come
 }
@@ -149,26 +150,27 @@ func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 		h.askModern(proc, c, up, cause, m)
 		return
 	}
-	key := h.asks.add(c.sess.ID(), &serverReq{up: m.ID, method: m.Method}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
+	key := h.asks.add(c.sess.ID(), &serverReq{up: m.ID, method: m.Method, tag: cause.Tag}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
 	if n.elicitation && n.mode == "url" {
 		if eid, ok := stringAt(m, "elicitationId"); ok {
 			h.asks.elicit(eid, c.sess.ID())
 		}
 	}
 	c.sess.Logger().Debug("routed a server request", "method", m.Method, "id", key.id)
-	c.send(m.WithID([]byte(strconv.FormatInt(key.id, 10))))
+	c.sendAbout(cause.Tag, m.WithID([]byte(strconv.FormatInt(key.id, 10))))
 }
 
 // askSession sends a request of mcpmux's own to a session; done gets the
 // answer, or nil when none will come.
-func (h *Hub) askSession(c *client, method string, params any, done func(*jsonrpc.Message)) {
-	key := h.asks.add(c.sess.ID(), &serverReq{method: method, local: done}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
+// tag is that of the request it is about, 0 for none.
+func (h *Hub) askSession(c *client, tag uint64, method string, params any, done func(*jsonrpc.Message)) {
+	key := h.asks.add(c.sess.ID(), &serverReq{method: method, local: done, tag: tag}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
 	frame, err := jsonrpc.Request(json.RawMessage(strconv.FormatInt(key.id, 10)), method, params)
 	if err != nil {
 		h.asks.take(key)
 		return
 	}
-	c.send(frame)
+	c.sendAbout(tag, frame)
 }
 
 // noClientAnswer is what the server gets when no session answers its
@@ -199,7 +201,7 @@ func (h *Hub) serverReqTimeout(key srvKey) {
 	}
 	if c := h.sessions.get(key.session); c != nil {
 		n, _ := jsonrpc.Notification("notifications/cancelled", map[string]any{"requestId": key.id, "reason": "timeout"})
-		c.send(n)
+		c.sendAbout(sr.tag, n)
 	}
 	h.unanswered(sr, jsonrpc.ReasonClientTimeout, fmt.Sprintf("the session did not answer %s within %s", sr.method, h.cfg.ServerRequestTimeout))
 }
@@ -243,7 +245,7 @@ func (h *Hub) forgetServerReqs() {
 		}
 		if c := h.sessions.get(k.session); c != nil {
 			n, _ := jsonrpc.Notification("notifications/cancelled", map[string]any{"requestId": k.id, "reason": "server exited"})
-			c.send(n)
+			c.sendAbout(sr.tag, n)
 		}
 	}
 }
@@ -263,7 +265,7 @@ func (h *Hub) serverCancelled(m *jsonrpc.Message) {
 		return
 	}
 	if c := h.sessions.get(key.session); c != nil {
-		c.send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: []byte(strconv.FormatInt(key.id, 10))}))
+		c.sendAbout(sr.tag, jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: []byte(strconv.FormatInt(key.id, 10))}))
 	}
 }
 
@@ -287,7 +289,7 @@ func (h *Hub) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
 		return true
 	}
 	if c := h.sessions.get(r.Session); c != nil {
-		c.send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: r.ID}))
+		c.sendAbout(r.Tag, jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: r.ID}))
 		c.settle(r)
 	}
 	return true

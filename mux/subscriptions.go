@@ -180,7 +180,7 @@ func (h *Hub) routeUpdated(m *jsonrpc.Message) {
 			c.send(m.Frame)
 		} else if l := h.bridge.local.holder(id); l != nil {
 			if c := h.sessions.get(l.session); c != nil {
-				c.send(stamp(m.Frame, l.id))
+				c.sendAbout(l.tag, stamp(m.Frame, l.id))
 			}
 		}
 	}

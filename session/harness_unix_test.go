@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 )
 
@@ -71,6 +72,7 @@ type event struct {
 	batch bool
 	msg   *jsonrpc.Message // HandleMessage
 	frame []byte           // HandleBatch
+	tag   uint64
 }
 
 // fakeHandler records what the session hands it, in order. Its hooks run
@@ -86,15 +88,15 @@ func newFakeHandler() *fakeHandler {
 	return &fakeHandler{events: make(chan event, 1<<14)}
 }
 
-func (f *fakeHandler) HandleMessage(s *session.Session, m *jsonrpc.Message) {
-	f.events <- event{msg: m}
+func (f *fakeHandler) HandleMessage(s *session.Session, m *jsonrpc.Message, tag uint64) {
+	f.events <- event{msg: m, tag: tag}
 	if f.onMessage != nil {
 		f.onMessage(s, m)
 	}
 }
 
-func (f *fakeHandler) HandleBatch(s *session.Session, frame []byte) {
-	f.events <- event{batch: true, frame: frame}
+func (f *fakeHandler) HandleBatch(s *session.Session, frame []byte, tag uint64) {
+	f.events <- event{batch: true, frame: frame, tag: tag}
 	if f.onBatch != nil {
 		f.onBatch(s, frame)
 	}
@@ -106,6 +108,9 @@ func (f *fakeHandler) WaitRoom(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Flush implements session.Handler: the fake holds nothing back.
+func (f *fakeHandler) Flush() {}
 
 // next returns the handler's next event, failing the test if none comes.
 func (f *fakeHandler) next(t *testing.T, what string) event {
@@ -323,6 +328,6 @@ func result(id string, size int) []byte {
 // echo answers each request with a small result carrying its id.
 func echo(s *session.Session, m *jsonrpc.Message) {
 	if m.Kind == jsonrpc.KindRequest {
-		s.Send(jsonrpc.Response(m.ID, json.RawMessage(`"ok"`)))
+		s.Send(outbox.Frame{Data: jsonrpc.Response(m.ID, json.RawMessage(`"ok"`))})
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 func TestMain(m *testing.M) {
@@ -29,4 +31,13 @@ func watchdog(t *testing.T) {
 		os.Exit(2)
 	})
 	t.Cleanup(func() { w.Stop() })
+}
+
+// data makes frames of the given Data.
+func data(frames ...string) []outbox.Frame {
+	out := make([]outbox.Frame, len(frames))
+	for i, f := range frames {
+		out[i] = outbox.Frame{Data: []byte(f)}
+	}
+	return out
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 )
 
@@ -240,7 +241,7 @@ func TestOutboxHighWaterPausesReading(t *testing.T) {
 		t.Run(ct.name, func(t *testing.T) {
 			h := newFakeHandler()
 			h.onMessage = func(s *session.Session, m *jsonrpc.Message) {
-				assert.NoError(t, s.Send(result(string(m.ID), answerSize)), "Send answer to %s", m.ID)
+				assert.NoError(t, s.Send(outbox.Frame{Data: result(string(m.ID), answerSize)}), "Send answer to %s", m.ID)
 			}
 			hs := start(t, ct, session.Config{OutboxHighWater: 64 << 10, OutboxMax: 64 << 20}, h, 0)
 
@@ -262,7 +263,7 @@ func TestOutboxHighWaterPausesReading(t *testing.T) {
 
 func TestSlowClientEvicted(t *testing.T) {
 	const outboxMax = 64 << 10
-	frame := result(`1`, 16<<10)
+	frame := outbox.Frame{Data: result(`1`, 16<<10)}
 	for _, ct := range connTypes {
 		for _, from := range []string{"outside", "handler"} {
 			t.Run(ct.name+"/send from "+from, func(t *testing.T) {
@@ -326,7 +327,7 @@ func TestHalfClosedClientGetsQueuedAnswers(t *testing.T) {
 	const n, size = 4, 128 << 10
 	h := newFakeHandler()
 	h.onMessage = func(s *session.Session, m *jsonrpc.Message) {
-		assert.NoError(t, s.Send(result(string(m.ID), size)), "Send answer to %s", m.ID)
+		assert.NoError(t, s.Send(outbox.Frame{Data: result(string(m.ID), size)}), "Send answer to %s", m.ID)
 	}
 	hs := start(t, connType{"socketpair", socketPair}, session.Config{OutboxHighWater: 16 << 20, OutboxMax: 32 << 20}, h, 0)
 	uc, ok := hs.client.(*net.UnixConn)
@@ -357,7 +358,7 @@ func TestHalfClosedClientThatDoesNotReadIsClosed(t *testing.T) {
 	// that sends EOF and then never reads must not hold the session open.
 	h := newFakeHandler()
 	h.onMessage = func(s *session.Session, m *jsonrpc.Message) {
-		assert.NoError(t, s.Send(result(string(m.ID), 4<<20)), "Send answer to %s", m.ID)
+		assert.NoError(t, s.Send(outbox.Frame{Data: result(string(m.ID), 4<<20)}), "Send answer to %s", m.ID)
 	}
 	// The high-water mark is above the answer, so the reader reads on and
 	// sees the EOF (below it, flow control would stop it reading at all).
@@ -379,7 +380,7 @@ func blockedWriter(t *testing.T, ct connType, cfg session.Config) *harness {
 	h := newFakeHandler()
 	sent := make(chan struct{})
 	h.onMessage = func(s *session.Session, m *jsonrpc.Message) {
-		s.Send(result(`1`, 4<<20))
+		s.Send(outbox.Frame{Data: result(`1`, 4<<20)})
 		close(sent)
 	}
 	hs := start(t, ct, cfg, h, 0)
@@ -472,7 +473,7 @@ func TestCloseEndsRunWithReason(t *testing.T) {
 				assert.Equal(t, shutdown, hs.sess.Err())
 				assert.ErrorIs(t, hs.wait("Close"), shutdown, "Run after Close")
 				assert.Less(t, time.Since(began), 3*time.Second, "Run should end promptly")
-				assert.ErrorIs(t, hs.sess.Send([]byte(`{}`)), session.ErrClosed, "Send after Close")
+				assert.ErrorIs(t, hs.sess.Send(outbox.Frame{Data: []byte(`{}`)}), session.ErrClosed, "Send after Close")
 				hs.drainToEOF("Close")
 			})
 		}
@@ -526,7 +527,7 @@ func TestSendBeforeRunAndAfterClose(t *testing.T) {
 	server, client := socketPair(t)
 	defer client.Close()
 	sess := session.New(session.Config{}, session.NewStream(server, 1<<20))
-	require.NoError(t, sess.Send([]byte(`{"early":1}`)), "Send before Run queues")
+	require.NoError(t, sess.Send(outbox.Frame{Data: []byte(`{"early":1}`)}), "Send before Run queues")
 	assert.Nil(t, sess.Err())
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -546,32 +547,59 @@ func TestSendBeforeRunAndAfterClose(t *testing.T) {
 	case <-time.After(waitLong):
 		require.FailNow(t, "Run did not return")
 	}
-	assert.ErrorIs(t, sess.Send([]byte(`{}`)), session.ErrClosed, "Send after close")
+	assert.ErrorIs(t, sess.Send(outbox.Frame{Data: []byte(`{}`)}), session.ErrClosed, "Send after close")
 }
 
+// TestConcurrentSend sends numbered frames from many goroutines, each
+// mixing Send, SendLater and Flush: every frame reaches the client whole,
+// once, and each goroutine's frames in the order it sent them. Some frames
+// are over the size the Stream gathers into one buffer.
 func TestConcurrentSend(t *testing.T) {
-	const senders, each = 32, 200
+	const senders, each = 16, 300
+	padOf := func(g, i int) int {
+		if i%50 == 49 {
+			return 9000 // written from its own slice
+		}
+		return 10 + (g*each+i)%7*300
+	}
 	for _, ct := range connTypes {
 		t.Run(ct.name, func(t *testing.T) {
-			hs := start(t, ct, session.Config{}, newFakeHandler(), 0)
+			hs := start(t, ct, session.Config{OutboxHighWater: 8 << 20, OutboxMax: 64 << 20}, newFakeHandler(), 0)
 			var wg sync.WaitGroup
 			errs := make(chan error, senders)
 			for g := range senders {
 				wg.Go(func() {
 					for i := range each {
-						if err := hs.sess.Send(fmt.Appendf(nil, `{"g":%d,"i":%d}`, g, i)); err != nil {
+						f := outbox.Frame{Data: fmt.Appendf(nil, `{"g":%d,"i":%d,"pad":"%s"}`, g, i, strings.Repeat("p", padOf(g, i)))}
+						var err error
+						switch i % 4 {
+						case 0:
+							err = hs.sess.Send(f)
+						case 1, 2:
+							err = hs.sess.SendLater(f) // out with the next Send or Flush, anyone's
+						case 3:
+							err = hs.sess.SendLater(f)
+							hs.sess.Flush()
+						}
+						if err != nil {
 							errs <- fmt.Errorf("sender %d, frame %d: %w", g, i, err)
 							return
 						}
 					}
+					hs.sess.Flush()
 				})
 			}
 			next := make([]int, senders) // each sender's frames arrive in its order
-			for range senders * each {
-				var f struct{ G, I int }
-				line := hs.readLine("a frame")
-				require.NoError(t, json.Unmarshal(line, &f), "frame %q", line)
+			for n := range senders * each {
+				var f struct {
+					G, I int
+					Pad  string
+				}
+				line := hs.readLine(fmt.Sprintf("frame %d of %d", n+1, senders*each))
+				require.NoError(t, json.Unmarshal(line, &f), "a torn or interleaved frame: %.200q", line)
+				require.Less(t, f.G, senders, "frame %.100q", line)
 				require.Equal(t, next[f.G], f.I, "sender %d's frames out of order", f.G)
+				require.Len(t, f.Pad, padOf(f.G, f.I), "frame %d of sender %d", f.I, f.G)
 				next[f.G]++
 			}
 			wg.Wait()
@@ -579,6 +607,8 @@ func TestConcurrentSend(t *testing.T) {
 			for err := range errs {
 				assert.NoError(t, err)
 			}
+			assert.Eventually(t, func() bool { return hs.sess.Stats().Queued == 0 }, waitLong, time.Millisecond, "the outbox drains")
+			assert.Nil(t, hs.sess.Err())
 		})
 	}
 }
@@ -591,7 +621,7 @@ func TestConcurrentSendAndClose(t *testing.T) {
 	for range 16 {
 		wg.Go(func() {
 			for range 1000 {
-				switch err := hs.sess.Send([]byte(`{"x":1}`)); {
+				switch err := hs.sess.Send(outbox.Frame{Data: []byte(`{"x":1}`)}); {
 				case err == nil:
 					sent.Add(1)
 				case errors.Is(err, session.ErrClosed):
@@ -659,9 +689,10 @@ func TestIdleSessionMemory(t *testing.T) {
 // countingHandler counts messages and does nothing else.
 type countingHandler struct{ n *atomic.Int64 }
 
-func (c countingHandler) HandleMessage(*session.Session, *jsonrpc.Message) { c.n.Add(1) }
-func (c countingHandler) HandleBatch(*session.Session, []byte)             {}
-func (c countingHandler) WaitRoom(context.Context) error                   { return nil }
+func (c countingHandler) HandleMessage(*session.Session, *jsonrpc.Message, uint64) { c.n.Add(1) }
+func (c countingHandler) HandleBatch(*session.Session, []byte, uint64)             {}
+func (c countingHandler) WaitRoom(context.Context) error                           { return nil }
+func (c countingHandler) Flush()                                                   {}
 
 func TestAccessorsAndStats(t *testing.T) {
 	h := newFakeHandler()

@@ -1,19 +1,21 @@
 package session
 
 import (
-	"errors"
 	"net"
 	"sync"
 	"syscall"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 // Stream is the Transport of a byte stream (a Unix socket connection, a
 // yamux stream): one JSON-RPC message per line, exactly the stdio framing.
+// It has no streams of messages: tags are 0, and frames without Data are
+// not written.
 //
-// The session's writer and its Flush take turns (never both at once), so
-// the write side below needs no lock of its own.
+// The session's outbox calls the write side from one goroutine at a time,
+// so it needs no lock of its own.
 type Stream struct {
 	conn net.Conn
 	raw  syscall.RawConn // conn's, when it has one: TryWrite needs it
@@ -37,10 +39,13 @@ func NewStream(conn net.Conn, maxMessageBytes int) *Stream {
 }
 
 // ReadFrame implements Transport.
-func (s *Stream) ReadFrame() ([]byte, error) { return s.r.Read() }
+func (s *Stream) ReadFrame() ([]byte, uint64, error) {
+	frame, err := s.r.Read()
+	return frame, 0, err
+}
 
-// HasLine reports whether the next ReadFrame has a whole frame at hand.
-func (s *Stream) HasLine() bool { return s.r.HasLine() }
+// Buffered implements Transport.
+func (s *Stream) Buffered() bool { return s.r.HasLine() }
 
 var newline = []byte{'\n'}
 
@@ -48,18 +53,17 @@ var newline = []byte{'\n'}
 // written together; longer ones are written from their own slice.
 const gatherMax = 4 << 10
 
-// WriteFrame implements Transport.
-func (s *Stream) WriteFrame(frame []byte) error {
-	return s.WriteFrames([][]byte{frame})
-}
-
-// WriteFrames writes frames, each with its newline, in as few writes as it
-// can: small frames are gathered into one buffer.
-func (s *Stream) WriteFrames(frames [][]byte) error {
+// WriteFrames implements outbox.Writer: each frame with its newline, in
+// as few writes as it can (small frames are gathered into one buffer).
+func (s *Stream) WriteFrames(frames []outbox.Frame) error {
 	b := append(s.buf[:0], s.rest...)
 	s.rest = nil
-	for _, f := range frames {
-		if len(f) < gatherMax {
+	for _, fr := range frames {
+		f := fr.Data
+		switch {
+		case f == nil:
+			continue
+		case len(f) < gatherMax:
 			b = append(append(b, f...), '\n')
 			continue
 		}
@@ -82,46 +86,24 @@ func (s *Stream) WriteFrames(frames [][]byte) error {
 	return err
 }
 
-// TryWrite implements directWriter: one write that does not block, of all
+// TryWrite implements outbox.Writer: one write that does not block, of all
 // the frames gathered.
-func (s *Stream) TryWrite(frames [][]byte) (ok, more bool) {
+func (s *Stream) TryWrite(frames []outbox.Frame) (ok, more bool) {
 	if s.raw == nil || len(s.rest) > 0 {
 		return false, false
 	}
 	b := s.buf[:0]
 	for _, f := range frames {
-		b = append(append(b, f...), '\n')
+		if f.Data != nil {
+			b = append(append(b, f.Data...), '\n')
+		}
+	}
+	if len(b) == 0 {
+		return true, false
 	}
 	defer s.keep(b)
-	ok, more, s.rest = tryWrite(s.raw, b)
+	ok, more, s.rest = outbox.TryWriteRaw(s.raw, b)
 	return ok, more
-}
-
-// tryWrite writes b to raw's connection as far as it goes without
-// blocking. It reports false when nothing was written; when only part was,
-// it returns a copy of the rest.
-func tryWrite(raw syscall.RawConn, b []byte) (ok, more bool, rest []byte) {
-	n := 0
-	err := raw.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			m, err := syscall.Write(int(fd), b[n:])
-			if err != nil {
-				if errors.Is(err, syscall.EINTR) {
-					continue
-				}
-				return true // EAGAIN, or an error the writer will meet
-			}
-			n += m
-		}
-		return true // done either way: never wait for the connection
-	})
-	switch {
-	case err != nil || n <= 0:
-		return false, false, nil
-	case n < len(b):
-		return true, true, append([]byte(nil), b[n:]...)
-	}
-	return true, false, nil
 }
 
 // keep holds on to b as the gathering buffer, unless it grew large.
@@ -142,3 +124,8 @@ func (s *Stream) Close() error {
 
 // Conn is the underlying connection.
 func (s *Stream) Conn() net.Conn { return s.conn }
+
+var (
+	_ Transport = (*Stream)(nil)
+	_ Transport = (*WebSocket)(nil)
+)

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 // ErrBinaryFrame: the client sent a binary WebSocket frame. MCP messages
@@ -137,9 +138,14 @@ func (w *WebSocket) keepalive() {
 	}
 }
 
-// ReadFrame implements Transport. Frames that are only JSON whitespace are
-// skipped, as blank lines are on a socket.
-func (w *WebSocket) ReadFrame() ([]byte, error) {
+// ReadFrame implements Transport; the tag is always 0. Frames that are
+// only JSON whitespace are skipped, as blank lines are on a socket.
+func (w *WebSocket) ReadFrame() ([]byte, uint64, error) {
+	frame, err := w.readFrame()
+	return frame, 0, err
+}
+
+func (w *WebSocket) readFrame() ([]byte, error) {
 	w.touch()
 	w.reading.Store(true)
 	defer w.reading.Store(false)
@@ -233,19 +239,12 @@ func blank(frame []byte) bool {
 	return true
 }
 
-// WriteFrame implements Transport: one text frame, written within
-// WriteTimeout.
-func (w *WebSocket) WriteFrame(frame []byte) error {
-	return w.out.writeMessages([][]byte{frame})
-}
-
-// closeWith sends a close frame with code and reason, once per connection
-// (later ones are refused by the connection itself).
-// HasLine reports whether a whole text message is already buffered, so that
-// the next ReadFrame returns without waiting for the client: control
-// frames before it are skipped, fragments must all be there. Without a
-// known read buffer it reports false, which only costs batching.
-func (w *WebSocket) HasLine() bool {
+// Buffered implements Transport: it reports whether a whole text message
+// is already buffered, so that the next ReadFrame returns without waiting
+// for the client. Control frames before it are skipped, fragments must all
+// be there. Without a known read buffer it reports false, which only costs
+// batching.
+func (w *WebSocket) Buffered() bool {
 	br := w.cfg.ReadBuffer
 	if br == nil {
 		return false
@@ -290,13 +289,17 @@ func wholeMessage(b []byte) bool {
 	}
 }
 
-// WriteFrames writes frames as text messages, gathered into as few writes
-// as it can.
-func (w *WebSocket) WriteFrames(frames [][]byte) error { return w.out.writeMessages(frames) }
+// WriteFrames implements outbox.Writer: each frame with Data as one text
+// message, within WriteTimeout, gathered into as few writes as it can.
+func (w *WebSocket) WriteFrames(frames []outbox.Frame) error { return w.out.writeMessages(frames) }
 
-// TryWrite implements directWriter.
-func (w *WebSocket) TryWrite(frames [][]byte) (ok, more bool) { return w.out.tryMessages(frames) }
+// TryWrite implements outbox.Writer.
+func (w *WebSocket) TryWrite(frames []outbox.Frame) (ok, more bool) {
+	return w.out.tryMessages(frames)
+}
 
+// closeWith sends a close frame with code and reason, once per connection
+// (later ones are refused by the connection itself).
 func (w *WebSocket) closeWith(code int, reason string) {
 	w.out.writeControl(opClose, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeGrace))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 )
 
@@ -60,7 +61,7 @@ func wsRead(t *testing.T, tr *session.WebSocket) ([]byte, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		f, err := tr.ReadFrame()
+		f, _, err := tr.ReadFrame()
 		done <- result{f, err}
 	}()
 	select {
@@ -81,7 +82,7 @@ func TestWebSocketTextFrames(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, string(frame))
 
-	require.NoError(t, tr.WriteFrame([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)))
+	require.NoError(t, tr.WriteFrames(data(`{"jsonrpc":"2.0","id":1,"result":{}}`)))
 	client.SetReadDeadline(time.Now().Add(10 * time.Second))
 	typ, got, err := client.ReadMessage()
 	require.NoError(t, err)
@@ -230,26 +231,28 @@ func TestWebSocketSlowClientEvicted(t *testing.T) {
 // than the socket buffers and the outbox hold together.
 type wsFlood struct{ answer []byte }
 
-func (f wsFlood) HandleMessage(s *session.Session, m *jsonrpc.Message) {
+func (f wsFlood) HandleMessage(s *session.Session, m *jsonrpc.Message, _ uint64) {
 	for range 400 {
-		if s.Send(f.answer) != nil {
+		if s.Send(outbox.Frame{Data: f.answer}) != nil {
 			return
 		}
 	}
 }
-func (wsFlood) HandleBatch(*session.Session, []byte) {}
-func (wsFlood) WaitRoom(ctx context.Context) error   { return nil }
+func (wsFlood) HandleBatch(*session.Session, []byte, uint64) {}
+func (wsFlood) Flush()                                       {}
+func (wsFlood) WaitRoom(ctx context.Context) error           { return nil }
 
 // wsEcho answers every request with {"echo":true}.
 type wsEcho struct{}
 
-func (wsEcho) HandleMessage(s *session.Session, m *jsonrpc.Message) {
+func (wsEcho) HandleMessage(s *session.Session, m *jsonrpc.Message, _ uint64) {
 	if m.Kind == jsonrpc.KindRequest {
-		s.Send(jsonrpc.Response(m.ID, json.RawMessage(`{"echo":true}`)))
+		s.Send(outbox.Frame{Data: jsonrpc.Response(m.ID, json.RawMessage(`{"echo":true}`))})
 	}
 }
-func (wsEcho) HandleBatch(*session.Session, []byte) {}
-func (wsEcho) WaitRoom(ctx context.Context) error   { return nil }
+func (wsEcho) HandleBatch(*session.Session, []byte, uint64) {}
+func (wsEcho) Flush()                                       {}
+func (wsEcho) WaitRoom(ctx context.Context) error           { return nil }
 
 // TestReadMessage: jsonrpc.ReadMessage, which the WebSocket transport reads
 // each message with, keeps messages up to the limit and reports longer ones

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 // wsWriter writes the server's side of a WebSocket: unmasked frames, each
@@ -67,7 +69,7 @@ func appendHeader(b []byte, op byte, n int) []byte {
 // writeMessages writes each frame as a text message, blocking up to the
 // timeout: small ones gathered into one write, large ones from their own
 // slice.
-func (w *wsWriter) writeMessages(frames [][]byte) error {
+func (w *wsWriter) writeMessages(frames []outbox.Frame) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -76,8 +78,12 @@ func (w *wsWriter) writeMessages(frames [][]byte) error {
 	b := append(w.buf[:0], w.rest...)
 	w.rest = nil
 	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
-	for _, f := range frames {
-		if len(f) < gatherMax {
+	for _, fr := range frames {
+		f := fr.Data
+		switch {
+		case f == nil:
+			continue
+		case len(f) < gatherMax:
 			b = append(appendHeader(b, opText, len(f)), f...)
 			continue
 		}
@@ -97,8 +103,8 @@ func (w *wsWriter) writeMessages(frames [][]byte) error {
 }
 
 // tryMessages writes frames as text messages in one write that does not
-// block; see directWriter.
-func (w *wsWriter) tryMessages(frames [][]byte) (ok, more bool) {
+// block; see outbox.Writer's TryWrite.
+func (w *wsWriter) tryMessages(frames []outbox.Frame) (ok, more bool) {
 	if w.raw == nil || !w.mu.TryLock() {
 		return false, false // a control frame is being written: queue
 	}
@@ -108,10 +114,15 @@ func (w *wsWriter) tryMessages(frames [][]byte) (ok, more bool) {
 	}
 	b := w.buf[:0]
 	for _, f := range frames {
-		b = append(appendHeader(b, opText, len(f)), f...)
+		if f.Data != nil {
+			b = append(appendHeader(b, opText, len(f.Data)), f.Data...)
+		}
+	}
+	if len(b) == 0 {
+		return true, false
 	}
 	defer w.keep(b)
-	ok, more, w.rest = tryWrite(w.raw, b)
+	ok, more, w.rest = outbox.TryWriteRaw(w.raw, b)
 	return ok, more
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 )
 
@@ -44,12 +45,14 @@ func TestWebSocketFramesOfEverySize(t *testing.T) {
 		return nil
 	}
 
+	var frames []outbox.Frame
 	for _, w := range want {
-		require.NoError(t, tr.WriteFrame(w))
+		require.NoError(t, tr.WriteFrames([]outbox.Frame{{Data: w}}))
+		frames = append(frames, outbox.Frame{Data: w}, outbox.Frame{Tag: 1, Last: true}) // an end marker writes nothing
 	}
 	require.NoError(t, read("one by one"))
 
-	require.NoError(t, tr.WriteFrames(want))
+	require.NoError(t, tr.WriteFrames(frames))
 	require.NoError(t, read("gathered"))
 
 	// A TryWrite of all of them may take part (the socket buffer is
@@ -57,7 +60,7 @@ func TestWebSocketFramesOfEverySize(t *testing.T) {
 	// write, here an empty one.
 	done := make(chan error, 1)
 	go func() { done <- read("tried") }() // returns by its read deadline
-	ok, more := tr.TryWrite(want)
+	ok, more := tr.TryWrite(frames)
 	require.True(t, ok, "TryWrite wrote nothing to an idle connection")
 	if more {
 		require.NoError(t, tr.WriteFrames(nil))
@@ -77,7 +80,7 @@ func TestWebSocketFramesOfEverySize(t *testing.T) {
 func TestWebSocketPingAfterPartialTryWrite(t *testing.T) {
 	tr, client := wsPair(t, session.WebSocketConfig{})
 	big := []byte(strings.Repeat("x", 8<<20)) // past any socket buffer
-	ok, more := tr.TryWrite([][]byte{big})
+	ok, more := tr.TryWrite([]outbox.Frame{{Data: big}})
 	require.True(t, ok)
 	require.True(t, more, "8 MiB was taken whole by a socket nobody reads")
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 )
 
@@ -70,7 +71,8 @@ var errStreamBusy = errors.New("socket: stream already open")
 
 // httpSession is one Streamable HTTP session. It is the session.Transport
 // of the mcpmux session: ReadFrame takes the messages that POSTs deliver;
-// WriteFrame sends each message to the stream it belongs to.
+// WriteFrames sends each message to the stream it belongs to, which it
+// finds from the message itself (tags are not used yet).
 type httpSession struct {
 	id           string
 	server       string
@@ -111,14 +113,18 @@ func newHTTPSession(server string, idle, writeTimeout time.Duration) *httpSessio
 }
 
 // ReadFrame implements session.Transport.
-func (s *httpSession) ReadFrame() ([]byte, error) {
+func (s *httpSession) ReadFrame() ([]byte, uint64, error) {
 	select {
 	case f := <-s.in:
-		return f, nil
+		return f, 0, nil
 	case <-s.done:
-		return nil, net.ErrClosed
+		return nil, 0, net.ErrClosed
 	}
 }
+
+// Buffered implements session.Transport: a POST hands its message over
+// only when the session reads, so none is ever at hand.
+func (s *httpSession) Buffered() bool { return false }
 
 // deliver hands frame to the session; it returns once the session has read
 // it.
@@ -197,21 +203,29 @@ func (s *httpSession) expireIfIdle() {
 	}
 }
 
-// WriteFrame implements session.Transport: the message goes to its stream,
-// is kept there for resumption, and is written to the stream's connection
-// if one is open. A slow connection slows the session's writer (and so
-// fills its outbox); a dead one is dropped, and the message waits for the
-// client to resume the stream.
-func (s *httpSession) WriteFrame(frame []byte) error {
-	if s.closed() {
-		return net.ErrClosed
-	}
-	st, final := s.route(frame)
-	if st != nil {
-		st.push(s, frame, final)
+// WriteFrames implements session.Transport: each message goes to its
+// stream, is kept there for resumption, and is written to the stream's
+// connection if one is open. A slow connection slows the session's writer
+// (and so fills its outbox); a dead one is dropped, and the message waits
+// for the client to resume the stream. Frames without Data are skipped.
+func (s *httpSession) WriteFrames(frames []outbox.Frame) error {
+	for _, f := range frames {
+		if s.closed() {
+			return net.ErrClosed
+		}
+		if f.Data == nil {
+			continue
+		}
+		if st, final := s.route(f.Data); st != nil {
+			st.push(s, f.Data, final)
+		}
 	}
 	return nil
 }
+
+// TryWrite implements session.Transport: writes to the streams may block,
+// so they are all left to the session's writer.
+func (s *httpSession) TryWrite([]outbox.Frame) (ok, more bool) { return false, false }
 
 // route picks the stream of a message from the server side; final means it
 // is the last message of that stream (its response). nil: the message

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/socket"
 )
@@ -45,12 +46,12 @@ func (e *hubEndpoint) Serve(ctx context.Context, t session.Transport, _ session.
 	write := func(f []byte) {
 		wmu.Lock()
 		defer wmu.Unlock()
-		t.WriteFrame(f)
+		t.WriteFrames([]outbox.Frame{{Data: f}})
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		frame, err := t.ReadFrame()
+		frame, _, err := t.ReadFrame()
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/socket"
 )
@@ -45,7 +46,7 @@ func (e *echoEndpoint) Serve(ctx context.Context, t session.Transport, peer sess
 	stop := context.AfterFunc(ctx, func() { t.Close() })
 	defer stop()
 	for {
-		frame, err := t.ReadFrame()
+		frame, _, err := t.ReadFrame()
 		var tooLarge *jsonrpc.TooLargeError
 		switch {
 		case errors.As(err, &tooLarge):
@@ -53,7 +54,7 @@ func (e *echoEndpoint) Serve(ctx context.Context, t session.Transport, peer sess
 		case err != nil:
 			return err
 		}
-		if err := t.WriteFrame(frame); err != nil {
+		if err := t.WriteFrames([]outbox.Frame{{Data: frame}}); err != nil {
 			return err
 		}
 	}

@@ -356,6 +356,9 @@ func (r *recorder) HandleTooLarge(id json.RawMessage, size int64) {
 	r.tooLarge = append(r.tooLarge, tooLarge{string(id), size})
 }
 
+// Flush implements upstream.Handler: the recorder holds nothing back.
+func (r *recorder) Flush() {}
+
 // methods lists the methods of the notifications and requests received.
 func (r *recorder) methods() []string {
 	r.mu.Lock()

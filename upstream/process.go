@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 // drainGrace is how long, after the server has been reaped, the stdout and
@@ -34,7 +35,7 @@ const reaperStartTimeout = 10 * time.Second
 // before the whole group is SIGKILLed from here, reaper included.
 const reaperKillGrace = time.Second
 
-// Handler receives what the server writes. Both methods run on the reader
+// Handler receives what the server writes. Its methods run on the reader
 // goroutine, one call at a time and in stdout order, and must not block: a
 // slow handler stops the server's output from being read.
 type Handler interface {
@@ -45,13 +46,10 @@ type Handler interface {
 	// line was skipped without being held in memory; id is its top-level id
 	// when the skipping scan found one, else nil.
 	HandleTooLarge(id json.RawMessage, size int64)
-}
-
-// A Flusher is a Handler that may hold back what it sends on while it
-// handles a run of messages that arrived together. The reader calls Flush
-// before each read that may wait for the server, so held-back sends are
-// delayed by no more than the handling of that run.
-type Flusher interface {
+	// Flush sends on what the Handler held back while it handled a run of
+	// messages that arrived together. The reader calls it before each read
+	// that may wait for the server, and once it stops reading, so held-back
+	// sends are delayed by no more than the handling of that run.
 	Flush()
 }
 
@@ -71,26 +69,19 @@ type Process struct {
 	reports  *bufio.Reader
 	reportsF *os.File
 
-	stdin    *os.File        // our write end; writeLoop writes to it, or a Flush while writeLoop idles
-	rawIn    syscall.RawConn // stdin's, for Flush's non-blocking writes
-	flushBuf []byte          // Flush's, used under writing
-	stdout   *os.File        // our read end; only readLoop reads it
-	stderr   *os.File        // our read end of the stderr pipe, when we read stderr at all
-	tail     *ring           // last stderr lines, StderrLog only
+	stdin  *os.File      // our write end, written through queue (writeLoop, or a Flush while it idles)
+	queue  *outbox.Queue // frames for stdin, newlines counted
+	stdout *os.File      // our read end; only readLoop reads it
+	stderr *os.File      // our read end of the stderr pipe, when we read stderr at all
+	tail   *ring         // last stderr lines, StderrLog only
 
 	mu       sync.Mutex
-	queue    [][]byte      // frames waiting for writeLoop
-	queued   int           // bytes waiting, newlines included
-	room     chan struct{} // closed while queued <= WriteQueueBytes, replaced when it rises above
-	roomOpen bool          // room is closed
-	writing  bool          // writeLoop or a Flush is writing: the other must not
-	closed   bool          // Send refuses; closing is closed; stdin is closed
-	reason   string        // why mcpmux ended the process; the first one set wins
-	stopping bool          // a Stop call drives the escalation
-	dead     bool          // the leader has exited: no more signals to its group
-	backstop *time.Timer   // with a reaper: SIGKILL to the group if the reaper does not act on a kill request
+	closed   bool        // Send refuses; closing is closed; stdin is closed
+	reason   string      // why mcpmux ended the process; the first one set wins
+	stopping bool        // a Stop call drives the escalation
+	dead     bool        // the leader has exited: no more signals to its group
+	backstop *time.Timer // with a reaper: SIGKILL to the group if the reaper does not act on a kill request
 
-	ready    chan struct{} // 1-buffered: the queue is not empty
 	closing  chan struct{} // closed with closed
 	ending   chan struct{} // closed when reason is set
 	exited   chan struct{} // closed once the leader has exited and been reaped
@@ -125,54 +116,121 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Dir != "" {
-		// Checked here because a failed chdir in the child reads as
-		// "fork/exec <command>: no such file or directory".
-		if fi, err := os.Stat(cfg.Dir); err != nil {
-			return nil, fmt.Errorf("working directory: %w", err)
-		} else if !fi.IsDir() {
-			return nil, fmt.Errorf("working directory %s is not a directory", cfg.Dir)
-		}
+	if err := checkDir(cfg.Dir); err != nil {
+		return nil, err
 	}
-
-	// The child's ends are closed here once it has its copies; ours only if
-	// the start fails, else by the Process.
-	var childEnds, ourEnds []*os.File
+	sp := new(spawn)
 	defer func() {
-		for _, f := range childEnds {
-			f.Close()
-		}
+		sp.closeChildEnds()
 		if err != nil {
-			for _, f := range ourEnds {
-				f.Close()
-			}
+			sp.closeOurEnds()
 		}
 	}()
-	// pipe returns a pipe whose read (toChild false) or write (toChild
-	// true) end is ours. Our own pipes rather than StdoutPipe: Wait would
-	// close the read end under the reader, and we read to EOF after the reap.
-	pipe := func(toChild bool) (ours, theirs *os.File, err error) {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		if toChild {
-			ours, theirs = w, r
-		} else {
-			ours, theirs = r, w
-		}
-		ourEnds, childEnds = append(ourEnds, ours), append(childEnds, theirs)
-		return ours, theirs, nil
+	if err := sp.prepare(cfg, path); err != nil {
+		return nil, err
 	}
-	stdinW, stdinR, err := pipe(true)
+	err = sp.cmd.Start()
+	// Our copies of the child's ends go now: EOF on the reports pipe must
+	// come as soon as the reaper is gone.
+	sp.closeChildEnds()
 	if err != nil {
 		return nil, err
 	}
-	stdoutR, stdoutW, err := pipe(false)
-	if err != nil {
-		return nil, err
+	pid := sp.cmd.Process.Pid
+	var reports *bufio.Reader
+	if sp.reports != nil {
+		reports = bufio.NewReaderSize(sp.reports, 64)
+		if pid, err = awaitServer(sp.cmd, path, sp.reports, reports); err != nil {
+			return nil, err
+		}
 	}
-	cmd := &exec.Cmd{
+	p = newProcess(cfg, h, sp, pid, reports)
+	if p.reaper {
+		p.log.Info("server started", "command", path, "reaper", p.pgid)
+	} else {
+		p.log.Info("server started", "command", path)
+	}
+	p.run(sp.copyTo)
+	return p, nil
+}
+
+// checkDir checks the working directory before the start, because a
+// failed chdir in the child reads as "fork/exec <command>: no such file or
+// directory".
+func checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("working directory %s is not a directory", dir)
+	}
+	return nil
+}
+
+// spawn is what Start prepares for the child: its command and its pipes.
+// The child's ends are closed once it has its copies; ours only if the
+// start fails, else by the Process.
+type spawn struct {
+	cmd       *exec.Cmd
+	childEnds []*os.File
+	ourEnds   []*os.File
+	stdin     *os.File        // ours: the write end of the server's stdin
+	rawIn     syscall.RawConn // stdin's, for writes that must not block
+	stdout    *os.File        // ours: the read end of its stdout
+	stderr    *os.File        // ours: the read end of its stderr, when we read it
+	reports   *os.File        // ours: the read end of the reaper's fd 3, with a reaper
+	copyTo    io.Writer       // StderrInherit to a writer that is not a file
+}
+
+// pipe returns a pipe whose read (toChild false) or write (toChild true)
+// end is ours. Our own pipes rather than StdoutPipe: Wait would close the
+// read end under the reader, and we read to EOF after the reap.
+func (sp *spawn) pipe(toChild bool) (ours, theirs *os.File, err error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if toChild {
+		ours, theirs = w, r
+	} else {
+		ours, theirs = r, w
+	}
+	sp.ourEnds, sp.childEnds = append(sp.ourEnds, ours), append(sp.childEnds, theirs)
+	return ours, theirs, nil
+}
+
+func (sp *spawn) closeChildEnds() {
+	for _, f := range sp.childEnds {
+		f.Close()
+	}
+	sp.childEnds = nil
+}
+
+func (sp *spawn) closeOurEnds() {
+	for _, f := range sp.ourEnds {
+		f.Close()
+	}
+	sp.ourEnds = nil
+}
+
+// prepare makes the pipes and the command that runs the server at path,
+// or the reaper that runs it.
+func (sp *spawn) prepare(cfg Config, path string) error {
+	stdinW, stdinR, err := sp.pipe(true)
+	if err != nil {
+		return err
+	}
+	if sp.rawIn, err = stdinW.SyscallConn(); err != nil {
+		return fmt.Errorf("stdin pipe: %w", err)
+	}
+	stdoutR, stdoutW, err := sp.pipe(false)
+	if err != nil {
+		return err
+	}
+	sp.stdin, sp.stdout = stdinW, stdoutR
+	sp.cmd = &exec.Cmd{
 		Path:        path,
 		Args:        append([]string{cfg.Command}, cfg.Args...),
 		Env:         childEnv(cfg.Environ, cfg.InheritEnv, cfg.Env),
@@ -181,82 +239,70 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		Stdout:      stdoutW,
 		SysProcAttr: sysProcAttr(),
 	}
-	var reportsR *os.File // our end of the reaper's fd 3
 	if len(cfg.Reaper) > 0 {
-		// The reaper gets what the server would have (the same pipes,
-		// environment and working directory) and runs the server with
-		// them; see RunReaper for its arguments.
-		var reportsW *os.File
-		if reportsR, reportsW, err = pipe(false); err != nil {
-			return nil, err
+		if err := sp.underReaper(cfg.Reaper, path); err != nil {
+			return err
 		}
-		cmd.Path = cfg.Reaper[0]
-		cmd.Args = slices.Concat(cfg.Reaper, []string{strconv.Itoa(os.Getpid()), "--", path}, cmd.Args)
-		cmd.ExtraFiles = []*os.File{reportsW}
-		cmd.SysProcAttr = reaperSysProcAttr()
 	}
+	return sp.routeStderr(cfg)
+}
 
-	var stderrR *os.File // read by stderrLoop
-	var copyTo io.Writer // StderrInherit to a writer that is not a file
+// underReaper makes the command run the reaper, which gets what the server
+// would have (the same pipes, environment and working directory) and runs
+// the server with them; see RunReaper for its arguments.
+func (sp *spawn) underReaper(reaper []string, path string) error {
+	reportsR, reportsW, err := sp.pipe(false)
+	if err != nil {
+		return err
+	}
+	sp.reports = reportsR
+	sp.cmd.Path = reaper[0]
+	sp.cmd.Args = slices.Concat(reaper, []string{strconv.Itoa(os.Getpid()), "--", path}, sp.cmd.Args)
+	sp.cmd.ExtraFiles = []*os.File{reportsW}
+	sp.cmd.SysProcAttr = reaperSysProcAttr()
+	return nil
+}
+
+// routeStderr connects the child's stderr as cfg.Stderr says.
+func (sp *spawn) routeStderr(cfg Config) error {
+	var err error
 	switch cfg.Stderr {
 	case StderrLog:
-		if stderrR, cmd.Stderr, err = pipe(false); err != nil {
-			return nil, err
-		}
+		sp.stderr, sp.cmd.Stderr, err = sp.pipe(false)
 	case StderrInherit:
 		if f, ok := cfg.StderrInherit.(*os.File); ok {
-			cmd.Stderr = f // the daemon's own stderr: handed over, no copying
-			break
+			sp.cmd.Stderr = f // the daemon's own stderr: handed over, no copying
+			return nil
 		}
-		if stderrR, cmd.Stderr, err = pipe(false); err != nil {
-			return nil, err
-		}
-		copyTo = cfg.StderrInherit
+		sp.stderr, sp.cmd.Stderr, err = sp.pipe(false)
+		sp.copyTo = cfg.StderrInherit
 	case StderrDiscard:
 		// nil: os/exec connects the null device.
 	case StderrFile:
-		f, err := os.OpenFile(cfg.StderrPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-		if err != nil {
-			return nil, err
+		f, ferr := os.OpenFile(cfg.StderrPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if ferr != nil {
+			return ferr
 		}
-		cmd.Stderr = f
-		childEnds = append(childEnds, f)
+		sp.cmd.Stderr = f
+		sp.childEnds = append(sp.childEnds, f)
 	}
+	return err
+}
 
-	err = cmd.Start()
-	// Our copies of the child's ends go now: EOF on the reports pipe must
-	// come as soon as the reaper is gone.
-	for _, f := range childEnds {
-		f.Close()
-	}
-	childEnds = nil
-	if err != nil {
-		return nil, err
-	}
-	pid := cmd.Process.Pid
-	var reports *bufio.Reader
-	if reportsR != nil {
-		reports = bufio.NewReaderSize(reportsR, 64)
-		if pid, err = awaitServer(cmd, path, reportsR, reports); err != nil {
-			return nil, err
-		}
-	}
-
-	p = &Process{
+// newProcess is the Process of a started child.
+func newProcess(cfg Config, h Handler, sp *spawn, pid int, reports *bufio.Reader) *Process {
+	p := &Process{
 		cfg:      cfg,
 		h:        h,
-		cmd:      cmd,
+		cmd:      sp.cmd,
 		pid:      pid,
-		pgid:     cmd.Process.Pid,
-		reaper:   reportsR != nil,
+		pgid:     sp.cmd.Process.Pid,
+		reaper:   sp.reports != nil,
 		reports:  reports,
-		reportsF: reportsR,
-		stdin:    stdinW,
-		stdout:   stdoutR,
-		stderr:   stderrR,
-		room:     make(chan struct{}),
-		roomOpen: true,
-		ready:    make(chan struct{}, 1),
+		reportsF: sp.reports,
+		stdin:    sp.stdin,
+		stdout:   sp.stdout,
+		stderr:   sp.stderr,
 		closing:  make(chan struct{}),
 		ending:   make(chan struct{}),
 		exited:   make(chan struct{}),
@@ -264,23 +310,24 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		errDone:  make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	close(p.room)
-	if p.rawIn, err = stdinW.SyscallConn(); err != nil {
-		return nil, fmt.Errorf("stdin pipe: %w", err)
-	}
+	p.queue = outbox.New(&stdinWriter{f: sp.stdin, raw: sp.rawIn, stall: cfg.WriteStallTimeout}, outbox.Config{
+		HighWater: cfg.WriteQueueBytes,
+		Max:       2 * cfg.WriteQueueBytes,
+		DirectMax: pipeBuf,
+		Separator: 1, // the newline
+	})
 	if cfg.Stderr == StderrLog {
 		p.tail = newRing(cfg.StderrTailLines)
 	}
 	p.log = cfg.Logger.With("server", cfg.Name, "pid", p.pid)
-	if p.reaper {
-		p.log.Info("server started", "command", path, "reaper", p.pgid)
-	} else {
-		p.log.Info("server started", "command", path)
-	}
+	return p
+}
 
+// run starts the Process's goroutines.
+func (p *Process) run(copyTo io.Writer) {
 	p.wg.Go(p.readLoop)
 	p.wg.Go(p.writeLoop)
-	if stderrR != nil {
+	if p.stderr != nil {
 		p.wg.Go(func() { p.stderrLoop(copyTo) })
 	} else {
 		close(p.errDone)
@@ -288,7 +335,6 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 	// waitLoop owns the goroutines above: it waits for them, and closing
 	// done is the last thing it does.
 	go p.waitLoop()
-	return p, nil
 }
 
 // Pid is the server's process id. Without a reaper it is also the process
@@ -339,76 +385,81 @@ func readReport(r *bufio.Reader) (kind string, n int, err error) {
 // Send returns ErrClosed once the process is on its way out, and
 // ErrQueueFull if the frame would take the queued bytes past twice
 // WriteQueueBytes.
-func (p *Process) Send(frame []byte) error {
-	if err := p.SendLater(frame); err != nil {
-		return err
-	}
-	p.wake()
-	return nil
-}
+func (p *Process) Send(frame []byte) error { return p.send(frame, true) }
 
 // SendLater is Send without waking the writer: the frame waits for the next
 // Send or Flush. A caller that reads a run of frames queues all but the
 // last with it and then flushes, so the run goes out in one write.
-func (p *Process) SendLater(frame []byte) error {
-	n := len(frame) + 1
-	p.mu.Lock()
+func (p *Process) SendLater(frame []byte) error { return p.send(frame, false) }
+
+func (p *Process) send(frame []byte, wake bool) error {
+	f := outbox.Frame{Data: frame}
+	var err error
 	switch {
-	case p.closed:
-		p.mu.Unlock()
+	case len(frame)+1 > 2*p.cfg.WriteQueueBytes:
+		// Past the bound even alone (the queue takes any one frame when
+		// it is empty).
+		err = outbox.ErrFull
+		if isClosed(p.closing) {
+			err = outbox.ErrClosed
+		}
+	case wake:
+		err = p.queue.Send(f)
+	default:
+		err = p.queue.SendLater(f)
+	}
+	switch {
+	case errors.Is(err, outbox.ErrClosed):
 		return ErrClosed
-	case p.queued+n > 2*p.cfg.WriteQueueBytes:
-		p.mu.Unlock()
+	case errors.Is(err, outbox.ErrFull):
 		return ErrQueueFull
 	}
-	p.queue = append(p.queue, frame)
-	p.queued += n
-	full := p.queued > p.cfg.WriteQueueBytes
-	if full && p.roomOpen {
-		p.room, p.roomOpen = make(chan struct{}), false
-	}
-	p.mu.Unlock()
-	if full {
-		// WaitWritable callers now wait for the queue to drain: it must be
-		// draining, whoever was to flush it.
-		p.wake()
-	}
-	return nil
+	return err
 }
+
+// Flush writes what SendLater queued. When the writer is idle and the
+// queued frames fit in one atomic pipe write, Flush writes them itself,
+// without blocking: a request then reaches the server with no goroutine
+// handoff. Otherwise, or when the pipe is full, the writer goroutine
+// does; it owns stall detection. Flush never blocks.
+func (p *Process) Flush() { p.queue.Flush() }
 
 // WaitWritable is the flow control of the sessions: each calls it before it
 // reads its next frame. It returns nil at once while the queued bytes are at
 // most WriteQueueBytes, and otherwise blocks until they are, ctx is done
 // (returning its cause), or the process is on its way out (ErrClosed).
 func (p *Process) WaitWritable(ctx context.Context) error {
-	for {
-		p.mu.Lock()
-		closed, room := p.closed, p.room
-		below := p.queued <= p.cfg.WriteQueueBytes
-		p.mu.Unlock()
-		switch {
-		case closed:
-			return ErrClosed
-		case below:
-			return nil
-		}
-		select {
-		case <-room:
-		case <-p.closing:
-			return ErrClosed
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
+	room := p.queue.Room()
+	switch {
+	case isClosed(p.closing):
+		return ErrClosed
+	case isClosed(room):
+		return nil
+	}
+	select {
+	case <-room:
+	case <-p.closing:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	if isClosed(p.closing) { // the room of a closed queue is always open
+		return ErrClosed
+	}
+	return nil
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
 // Queued reports the bytes waiting to be written to stdin, newlines
 // included; 0 once the process is on its way out.
-func (p *Process) Queued() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.queued
-}
+func (p *Process) Queued() int { return p.queue.Bytes() }
 
 // Done is closed once the server has been reaped, what was left of its
 // process group has been killed, and every goroutine of this Process has
@@ -527,16 +578,23 @@ func (p *Process) end(reason string) {
 // on, the queue is dropped, and stdin is closed (which is also how a server
 // is first asked to exit).
 func (p *Process) shut() {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	if !p.markClosed() {
 		return
 	}
-	p.closed = true
-	p.queue, p.queued = nil, 0
-	close(p.closing)
-	p.mu.Unlock()
+	p.queue.Close()
 	p.stdin.Close() // a Write blocked in writeLoop returns at once
+}
+
+// markClosed closes closing, once; it reports whether this call did.
+func (p *Process) markClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.closed = true
+	close(p.closing)
+	return true
 }
 
 // signal sends sig to the process group, unless the leader is gone: once it

@@ -517,6 +517,61 @@ func blob(n int) []byte {
 	return []byte(`{"jsonrpc":"2.0","method":"test/blob","params":{"x":"` + strings.Repeat("b", n) + `"}}`)
 }
 
+// padded is a request with a params string that makes it about size bytes.
+func padded(id int, size int) []byte {
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"ping","params":{"pad":%q}}`, id, strings.Repeat("p", max(size-60, 0)))
+}
+
+// resultIDs lists the ids of the results received, in order.
+func (r *recorder) resultIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for _, m := range r.msgs {
+		if m.Kind == jsonrpc.KindResult {
+			ids = append(ids, string(m.ID))
+		}
+	}
+	return ids
+}
+
+// waitResults waits for n results and returns their ids in order.
+func (r *recorder) waitResults(t *testing.T, n int, why string) []string {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(r.resultIDs()) >= n },
+		patience, 5*time.Millisecond, "%d results: %s (have %v)", n, why, r.resultIDs())
+	return r.resultIDs()
+}
+
+func idStrings(from, to int) []string {
+	var ids []string
+	for id := from; id <= to; id++ {
+		ids = append(ids, strconv.Itoa(id))
+	}
+	return ids
+}
+
+// A run that SendLater takes past WriteQueueBytes must drain without a
+// Flush: the sessions wait in WaitWritable for that very queue.
+func TestSendLaterPastWriteQueueBytesWakesWriter(t *testing.T) {
+	t.Parallel()
+	const soft = 8 << 10
+	cfg := fakeConfig(t, "echo", "")
+	cfg.WriteQueueBytes = soft
+	p, rec, _ := start(t, cfg)
+	rec.waitReady(t)
+
+	// Three frames of 3000 bytes: the third takes the queue past the bound
+	// (and stays under twice it, where SendLater would refuse).
+	for id := 1; id <= 3; id++ {
+		require.NoError(t, p.SendLater(padded(id, 3000)), "SendLater %d", id)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
+	assert.NoError(t, p.WaitWritable(ctx), "WaitWritable returns once the queue drains, with no Flush")
+	assert.Equal(t, idStrings(1, 3), rec.waitResults(t, 3, "no Flush was called"))
+}
+
 // A server that takes no byte for WriteStallTimeout is killed as stalled.
 func TestWriteStall(t *testing.T) {
 	t.Parallel()

@@ -26,18 +26,15 @@ func (p *Process) readLoop() {
 // whether it stopped because of a junk flood (the process is then killed).
 func (p *Process) readFrames() (flood bool) {
 	r := jsonrpc.NewReaderSize(p.stdout, p.cfg.MaxMessageBytes, stdoutBufferSize)
-	flusher, _ := p.h.(Flusher)
-	if flusher != nil {
-		// Whatever ends the reading (EOF, a junk flood), what the handler
-		// held back goes out.
-		defer flusher.Flush()
-	}
+	// Whatever ends the reading (EOF, a junk flood), what the handler held
+	// back goes out.
+	defer p.h.Flush()
 	junk := 0 // junk lines in a row
 	for {
-		if flusher != nil && !r.HasLine() {
+		if !r.HasLine() {
 			// The run of messages read so far is handled; the next read
 			// may wait, so what the handler held back goes now.
-			flusher.Flush()
+			p.h.Flush()
 		}
 		frame, err := r.Read()
 		if tooLarge := (*jsonrpc.TooLargeError)(nil); errors.As(err, &tooLarge) {

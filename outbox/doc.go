@@ -1,0 +1,13 @@
+// Package outbox owns mcpmux's one write path: a Queue of frames bounded in
+// bytes, on its way to one connection (a client's, or a server's stdin).
+// Producers queue frames with Send, or hold them with SendLater while they
+// have more input at hand, and Flush the run once they have none: the run
+// then goes out in one write, from the producer's own goroutine when the
+// connection's writer is idle and the write cannot block, else from the
+// writer goroutine, which the Queue's owner runs (Run) and which alone
+// writes anything that may block.
+//
+// session.Session and upstream.Process each own one Queue and set its
+// policies: what a full queue means (a client evicted, a request refused),
+// and what the high-water mark stops (reading from the clients).
+package outbox
