@@ -95,9 +95,8 @@ type gpMsg struct {
 	} `json:"error"`
 }
 
-func (m gpMsg) isRequest() bool      { return m.Method != "" && len(m.ID) > 0 }
-func (m gpMsg) isNotification() bool { return m.Method != "" && len(m.ID) == 0 }
-func (m gpMsg) isResponse() bool     { return m.Method == "" && len(m.ID) > 0 }
+func (m gpMsg) isRequest() bool  { return m.Method != "" && len(m.ID) > 0 }
+func (m gpMsg) isResponse() bool { return m.Method == "" && len(m.ID) > 0 }
 
 // gpWire is what one client sent and received, in order, each direction
 // recorded when it was written or read.
