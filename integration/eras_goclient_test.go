@@ -24,6 +24,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // eraGoNoteTimeout bounds the wait for a notification a check expects.
@@ -37,7 +39,7 @@ func eraGoClient(t *testing.T, ep eraEndpoint) eraReport {
 	defer cancel()
 	rep := eraReport{Client: "go-sdk", Mode: "default"}
 	var transport mcp.Transport
-	var stderr syncBuffer
+	var stderr testutil.Buffer
 	switch {
 	case ep.argv != nil:
 		rep.Transport = "stdio"

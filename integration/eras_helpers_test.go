@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 const (
@@ -430,7 +432,7 @@ func runEraCell(t *testing.T, e *eraEnv, c eraClient, s eraServer, r eraReach) *
 	}
 	// A client may be gone before the server it spawned has seen its stdin
 	// end; the server's side is complete once every process exited.
-	eventually(t, eraExitTimeout, cell.String()+": the server processes exit", func() (bool, error) {
+	testutil.Eventually(t, eraExitTimeout, cell.String()+": the server processes exit", func() (bool, error) {
 		cell.hops = readTap(t, ep.tapLog, off)
 		for _, h := range cell.hops {
 			if !h.exited {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // eraThroughMcpmux are the reaches through a daemon.
@@ -38,7 +40,7 @@ func eraUpstream(t *testing.T, r eraReach, s eraServer) []string {
 // s's upstream, after byte offset off of its tap log.
 func eraWaitStderr(t *testing.T, r eraReach, s eraServer, off int64, text string) {
 	t.Helper()
-	eventually(t, eraExitTimeout, s.name+" writes "+text, func() (bool, error) {
+	testutil.Eventually(t, eraExitTimeout, s.name+" writes "+text, func() (bool, error) {
 		for _, h := range readTap(t, r.taps[s.name], off) {
 			for _, l := range h.stderr {
 				if strings.Contains(l, text) {
