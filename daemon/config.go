@@ -57,7 +57,8 @@ type Config struct {
 type Server struct {
 	// Hub configures its router; Hub.Name is the server's name and names its
 	// socket. The daemon sets Logger when nil, IDs (one counter for all
-	// servers) and Version when empty.
+	// servers), Version when empty, and Upstream.MaxMessageBytes when 0
+	// (to upstream.DefaultMaxMessageBytes: the sessions read with it too).
 	Hub mux.Config
 	// Isolated gives each session a process of its own (mux.Pool).
 	Isolated bool

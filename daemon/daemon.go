@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/socket"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 // ErrNotRunning is Reload's answer when Run is not serving.
@@ -230,6 +231,9 @@ func (d *Daemon) listen(s Server) (*served, error) {
 		cfg.Version = d.cfg.Version
 	}
 	cfg.IDs = &d.ids
+	if cfg.Upstream.MaxMessageBytes == 0 { // the sessions' readers take their limit from the hub
+		cfg.Upstream.MaxMessageBytes = upstream.DefaultMaxMessageBytes
+	}
 	return &served{given: s, srv: mux.NewServer(cfg, s.Isolated), l: l}, nil
 }
 

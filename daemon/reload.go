@@ -24,6 +24,9 @@ type ReloadResult struct {
 // nothing. A configuration that does not load changes nothing. It waits
 // for Run's goroutine, which applies every reload, or for ctx.
 func (d *Daemon) Reload(ctx context.Context) (ReloadResult, error) {
+	if !d.ran.Load() {
+		return ReloadResult{}, ErrNotRunning
+	}
 	call := reloadCall{reply: make(chan reloadReply, 1)}
 	select {
 	case d.reloads <- call:
