@@ -26,6 +26,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // eraGoNoteTimeout bounds the wait for a notification a check expects.

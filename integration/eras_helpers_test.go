@@ -39,6 +39,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 const (

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -68,7 +69,7 @@ func ensureDaemon(ctx context.Context, cfg *config, sock string) error {
 	if answers(sock) { // another connect started it while we waited
 		return nil
 	}
-	if answers(filepath.Join(dir, controlSocket)) {
+	if answers(filepath.Join(dir, daemon.ControlSocket)) {
 		return fmt.Errorf("the mcpmux daemon on %s does not serve %s (is it running another config?)", dir, filepath.Base(sock))
 	}
 	if cfg.Path == "" {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,31 +19,19 @@ import (
 )
 
 // The file format is described in DESIGN.md, "Contracts" -> "Config". Parsing
-// happens in two passes over the same bytes: go-toml decodes the document into
+// goes over the same bytes three times: go-toml decodes the document into
 // generic values (and so enforces TOML itself: syntax, duplicate keys and
-// tables, redefinitions), and go-toml's unstable parser walks it again only to
-// learn the line of every key. Validation then checks the generic values
-// against our schema and reports each problem as "file:line: dotted.key: what".
+// tables, redefinitions), go-toml's unstable parser walks it to learn where
+// every key is, and go-toml decodes it strictly into the schema of
+// configfile.go (unknown keys, wrong types). configcheck.go then checks the
+// values. Each problem is reported as "file:line: dotted.key: what"; the
+// generic values only say what a wrong-typed value is.
 
 // maxConfigSize bounds the file we are willing to read: a real config is a
 // few kilobytes.
 const maxConfigSize = 1 << 20
 
-// Defaults for keys that are absent from the file.
 const (
-	defaultLogFormat       = "text"
-	defaultMaxInflight     = 256
-	defaultOutboxHighWater = 1 << 20
-	defaultOutboxMax       = 64 << 20
-	defaultHTTPSessionIdle = 30 * time.Minute
-	defaultStderr          = "log"
-	defaultStdinGrace      = 2 * time.Second
-	defaultTermGrace       = 2 * time.Second
-	defaultStartTimeout    = 30 * time.Second
-	defaultMaxMessageBytes = 16 << 20
-	defaultMaxJunkLines    = 10
-	defaultWriteQueueBytes = 64 << 20
-
 	minMaxMessageBytes = 1 << 10
 	maxMaxMessageBytes = 1 << 30
 	maxServerNameLen   = 64
@@ -181,8 +168,11 @@ func parseConfig(data []byte, name, dir string) (*config, error) {
 		return nil, fmt.Errorf("%s: %w", cmp.Or(name, "config"), err)
 	}
 
-	d := &decoder{file: name, dir: absDir, lines: idx.lines}
-	cfg := d.document(doc)
+	d := &decoder{file: name, dir: absDir, idx: idx}
+	var cfg *config
+	if f := d.decodeFile(data, doc); f != nil {
+		cfg = d.document(f)
+	}
 	if len(d.errs) > 0 {
 		slices.SortStableFunc(d.errs, func(a, b *configError) int {
 			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Key, b.Key))
@@ -293,6 +283,20 @@ type keyIndex struct {
 	// tables maps the line of each top-level key-value to the path of the
 	// table it is in (nil for the root table).
 	tables map[int]keyPath
+	// keys maps the offset of every part of a key to the path up to it.
+	keys map[int]keyPath
+	// newlines are the offsets of the document's newlines.
+	newlines []int
+}
+
+// at returns the path of the key part at a 1-based line and column.
+func (idx *keyIndex) at(line, col int) (keyPath, bool) {
+	start := 0
+	if line > 1 && line-2 < len(idx.newlines) {
+		start = idx.newlines[line-2] + 1
+	}
+	p, ok := idx.keys[start+col-1]
+	return p, ok
 }
 
 // indexKeys walks a document with go-toml's unstable parser to build its
@@ -309,7 +313,7 @@ func indexKeys(data []byte) (*keyIndex, error) {
 		return n + 1
 	}
 
-	idx := &keyIndex{lines: make(map[string]int), tables: make(map[int]keyPath)}
+	idx := &keyIndex{lines: make(map[string]int), tables: make(map[int]keyPath), keys: make(map[int]keyPath), newlines: newlines}
 	lines := idx.lines
 	// addKey records each part of a (dotted) key under base and returns the full path.
 	addKey := func(base keyPath, it unstable.Iterator) keyPath {
@@ -317,6 +321,7 @@ func indexKeys(data []byte) (*keyIndex, error) {
 		for it.Next() {
 			k := it.Node()
 			p = append(p, string(k.Data))
+			idx.keys[int(k.Raw.Offset)] = slices.Clone(p)
 			if _, seen := lines[p.id()]; !seen {
 				lines[p.id()] = lineAt(k.Raw.Offset)
 			}
@@ -354,19 +359,19 @@ func indexKeys(data []byte) (*keyIndex, error) {
 	return idx, nil
 }
 
-// decoder checks generic TOML values against the schema, collecting one
-// configError per problem rather than stopping at the first.
+// decoder checks a decoded file, collecting one configError per problem
+// rather than stopping at the first.
 type decoder struct {
-	file  string         // for messages
-	dir   string         // absolute; relative paths resolve against it
-	lines map[string]int // from keyIndex
-	errs  []*configError
+	file string // for messages
+	dir  string // absolute; relative paths resolve against it
+	idx  *keyIndex
+	errs []*configError
 }
 
 // line returns the line of path, or of its nearest ancestor that has one.
 func (d *decoder) line(path keyPath) int {
 	for p := path; len(p) > 0; p = p[:len(p)-1] {
-		if n, ok := d.lines[p.id()]; ok {
+		if n, ok := d.idx.lines[p.id()]; ok {
 			return n
 		}
 	}
@@ -381,450 +386,6 @@ func (d *decoder) errorf(path keyPath, format string, args ...any) {
 		Key:  path.String(),
 		Msg:  fmt.Sprintf(format, args...),
 	})
-}
-
-// unknown records a key that has no place where it is. home is the table
-// the key belongs to, if it names a key of some other table.
-func (d *decoder) unknown(path keyPath) {
-	home := ""
-	switch path[len(path)-1] {
-	case "log_level", "log_format", "autostart", "idle_exit":
-		home = "[daemon]"
-	case "socket_dir", "http", "http_token", "http_origins", "max_inflight", "outbox_high_water", "outbox_max",
-		"http_allow_remote", "max_streams_per_conn", "http_session_idle":
-		home = "[listen]"
-	case "command", "args", "env", "inherit_env", "cwd", "stderr", "stdin_grace", "term_grace",
-		"start_timeout", "max_message_bytes", "max_junk_lines", "write_queue_bytes",
-		"restart_backoff", "restart_backoff_max", "restart_window", "max_restarts", "write_stall_timeout",
-		"ping_interval", "ping_failures", "request_timeout", "start", "idle_timeout",
-		"max_sessions", "server_requests", "server_request_timeout", "roots", "default_log_level", "share":
-		home = "[servers.NAME]"
-	}
-	switch {
-	case home != "":
-		d.errorf(path, "unknown key here (it belongs in %s)", home)
-	case len(path) == 1:
-		d.errorf(path, "unknown key (the file has [daemon], [listen] and [servers.NAME] tables)")
-	default:
-		d.errorf(path, "unknown key")
-	}
-}
-
-// document decodes the whole file.
-func (d *decoder) document(doc map[string]any) *config {
-	cfg := &config{
-		Daemon: daemonConfig{LogLevel: slog.LevelInfo, LogFormat: defaultLogFormat, Autostart: true},
-		Listen: listenConfig{
-			SocketDir:       defaultSocketDir(os.Getenv, os.Getuid()),
-			MaxInflight:     defaultMaxInflight,
-			OutboxHighWater: defaultOutboxHighWater,
-			OutboxMax:       defaultOutboxMax,
-
-			MaxStreamsPerConn: 256,
-			HTTPSessionIdle:   defaultHTTPSessionIdle,
-		},
-	}
-	for key, v := range doc {
-		path := keyPath{key}
-		switch key {
-		case "daemon":
-			if t, ok := d.table(path, v); ok {
-				d.daemon(path, t, &cfg.Daemon)
-			}
-		case "listen":
-			if t, ok := d.table(path, v); ok {
-				d.listen(path, t, &cfg.Listen)
-			}
-		case "servers":
-			t, ok := d.table(path, v)
-			if !ok {
-				break
-			}
-			for name, v := range t {
-				sp := path.with(name)
-				st, ok := v.(map[string]any)
-				if !ok {
-					d.errorf(sp, "must be a [servers.NAME] table (got %s)", tomlType(v))
-					continue
-				}
-				if s, ok := d.server(sp, name, st); ok {
-					cfg.Servers = append(cfg.Servers, s)
-				}
-			}
-		default:
-			d.unknown(path)
-		}
-	}
-	slices.SortFunc(cfg.Servers, func(a, b serverConfig) int { return strings.Compare(a.Name, b.Name) })
-	return cfg
-}
-
-// defaultSocketDir is $XDG_RUNTIME_DIR/mcpmux when that variable holds an
-// absolute path, else /tmp/mcpmux-<uid>.
-func defaultSocketDir(getenv func(string) string, uid int) string {
-	if dir := getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(dir) {
-		return filepath.Join(dir, "mcpmux")
-	}
-	return "/tmp/mcpmux-" + strconv.Itoa(uid)
-}
-
-// daemon decodes the [daemon] table into c.
-func (d *decoder) daemon(path keyPath, t map[string]any, c *daemonConfig) {
-	for key, v := range t {
-		p := path.with(key)
-		switch key {
-		case "log_level":
-			s, ok := d.str(p, v)
-			if !ok {
-				break
-			}
-			switch s {
-			case "debug":
-				c.LogLevel = slog.LevelDebug
-			case "info":
-				c.LogLevel = slog.LevelInfo
-			case "warn":
-				c.LogLevel = slog.LevelWarn
-			case "error":
-				c.LogLevel = slog.LevelError
-			default:
-				d.errorf(p, `invalid log level %q: want "debug", "info", "warn" or "error"`, s)
-			}
-		case "log_format":
-			s, ok := d.str(p, v)
-			if !ok {
-				break
-			}
-			if s != "text" && s != "json" {
-				d.errorf(p, `invalid log format %q: want "text" or "json"`, s)
-				break
-			}
-			c.LogFormat = s
-		case "autostart":
-			if b, ok := d.boolean(p, v); ok {
-				c.Autostart = b
-			}
-		case "idle_exit":
-			if dur, ok := d.duration(p, v); ok {
-				c.IdleExit = dur
-			}
-		default:
-			d.unknown(p)
-		}
-	}
-}
-
-// listen decodes the [listen] table into c.
-func (d *decoder) listen(path keyPath, t map[string]any, c *listenConfig) {
-	nerrs := len(d.errs)
-	for key, v := range t {
-		p := path.with(key)
-		switch key {
-		case "socket_dir":
-			s, ok := d.str(p, v)
-			if !ok {
-				break
-			}
-			if s == "" {
-				d.errorf(p, "must not be empty (leave it out for the default)")
-				break
-			}
-			c.SocketDir = d.resolve(s)
-		case "http":
-			s, ok := d.str(p, v)
-			if !ok {
-				break
-			}
-			if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
-				d.errorf(p, "invalid address %q: want host:port, such as 127.0.0.1:7878", s)
-				break
-			}
-			c.HTTP = s
-		case "http_token":
-			if s, ok := d.str(p, v); ok {
-				c.HTTPToken = s
-			}
-		case "http_allow_remote":
-			if b, ok := d.boolean(p, v); ok {
-				c.HTTPAllowRemote = b
-			}
-		case "max_streams_per_conn":
-			if n, ok := d.atLeastOne(p, v); ok {
-				c.MaxStreamsPerConn = n
-			}
-		case "http_session_idle":
-			if dur, ok := d.longerThanZero(p, v); ok {
-				c.HTTPSessionIdle = dur
-			}
-		case "http_origins":
-			list, ok := d.strs(p, v)
-			if !ok {
-				break
-			}
-			if slices.Contains(list, "") {
-				d.errorf(p, "origins must not be empty strings")
-				break
-			}
-			c.HTTPOrigins = list
-		case "max_inflight":
-			if n, ok := d.atLeastOne(p, v); ok {
-				c.MaxInflight = n
-			}
-		case "outbox_high_water":
-			if n, ok := d.size(p, v); ok {
-				c.OutboxHighWater = n
-			}
-		case "outbox_max":
-			if n, ok := d.size(p, v); ok {
-				c.OutboxMax = n
-			}
-		default:
-			d.unknown(p)
-		}
-	}
-	// Compare the two only when both are known to be what the user meant.
-	if len(d.errs) == nerrs && c.OutboxMax <= c.OutboxHighWater {
-		// Name the key the user wrote: outbox_max if present, else outbox_high_water.
-		if _, set := t["outbox_max"]; set {
-			d.errorf(path.with("outbox_max"), "%s must be larger than outbox_high_water (%s)",
-				formatSize(c.OutboxMax), formatSize(c.OutboxHighWater))
-		} else {
-			d.errorf(path.with("outbox_high_water"), "%s must be smaller than outbox_max (default %s); raise outbox_max",
-				formatSize(c.OutboxHighWater), formatSize(c.OutboxMax))
-		}
-	}
-}
-
-// server decodes one [servers.NAME] table. ok is false when it has problems
-// (already recorded).
-func (d *decoder) server(path keyPath, name string, t map[string]any) (s serverConfig, ok bool) {
-	nerrs := len(d.errs)
-	if !validServerName(name) {
-		d.errorf(path, "invalid server name: use letters, digits, '.', '_' and '-', "+
-			"starting with a letter or digit, at most %d bytes", maxServerNameLen)
-	}
-	s = serverConfig{
-		Name:            name,
-		Stderr:          defaultStderr,
-		StdinGrace:      defaultStdinGrace,
-		TermGrace:       defaultTermGrace,
-		StartTimeout:    defaultStartTimeout,
-		MaxMessageBytes: defaultMaxMessageBytes,
-		MaxJunkLines:    defaultMaxJunkLines,
-		WriteQueueBytes: defaultWriteQueueBytes,
-
-		RestartBackoff:    250 * time.Millisecond,
-		RestartBackoffMax: 30 * time.Second,
-		RestartWindow:     60 * time.Second,
-		MaxRestarts:       5,
-		WriteStallTimeout: 60 * time.Second,
-		PingFailures:      3,
-
-		MaxSessions:          1024,
-		ServerRequests:       "latest",
-		ServerRequestTimeout: 60 * time.Second,
-		DefaultLogLevel:      "info",
-	}
-	if _, set := t["command"]; !set {
-		d.errorf(path.with("command"), "missing: every server needs a command")
-	}
-	for key, v := range t {
-		p := path.with(key)
-		switch key {
-		case "command":
-			if c, ok := d.str(p, v); ok {
-				s.Command = d.command(p, c)
-			}
-		case "args":
-			if list, ok := d.strs(p, v); ok {
-				if slices.ContainsFunc(list, hasNUL) {
-					d.errorf(p, "arguments must not contain NUL bytes")
-				}
-				s.Args = list
-			}
-		case "env":
-			s.Env = d.env(p, v)
-		case "inherit_env":
-			list, ok := d.strs(p, v)
-			if !ok {
-				break
-			}
-			for _, n := range list {
-				if !validEnvName(n) {
-					d.errorf(p, "invalid variable name %q: it must be non-empty, without '=' or NUL", n)
-				}
-			}
-			s.InheritEnv = list
-		case "cwd":
-			if c, ok := d.str(p, v); ok {
-				s.Cwd = d.cwd(p, c)
-			}
-		case "stderr":
-			if mode, ok := d.str(p, v); ok {
-				s.Stderr, s.StderrPath = d.stderr(p, mode)
-			}
-		case "stdin_grace":
-			if dur, ok := d.duration(p, v); ok {
-				s.StdinGrace = dur
-			}
-		case "term_grace":
-			if dur, ok := d.duration(p, v); ok {
-				s.TermGrace = dur
-			}
-		case "start_timeout":
-			if dur, ok := d.longerThanZero(p, v); ok {
-				s.StartTimeout = dur
-			}
-		case "max_message_bytes":
-			if n, ok := d.size(p, v); ok {
-				if n < minMaxMessageBytes || n > maxMaxMessageBytes {
-					d.errorf(p, "%s is out of range: want %s to %s",
-						formatSize(n), formatSize(minMaxMessageBytes), formatSize(maxMaxMessageBytes))
-					break
-				}
-				s.MaxMessageBytes = n
-			}
-		case "max_junk_lines":
-			if n, ok := d.integer(p, v); ok {
-				if n < 0 {
-					d.errorf(p, "must not be negative (got %d)", n)
-					break
-				}
-				s.MaxJunkLines = n
-			}
-		case "write_queue_bytes":
-			if n, ok := d.size(p, v); ok {
-				s.WriteQueueBytes = n
-			}
-		case "restart_backoff":
-			if dur, ok := d.longerThanZero(p, v); ok {
-				s.RestartBackoff = dur
-			}
-		case "restart_backoff_max":
-			if dur, ok := d.longerThanZero(p, v); ok {
-				s.RestartBackoffMax = dur
-			}
-		case "restart_window":
-			if dur, ok := d.longerThanZero(p, v); ok {
-				s.RestartWindow = dur
-			}
-		case "write_stall_timeout":
-			if dur, ok := d.duration(p, v); ok {
-				s.WriteStallTimeout = dur
-			}
-		case "ping_interval":
-			if dur, ok := d.duration(p, v); ok {
-				s.PingInterval = dur
-			}
-		case "request_timeout":
-			if dur, ok := d.duration(p, v); ok {
-				s.RequestTimeout = dur
-			}
-		case "idle_timeout":
-			if dur, ok := d.duration(p, v); ok {
-				s.IdleTimeout = dur
-			}
-		case "max_restarts":
-			if n, ok := d.integer(p, v); ok {
-				if n < 0 {
-					d.errorf(p, "must not be negative (got %d)", n)
-					break
-				}
-				s.MaxRestarts = n
-			}
-		case "ping_failures":
-			if n, ok := d.atLeastOne(p, v); ok {
-				s.PingFailures = n
-			}
-		case "max_sessions":
-			if n, ok := d.atLeastOne(p, v); ok {
-				s.MaxSessions = n
-			}
-		case "server_requests":
-			if mode, ok := d.str(p, v); ok {
-				if mode != "latest" && mode != "serialize" {
-					d.errorf(p, "invalid value %q: want \"latest\" or \"serialize\"", mode)
-					break
-				}
-				s.ServerRequests = mode
-			}
-		case "server_request_timeout":
-			if dur, ok := d.longerThanZero(p, v); ok {
-				s.ServerRequestTimeout = dur
-			}
-		case "roots":
-			if str, isStr := v.(string); isStr {
-				if str != "sessions" {
-					d.errorf(p, "invalid value %q: want \"sessions\" or an array of root URIs", str)
-					break
-				}
-				s.RootsFromSessions = true
-				break
-			}
-			list, ok := d.strs(p, v)
-			if !ok {
-				break
-			}
-			for _, r := range list {
-				if !strings.HasPrefix(r, "file://") {
-					d.errorf(p, "invalid root %q: roots are file:// URIs", r)
-				}
-			}
-			if list == nil {
-				list = []string{}
-			}
-			s.Roots = list
-		case "default_log_level":
-			if lvl, ok := d.str(p, v); ok {
-				switch lvl {
-				case "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency":
-					s.DefaultLogLevel = lvl
-				default:
-					d.errorf(p, "invalid level %q: want debug, info, notice, warning, error, critical, alert or emergency", lvl)
-				}
-			}
-		case "share":
-			if mode, ok := d.str(p, v); ok {
-				switch mode {
-				case "shared":
-				case "isolated":
-					s.Isolated = true
-				default:
-					d.errorf(p, "invalid value %q: want \"shared\" or \"isolated\"", mode)
-				}
-			}
-		case "start":
-			if mode, ok := d.str(p, v); ok {
-				switch mode {
-				case "eager":
-				case "lazy":
-					s.Lazy = true
-				default:
-					d.errorf(p, "invalid value %q: want \"eager\" or \"lazy\"", mode)
-				}
-			}
-		default:
-			d.unknown(p)
-		}
-	}
-	if len(d.errs) == nerrs && s.RestartBackoffMax < s.RestartBackoff {
-		d.errorf(path.with("restart_backoff_max"), "%s is shorter than restart_backoff (%s)", s.RestartBackoffMax, s.RestartBackoff)
-	}
-	if len(d.errs) == nerrs && s.RestartBackoffMax < s.RestartBackoff {
-		d.errorf(path.with("restart_backoff_max"), "%s is shorter than restart_backoff (%s)", s.RestartBackoffMax, s.RestartBackoff)
-	}
-	// Compare the two only when both are known to be what the user meant.
-	if len(d.errs) == nerrs && int64(s.WriteQueueBytes) < 2*int64(s.MaxMessageBytes) {
-		// Name the key the user wrote: write_queue_bytes if present, else max_message_bytes.
-		if _, set := t["write_queue_bytes"]; set {
-			d.errorf(path.with("write_queue_bytes"), "%s must be at least twice max_message_bytes (%s)",
-				formatSize(s.WriteQueueBytes), formatSize(s.MaxMessageBytes))
-		} else {
-			d.errorf(path.with("max_message_bytes"), "%s needs write_queue_bytes of at least twice that (default %s); set write_queue_bytes",
-				formatSize(s.MaxMessageBytes), formatSize(s.WriteQueueBytes))
-		}
-	}
-	return s, len(d.errs) == nerrs
 }
 
 // validServerName reports whether name matches [A-Za-z0-9][A-Za-z0-9._-]*
@@ -871,33 +432,6 @@ func (d *decoder) command(p keyPath, c string) string {
 // isSpace reports whether r is ASCII white space.
 func isSpace(r rune) bool { return strings.ContainsRune(" \t\n\r\v\f", r) }
 
-// env decodes a server's env table: variable names to string values.
-func (d *decoder) env(p keyPath, v any) map[string]string {
-	t, ok := d.table(p, v)
-	if !ok {
-		return nil
-	}
-	env := make(map[string]string, len(t))
-	for name, v := range t {
-		vp := p.with(name)
-		if !validEnvName(name) {
-			d.errorf(vp, "invalid variable name: it must be non-empty, without '=' or NUL")
-			continue
-		}
-		s, ok := v.(string)
-		if !ok {
-			d.errorf(vp, "must be a string (got %s)", tomlType(v))
-			continue
-		}
-		if hasNUL(s) {
-			d.errorf(vp, "must not contain NUL bytes")
-			continue
-		}
-		env[name] = s
-	}
-	return env
-}
-
 // cwd checks a server's working folder: absolute and existing. Relative
 // paths are refused rather than resolved, so the folder is never a guess.
 func (d *decoder) cwd(p keyPath, c string) string {
@@ -931,12 +465,12 @@ func (d *decoder) stderr(p keyPath, v string) (mode, path string) {
 		f := strings.TrimPrefix(v, "file:")
 		if f == "" {
 			d.errorf(p, `"file:" needs a path, as in "file:/var/log/mcp.log"`)
-			return defaultStderr, ""
+			return "log", ""
 		}
 		return "file", d.resolve(f)
 	}
 	d.errorf(p, `invalid value %q: want "log", "inherit", "discard" or "file:PATH"`, v)
-	return defaultStderr, ""
+	return "log", ""
 }
 
 // resolve makes a path from the file absolute, relative to the config's folder.
@@ -947,35 +481,8 @@ func (d *decoder) resolve(path string) string {
 	return filepath.Join(d.dir, path)
 }
 
-// The typed accessors below check the TOML type of v and record an error
-// naming the key when it is wrong; ok reports whether the value is usable.
-
-// table accepts a table (a [header] table, a dotted-key table or an inline one).
-func (d *decoder) table(p keyPath, v any) (map[string]any, bool) {
-	t, ok := v.(map[string]any)
-	if !ok {
-		d.errorf(p, "must be a table (got %s)", tomlType(v))
-	}
-	return t, ok
-}
-
-// boolean accepts true or false.
-func (d *decoder) boolean(p keyPath, v any) (bool, bool) {
-	b, ok := v.(bool)
-	if !ok {
-		d.errorf(p, "must be true or false (got %s)", tomlType(v))
-	}
-	return b, ok
-}
-
-// str accepts a string.
-func (d *decoder) str(p keyPath, v any) (string, bool) {
-	s, ok := v.(string)
-	if !ok {
-		d.errorf(p, "must be a string (got %s)", tomlType(v))
-	}
-	return s, ok
-}
+// The accessors below check a value and record an error naming the key
+// when it is wrong; ok reports whether the value is usable.
 
 // strs accepts an array of strings.
 func (d *decoder) strs(p keyPath, v any) ([]string, bool) {
@@ -996,47 +503,8 @@ func (d *decoder) strs(p keyPath, v any) ([]string, bool) {
 	return list, true
 }
 
-// integer accepts a TOML integer that fits in an int.
-func (d *decoder) integer(p keyPath, v any) (int, bool) {
-	n, ok := v.(int64)
-	if !ok {
-		d.errorf(p, "must be an integer (got %s)", tomlType(v))
-		return 0, false
-	}
-	if n < math.MinInt || n > math.MaxInt {
-		d.errorf(p, "%d is too large", n)
-		return 0, false
-	}
-	return int(n), true
-}
-
-// atLeastOne accepts an integer of 1 or more.
-func (d *decoder) atLeastOne(p keyPath, v any) (int, bool) {
-	n, ok := d.integer(p, v)
-	if ok && n < 1 {
-		d.errorf(p, "must be at least 1 (got %d)", n)
-		return 0, false
-	}
-	return n, ok
-}
-
-// longerThanZero accepts a duration above zero.
-func (d *decoder) longerThanZero(p keyPath, v any) (time.Duration, bool) {
-	dur, ok := d.duration(p, v)
-	if ok && dur == 0 {
-		d.errorf(p, "must be longer than zero")
-		return 0, false
-	}
-	return dur, ok
-}
-
 // duration accepts a string in time.ParseDuration's syntax, not negative.
-func (d *decoder) duration(p keyPath, v any) (time.Duration, bool) {
-	s, ok := v.(string)
-	if !ok {
-		d.errorf(p, `must be a duration string such as "2s" or "250ms" (got %s)`, tomlType(v))
-		return 0, false
-	}
+func (d *decoder) duration(p keyPath, s string) (time.Duration, bool) {
 	dur, err := time.ParseDuration(s)
 	switch {
 	case err != nil:

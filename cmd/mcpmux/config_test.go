@@ -547,3 +547,21 @@ func TestConfigParseSize(t *testing.T) {
 		})
 	}
 }
+
+// TestParseConfigUnknownAndBadTogether: the unknown keys go-toml finds and
+// the bad values found after it are reported together, in line order; a
+// wrong type is reported alone, since decoding stops there.
+func TestParseConfigUnknownAndBadTogether(t *testing.T) {
+	doc := "[daemon]\nlog_level = \"loud\"\n[servers.x]\ncommand = \"a\"\nbogus = 1\nenv = { A = \"1\", nope = 2 }\n"
+	_, err := parseConfig([]byte(doc), "mux.toml", "/etc/mcpmux")
+	require.Error(t, err)
+	assert.Equal(t, "mux.toml:6: servers.x.env.nope: must be a string (got an integer)", err.Error(), "doc:\n%s", doc)
+
+	doc = "[daemon]\nlog_level = \"loud\"\n[servers]\nx = { command = \"a\",\n  bogus = 1 }\n"
+	_, err = parseConfig([]byte(doc), "mux.toml", "/etc/mcpmux")
+	require.Error(t, err)
+	assert.Equal(t, strings.Join([]string{
+		`mux.toml:2: daemon.log_level: invalid log level "loud": want "debug", "info", "warn" or "error"`,
+		`mux.toml:5: servers.x.bogus: unknown key`,
+	}, "\n"), err.Error(), "doc:\n%s", doc)
+}

@@ -6,139 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/daemon"
 )
-
-// controlSocket is the daemon's control endpoint inside socket_dir: HTTP
-// over a Unix socket, with the same owner-only checks as every socket.
-const controlSocket = ".control.sock"
-
-// statusReply is the body of GET /status.
-type statusReply struct {
-	Version    string       `json:"version"`
-	Pid        int          `json:"pid"`
-	Uptime     string       `json:"uptime"`
-	Goroutines int          `json:"goroutines"`
-	HeapBytes  uint64       `json:"heap_bytes"` // live heap
-	RSSBytes   uint64       `json:"rss_bytes"`  // resident set, where the system tells (Linux)
-	Servers    []mux.Status `json:"servers"`
-}
-
-// controlHandler serves the control endpoint for a running daemon.
-func controlHandler(d *daemon, started time.Time) http.Handler {
-	m := http.NewServeMux()
-	m.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		reply := statusReply{
-			Version:    mcpmuxVersion(),
-			Pid:        os.Getpid(),
-			Uptime:     time.Since(started).Round(time.Second).String(),
-			Goroutines: runtime.NumGoroutine(),
-			HeapBytes:  ms.HeapAlloc,
-			RSSBytes:   residentBytes(),
-			Servers:    []mux.Status{},
-		}
-		for _, h := range d.servers() {
-			reply.Servers = append(reply.Servers, h.Status())
-		}
-		writeJSON(w, http.StatusOK, reply)
-	})
-	m.HandleFunc("GET /servers/{name}/logs", func(w http.ResponseWriter, r *http.Request) {
-		h, ok := d.server(r.PathValue("name"))
-		if !ok {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no server named %q", r.PathValue("name"))})
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		for _, l := range h.Logs() {
-			fmt.Fprintln(w, l)
-		}
-		if r.URL.Query().Get("follow") == "" {
-			return
-		}
-		flusher, _ := w.(http.Flusher)
-		if flusher != nil {
-			flusher.Flush()
-		}
-		h.FollowLogs(r.Context(), func(line string) error {
-			if _, err := fmt.Fprintln(w, line); err != nil {
-				return err
-			}
-			if flusher != nil {
-				flusher.Flush()
-			}
-			return nil
-		})
-	})
-	m.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
-		res, err := d.reload()
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "reload refused, the running config stays: " + err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-	})
-	m.HandleFunc("POST /servers/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
-		h, ok := d.server(r.PathValue("name"))
-		if !ok {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no server named %q", r.PathValue("name"))})
-			return
-		}
-		h.Restart()
-		writeJSON(w, http.StatusOK, map[string]string{"restarting": h.Name()})
-	})
-	return m
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
-}
-
-// serveControl serves the control endpoint until ctx is done.
-func serveControl(ctx context.Context, l net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return ctx }, // followers end with the daemon
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	if srv.Shutdown(sctx) != nil {
-		srv.Close()
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
 
 // controlClient talks to the daemon whose socket_dir is dir.
 func controlClient(dir string) (*http.Client, string) {
-	path := filepath.Join(dir, controlSocket)
+	path := filepath.Join(dir, daemon.ControlSocket)
 	return &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
@@ -198,7 +80,7 @@ func newStatusCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		var st statusReply
+		var st daemon.Status
 		if err := control(cmd.Context(), cfg.Listen.SocketDir, http.MethodGet, "/status", &st); err != nil {
 			return err
 		}
@@ -213,7 +95,7 @@ func newStatusCmd() *cobra.Command {
 	return cmd
 }
 
-func printStatus(w io.Writer, st statusReply) error {
+func printStatus(w io.Writer, st daemon.Status) error {
 	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s, %d goroutines, %.1f MiB resident\n\n", st.Version, st.Pid, st.Uptime, st.Goroutines, float64(st.RSSBytes)/(1<<20))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tSTATE\tPID\tUPTIME\tRESTARTS\tSESSIONS\tIN FLIGHT\tLAST EXIT")
@@ -300,7 +182,7 @@ func newReloadCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		var res reloadResult
+		var res daemon.ReloadResult
 		if err := control(cmd.Context(), cfg.Listen.SocketDir, http.MethodPost, "/reload", &res); err != nil {
 			return err
 		}
@@ -344,22 +226,4 @@ func newRestartCmd() *cobra.Command {
 		return err
 	}
 	return cmd
-}
-
-// residentBytes reads the daemon's resident set size from /proc; 0 where
-// there is no /proc (macOS).
-func residentBytes() uint64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseUint(f[1], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return pages * uint64(os.Getpagesize())
 }

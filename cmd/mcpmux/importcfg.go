@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -121,108 +122,121 @@ func importServers(data []byte, file string) (*importResult, error) {
 		}
 		return nil, fmt.Errorf("import %s: not an MCP server list: %s", file, importExpected)
 	}
-
 	res := &importResult{File: file}
-	var sources []importSource
-	if raw, ok := top["mcpServers"]; ok {
-		entries, err := serverObject(raw)
-		if err != nil {
-			return nil, fmt.Errorf("import %s: \"mcpServers\" %w", file, err)
-		}
-		res.Kinds = append(res.Kinds, "mcpServers")
-		sources = append(sources, importSource{entries: entries})
-	}
-	if raw, ok := top["projects"]; ok {
-		// Claude Code's ~/.claude.json: per-project state, some of it servers.
-		// A "projects" of another shape belongs to some other tool: ignore it.
-		var projects map[string]map[string]json.RawMessage
-		if json.Unmarshal(raw, &projects) == nil {
-			paths := make([]string, 0, len(projects))
-			for p, proj := range projects {
-				if _, ok := proj["mcpServers"]; ok {
-					paths = append(paths, p)
-				}
-			}
-			slices.Sort(paths)
-			for _, p := range paths {
-				entries, err := serverObject(projects[p]["mcpServers"])
-				if err != nil {
-					return nil, fmt.Errorf("import %s: \"projects\".%q.\"mcpServers\" %w", file, p, err)
-				}
-				sources = append(sources, importSource{origin: "project " + p, entries: entries})
-			}
-			if len(paths) > 0 {
-				res.Kinds = append(res.Kinds, "Claude Code projects")
-			}
-		}
-	}
-	if raw, ok := top["servers"]; ok {
-		entries, err := serverObject(raw)
-		if err != nil {
-			return nil, fmt.Errorf("import %s: \"servers\" %w", file, err)
-		}
-		res.Kinds = append(res.Kinds, "VS Code servers")
-		sources = append(sources, importSource{entries: entries})
-	}
-	if raw, ok := top["mcp"]; ok {
-		var mcp map[string]json.RawMessage
-		if json.Unmarshal(raw, &mcp) == nil && mcp["servers"] != nil {
-			entries, err := serverObject(mcp["servers"])
-			if err != nil {
-				return nil, fmt.Errorf("import %s: \"mcp\".\"servers\" %w", file, err)
-			}
-			res.Kinds = append(res.Kinds, "VS Code settings mcp.servers")
-			sources = append(sources, importSource{entries: entries})
-		}
+	sources, err := importSources(top, res)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", file, err)
 	}
 	if len(res.Kinds) == 0 {
 		return nil, fmt.Errorf("import %s: no MCP servers found: %s", file, importExpected)
 	}
-
 	taken := map[string]*importedServer{}
 	for _, src := range sources {
-		names := make([]string, 0, len(src.entries))
-		for n := range src.entries {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		for _, orig := range names {
-			label := strconv.Quote(orig)
-			if src.origin != "" {
-				label += " (" + src.origin + ")"
-			}
-			s, skip := convertEntry(orig, src.entries[orig])
-			if skip != "" {
-				res.Skipped = append(res.Skipped, label+" "+skip)
-				continue
-			}
-			if src.origin != "" {
-				s.Notes = append(s.Notes, "from Claude Code's "+src.origin)
-			}
-			name := sanitizeServerName(orig)
-			if prev := taken[name]; prev != nil && sameServer(prev, &s) {
-				res.Skipped = append(res.Skipped, label+" is the same as [servers."+tomlKey(name)+"]")
-				continue
-			}
-			if taken[name] != nil && src.origin != "" {
-				name = sanitizeServerName(orig + "-" + filepath.Base(strings.TrimPrefix(src.origin, "project ")))
-			}
-			name = uniqueServerName(name, taken)
-			if name != orig {
-				s.Notes = append(s.Notes, fmt.Sprintf("renamed: %q is %s; clients connect with: mcpmux connect %s",
-					orig, renameReason(orig), name))
-			}
-			s.Name = name
-			// The table must load on its own; what does not is reported instead.
-			if _, err := parseConfig([]byte(s.TOML()), "", ""); err != nil {
-				res.Skipped = append(res.Skipped, label+" does not convert: "+strings.ReplaceAll(err.Error(), "\n", "; "))
-				continue
-			}
-			res.Servers = append(res.Servers, s)
-			taken[name] = &s
+		for _, orig := range slices.Sorted(maps.Keys(src.entries)) {
+			res.add(src, orig, taken)
 		}
 	}
 	return res, nil
+}
+
+// importSources finds the objects of servers in an editor's config, and
+// notes their kinds in res.
+func importSources(top map[string]json.RawMessage, res *importResult) ([]importSource, error) {
+	var sources []importSource
+	plain := func(what, kind string, raw json.RawMessage) error {
+		entries, err := serverObject(raw)
+		if err != nil {
+			return fmt.Errorf("%s %w", what, err)
+		}
+		res.Kinds = append(res.Kinds, kind)
+		sources = append(sources, importSource{entries: entries})
+		return nil
+	}
+	if raw, ok := top["mcpServers"]; ok {
+		if err := plain(`"mcpServers"`, "mcpServers", raw); err != nil {
+			return nil, err
+		}
+	}
+	projects, err := projectSources(top["projects"])
+	if err != nil {
+		return nil, err
+	}
+	if len(projects) > 0 {
+		res.Kinds = append(res.Kinds, "Claude Code projects")
+		sources = append(sources, projects...)
+	}
+	if raw, ok := top["servers"]; ok {
+		if err := plain(`"servers"`, "VS Code servers", raw); err != nil {
+			return nil, err
+		}
+	}
+	var mcp map[string]json.RawMessage
+	if raw, ok := top["mcp"]; ok && json.Unmarshal(raw, &mcp) == nil && mcp["servers"] != nil {
+		if err := plain(`"mcp"."servers"`, "VS Code settings mcp.servers", mcp["servers"]); err != nil {
+			return nil, err
+		}
+	}
+	return sources, nil
+}
+
+// projectSources are the servers of Claude Code's ~/.claude.json: its
+// per-project state, some of it servers. A "projects" of another shape
+// belongs to some other tool: it is ignored.
+func projectSources(raw json.RawMessage) ([]importSource, error) {
+	var projects map[string]map[string]json.RawMessage
+	if raw == nil || json.Unmarshal(raw, &projects) != nil {
+		return nil, nil
+	}
+	var sources []importSource
+	for _, p := range slices.Sorted(maps.Keys(projects)) {
+		if _, ok := projects[p]["mcpServers"]; !ok {
+			continue
+		}
+		entries, err := serverObject(projects[p]["mcpServers"])
+		if err != nil {
+			return nil, fmt.Errorf("\"projects\".%q.\"mcpServers\" %w", p, err)
+		}
+		sources = append(sources, importSource{origin: "project " + p, entries: entries})
+	}
+	return sources, nil
+}
+
+// add converts the entry orig of src into res: a server under a name no
+// other has taken, or a line saying why it is skipped.
+func (res *importResult) add(src importSource, orig string, taken map[string]*importedServer) {
+	label := strconv.Quote(orig)
+	if src.origin != "" {
+		label += " (" + src.origin + ")"
+	}
+	s, skip := convertEntry(orig, src.entries[orig])
+	if skip != "" {
+		res.Skipped = append(res.Skipped, label+" "+skip)
+		return
+	}
+	if src.origin != "" {
+		s.Notes = append(s.Notes, "from Claude Code's "+src.origin)
+	}
+	name := sanitizeServerName(orig)
+	if prev := taken[name]; prev != nil && sameServer(prev, &s) {
+		res.Skipped = append(res.Skipped, label+" is the same as [servers."+tomlKey(name)+"]")
+		return
+	}
+	if taken[name] != nil && src.origin != "" {
+		name = sanitizeServerName(orig + "-" + filepath.Base(strings.TrimPrefix(src.origin, "project ")))
+	}
+	name = uniqueServerName(name, taken)
+	if name != orig {
+		s.Notes = append(s.Notes, fmt.Sprintf("renamed: %q is %s; clients connect with: mcpmux connect %s",
+			orig, renameReason(orig), name))
+	}
+	s.Name = name
+	// The table must load on its own; what does not is reported instead.
+	if _, err := parseConfig([]byte(s.TOML()), "", ""); err != nil {
+		res.Skipped = append(res.Skipped, label+" does not convert: "+strings.ReplaceAll(err.Error(), "\n", "; "))
+		return
+	}
+	res.Servers = append(res.Servers, s)
+	taken[name] = &s
 }
 
 // serverObject decodes an object of servers, name -> entry.
@@ -244,121 +258,163 @@ func convertEntry(name string, raw json.RawMessage) (s importedServer, skip stri
 	if err := json.Unmarshal(raw, &e); err != nil || e == nil {
 		return s, "is not an object"
 	}
-	str := func(key string) (string, bool) {
-		v, ok := e[key]
-		if !ok {
-			return "", true
-		}
-		return jsonText(v)
+	command, skip := stdioCommand(e)
+	if skip != "" {
+		return s, skip
 	}
-	typ, _ := str("type")
+	s.Checks = map[string][]string{}
+	if typ, _ := entryText(e, "type"); typ != "" && !strings.EqualFold(typ, "stdio") {
+		s.Notes = append(s.Notes, fmt.Sprintf("check: its type was %q; imported as a stdio server", typ))
+	}
+	s.convertCommand(command)
+	if skip := s.convertArgs(e["args"]); skip != "" {
+		return s, skip
+	}
+	if skip := s.convertEnv(e["env"]); skip != "" {
+		return s, skip
+	}
+	if cwd, ok := entryText(e, "cwd"); ok && cwd != "" {
+		s.convertCwd(cwd)
+	}
+	s.noteTheRest(e)
+	return s, ""
+}
+
+// entryText is the text of an entry's key ("" and true when absent); ok
+// is false for a value that is not a string, number or boolean.
+func entryText(e map[string]json.RawMessage, key string) (string, bool) {
+	v, ok := e[key]
+	if !ok {
+		return "", true
+	}
+	return jsonText(v)
+}
+
+// stdioCommand is the command of an entry that runs over stdio; skip says
+// why one does not.
+func stdioCommand(e map[string]json.RawMessage) (command, skip string) {
+	typ, _ := entryText(e, "type")
 	var url string
 	for _, k := range []string{"url", "serverUrl", "httpUrl"} {
-		if u, ok := str(k); ok && u != "" {
+		if u, ok := entryText(e, k); ok && u != "" {
 			url = u
 			break
 		}
 	}
-	command, ok := str("command")
+	command, ok := entryText(e, "command")
 	if !ok {
-		return s, "has a command that is not a string"
+		return "", "has a command that is not a string"
 	}
 	switch strings.ToLower(typ) {
 	case "http", "sse", "streamable-http", "streamablehttp", "ws", "websocket":
 		if url == "" {
-			return s, fmt.Sprintf("is a %s server; mcpmux serves stdio servers", typ)
+			return "", fmt.Sprintf("is a %s server; mcpmux serves stdio servers", typ)
 		}
-		return s, fmt.Sprintf("is a URL server (%s); mcpmux serves stdio servers", url)
+		return "", fmt.Sprintf("is a URL server (%s); mcpmux serves stdio servers", url)
 	}
 	if strings.TrimSpace(command) == "" {
 		if url != "" {
-			return s, fmt.Sprintf("is a URL server (%s); mcpmux serves stdio servers", url)
+			return "", fmt.Sprintf("is a URL server (%s); mcpmux serves stdio servers", url)
 		}
-		return s, "has no command"
+		return "", "has no command"
 	}
+	return command, ""
+}
 
-	s.Checks = map[string][]string{}
-	check := func(key, msg string) { s.Checks[key] = append(s.Checks[key], msg) }
-	if typ != "" && !strings.EqualFold(typ, "stdio") {
-		s.Notes = append(s.Notes, fmt.Sprintf("check: its type was %q; imported as a stdio server", typ))
-	}
+func (s *importedServer) check(key, msg string) { s.Checks[key] = append(s.Checks[key], msg) }
 
-	// A command with spaces but no slash cannot be one executable: split it,
-	// as the shell would have for the simple cases.
+// convertCommand takes the command. One with spaces but no slash cannot be
+// one executable: it is split, as the shell would have for the simple cases.
+func (s *importedServer) convertCommand(command string) {
 	if !strings.Contains(command, "/") && strings.ContainsFunc(strings.TrimSpace(command), isSpace) {
 		fields := strings.Fields(command)
 		command, s.Args = fields[0], fields[1:]
-		check("command", fmt.Sprintf("the command was %q: split at spaces into command and args", strings.Join(fields, " ")))
+		s.check("command", fmt.Sprintf("the command was %q: split at spaces into command and args", strings.Join(fields, " ")))
 	}
 	s.Command = command
 	if strings.Contains(command, "/") && !filepath.IsAbs(command) && !strings.Contains(command, "${") {
-		check("command", fmt.Sprintf("%q is relative: mcpmux resolves it against mux.toml's folder; make it absolute", command))
+		s.check("command", fmt.Sprintf("%q is relative: mcpmux resolves it against mux.toml's folder; make it absolute", command))
 	}
 	if ref := varRef(command); ref != "" {
-		check("command", refCheck(ref, ""))
+		s.check("command", refCheck(ref, ""))
 	}
+}
 
-	if v, ok := e["args"]; ok && string(v) != "null" {
-		var list []json.RawMessage
-		if json.Unmarshal(v, &list) != nil {
-			return s, "has args that are not an array"
-		}
-		for i, a := range list {
-			t, ok := jsonText(a)
-			if !ok {
-				return s, fmt.Sprintf("has args[%d] that is not a string", i)
-			}
-			if ref := varRef(t); ref != "" {
-				check("args", fmt.Sprintf("args[%d]: %s", len(s.Args), refCheck(ref, "")))
-			}
-			s.Args = append(s.Args, t)
-		}
+// convertArgs takes the args after those split from the command.
+func (s *importedServer) convertArgs(v json.RawMessage) (skip string) {
+	if v == nil || string(v) == "null" {
+		return ""
 	}
-
-	if v, ok := e["env"]; ok && string(v) != "null" {
-		var env map[string]json.RawMessage
-		if json.Unmarshal(v, &env) != nil {
-			return s, "has an env that is not an object"
-		}
-		for k, raw := range env {
-			t, ok := jsonText(raw)
-			switch {
-			case !validEnvName(k):
-				s.Notes = append(s.Notes, fmt.Sprintf("check: env %q left out: not a valid variable name", k))
-				continue
-			case !ok:
-				s.Notes = append(s.Notes, fmt.Sprintf("check: env %s left out: its value is not a string", k))
-				continue
-			}
-			if s.Env == nil {
-				s.Env = map[string]string{}
-			}
-			s.Env[k] = t
-			if ref := varRef(t); ref != "" {
-				check("env."+k, refCheck(ref, k))
-			}
-		}
+	var list []json.RawMessage
+	if json.Unmarshal(v, &list) != nil {
+		return "has args that are not an array"
 	}
+	for i, a := range list {
+		t, ok := jsonText(a)
+		if !ok {
+			return fmt.Sprintf("has args[%d] that is not a string", i)
+		}
+		if ref := varRef(t); ref != "" {
+			s.check("args", fmt.Sprintf("args[%d]: %s", len(s.Args), refCheck(ref, "")))
+		}
+		s.Args = append(s.Args, t)
+	}
+	return ""
+}
 
-	if cwd, ok := str("cwd"); ok && cwd != "" {
-		s.CwdNote = "cwd = " + tomlString(cwd)
-		fi, err := os.Stat(cwd)
+// convertEnv takes the env variables that can be set; the others are noted.
+func (s *importedServer) convertEnv(v json.RawMessage) (skip string) {
+	if v == nil || string(v) == "null" {
+		return ""
+	}
+	var env map[string]json.RawMessage
+	if json.Unmarshal(v, &env) != nil {
+		return "has an env that is not an object"
+	}
+	for k, raw := range env {
+		t, ok := jsonText(raw)
 		switch {
-		case strings.Contains(cwd, "${"):
-			check("cwd", refCheck(varRef(cwd), "")+"; then uncomment the line")
-		case !filepath.IsAbs(cwd):
-			check("cwd", "not an absolute path: make it one, then uncomment the line")
-		case err != nil || !fi.IsDir():
-			check("cwd", "no such folder here: fix it, then uncomment the line")
-		default:
-			s.Cwd, s.CwdNote = filepath.Clean(cwd), ""
+		case !validEnvName(k):
+			s.Notes = append(s.Notes, fmt.Sprintf("check: env %q left out: not a valid variable name", k))
+			continue
+		case !ok:
+			s.Notes = append(s.Notes, fmt.Sprintf("check: env %s left out: its value is not a string", k))
+			continue
+		}
+		if s.Env == nil {
+			s.Env = map[string]string{}
+		}
+		s.Env[k] = t
+		if ref := varRef(t); ref != "" {
+			s.check("env."+k, refCheck(ref, k))
 		}
 	}
+	return ""
+}
 
-	if f, ok := str("envFile"); ok && f != "" {
+// convertCwd takes a working folder that exists here; another is left
+// commented out, with what to fix.
+func (s *importedServer) convertCwd(cwd string) {
+	s.CwdNote = "cwd = " + tomlString(cwd)
+	fi, err := os.Stat(cwd)
+	switch {
+	case strings.Contains(cwd, "${"):
+		s.check("cwd", refCheck(varRef(cwd), "")+"; then uncomment the line")
+	case !filepath.IsAbs(cwd):
+		s.check("cwd", "not an absolute path: make it one, then uncomment the line")
+	case err != nil || !fi.IsDir():
+		s.check("cwd", "no such folder here: fix it, then uncomment the line")
+	default:
+		s.Cwd, s.CwdNote = filepath.Clean(cwd), ""
+	}
+}
+
+// noteTheRest notes what the entry says that mcpmux does not take.
+func (s *importedServer) noteTheRest(e map[string]json.RawMessage) {
+	if f, ok := entryText(e, "envFile"); ok && f != "" {
 		s.Notes = append(s.Notes, fmt.Sprintf("check: it read variables from envFile %q: mcpmux has no envFile; copy them into env", f))
 	}
-	if d, _ := str("disabled"); d == "true" {
+	if d, _ := entryText(e, "disabled"); d == "true" {
 		s.Notes = append(s.Notes, "check: it is disabled in the editor; leave this table out if you do not want it")
 	}
 	var ignored []string
@@ -371,7 +427,6 @@ func convertEntry(name string, raw json.RawMessage) (s importedServer, skip stri
 		slices.Sort(ignored)
 		s.Notes = append(s.Notes, "ignored, as mcpmux has no equivalent: "+strings.Join(ignored, ", "))
 	}
-	return s, ""
 }
 
 // jsonText returns a JSON string's value, or the text of a number or a
@@ -626,57 +681,11 @@ func stripJSONC(data []byte) []byte {
 	if bytes.HasPrefix(out, []byte("\xef\xbb\xbf")) { // a byte order mark
 		copy(out, "   ")
 	}
-	inString := false
-	for i := 0; i < len(out); i++ {
-		c := out[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++ // the escaped character, which may be a quote
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch {
-		case c == '"':
-			inString = true
-		case c == '/' && i+1 < len(out) && out[i+1] == '/':
-			for ; i < len(out) && out[i] != '\n' && out[i] != '\r'; i++ {
-				out[i] = ' '
-			}
-		case c == '/' && i+1 < len(out) && out[i+1] == '*':
-			out[i], out[i+1] = ' ', ' '
-			for i += 2; i < len(out); i++ {
-				if out[i] == '*' && i+1 < len(out) && out[i+1] == '/' {
-					out[i], out[i+1] = ' ', ' '
-					i++
-					break
-				}
-				if out[i] != '\n' && out[i] != '\r' {
-					out[i] = ' '
-				}
-			}
-		}
-	}
+	outsideStrings(out, func(i int) int { return blankComment(out, i) })
 	// Now that comments are blanks, a comma followed only by blanks and a
 	// closing bracket is a trailing one.
-	inString = false
-	for i := 0; i < len(out); i++ {
-		c := out[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case ',':
+	outsideStrings(out, func(i int) int {
+		if out[i] == ',' {
 			j := i + 1
 			for j < len(out) && strings.IndexByte(" \t\r\n", out[j]) >= 0 {
 				j++
@@ -685,8 +694,54 @@ func stripJSONC(data []byte) []byte {
 				out[i] = ' '
 			}
 		}
-	}
+		return i
+	})
 	return out
+}
+
+// outsideStrings calls at with the index of each byte of out that is not
+// inside a JSON string; at returns the index of the last byte it handled.
+func outsideStrings(out []byte, at func(i int) int) {
+	inString := false
+	for i := 0; i < len(out); i++ {
+		switch c := out[i]; {
+		case inString && c == '\\':
+			i++ // the escaped character, which may be a quote
+		case inString && c == '"':
+			inString = false
+		case inString:
+		case c == '"':
+			inString = true
+		default:
+			i = at(i)
+		}
+	}
+}
+
+// blankComment blanks the comment starting at out[i], if one does,
+// keeping its line breaks, and returns the index of its last byte.
+func blankComment(out []byte, i int) int {
+	if out[i] != '/' || i+1 >= len(out) {
+		return i
+	}
+	switch out[i+1] {
+	case '/':
+		for ; i < len(out) && out[i] != '\n' && out[i] != '\r'; i++ {
+			out[i] = ' '
+		}
+	case '*':
+		out[i], out[i+1] = ' ', ' '
+		for i += 2; i < len(out); i++ {
+			if out[i] == '*' && i+1 < len(out) && out[i+1] == '/' {
+				out[i], out[i+1] = ' ', ' '
+				return i + 1
+			}
+			if out[i] != '\n' && out[i] != '\r' {
+				out[i] = ' '
+			}
+		}
+	}
+	return i
 }
 
 // offsetLineCol converts the offset of a byte in data to its 1-based line

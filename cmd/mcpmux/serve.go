@@ -6,23 +6,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpmux/mcpmux/mux"
-	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/socket"
-	"github.com/mcpmux/mcpmux/upstream"
 )
 
 func newServeCmd() *cobra.Command {
@@ -68,245 +65,132 @@ type daemonEnv struct {
 const reaperMode = "__reaper"
 
 // serve runs the daemon until ctx is done. SIGHUP, or `mcpmux reload`,
-// reads the config again.
+// reads the config file again.
 func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) error {
-	ctx, stop := context.WithCancel(ctx) // idle_exit ends the daemon too
+	dcfg, err := runConfig(cfg, env, log)
+	if err != nil {
+		return err
+	}
+	d, err := daemon.New(dcfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	dir := cfg.Listen.SocketDir
-	if err := socket.PrepareDir(dir); err != nil {
-		return err
-	}
-	d := &daemon{env: env, log: log, ids: new(atomic.Uint64), path: cfg.Path, base: ctx, cfg: cfg, running: map[string]*running{}, inherited: env.inherited}
-	// The control socket first: it is the daemon's lock on socket_dir.
-	ctl, err := d.listenUnix(filepath.Join(dir, controlSocket))
-	if errors.Is(err, socket.ErrInUse) {
-		return fmt.Errorf("another mcpmux is already serving %s", dir)
-	} else if err != nil {
-		return err
-	}
-	ctl.Logger = log
-	var opened []*running
-	closeAll := func() {
-		ctl.Close()
-		for _, r := range opened {
-			r.l.Close()
-		}
-	}
-	for _, sc := range cfg.Servers {
-		r, err := d.listen(sc)
-		if err != nil {
-			closeAll()
-			return err
-		}
-		opened = append(opened, r)
-	}
-	var web *socket.Web
-	if cfg.Listen.HTTP != "" {
-		if web, err = listenWeb(cfg.Listen, env, d.endpoint, log); err != nil {
-			closeAll()
-			return err
-		}
-	}
-	for _, r := range opened {
-		d.start(ctx, r)
-		d.running[r.sc.Name] = r
-	}
-	for path, l := range d.inherited {
-		log.Warn("the service manager passed a socket no server uses; closing it", "socket", path)
-		l.Close()
-	}
-	d.inherited = nil
-	log.Info("mcpmux serving", "version", mcpmuxVersion(), "socket_dir", dir, "servers", len(opened))
-
 	var wg sync.WaitGroup
-	if cfg.Daemon.IdleExit > 0 {
-		wg.Go(func() { exitWhenIdle(ctx, d.servers, cfg.Daemon.IdleExit, stop, log) })
+	wg.Go(func() { reloadOnHangUp(ctx, d, cfg.Path, log) })
+	err = d.Run(ctx)
+	stop()
+	wg.Wait()
+	var we *daemon.WebError
+	switch {
+	case errors.Is(err, socket.ErrNotLoopback): // "localhost" bound beyond loopback
+		return notLoopback(cfg.Listen)
+	case errors.As(err, &we):
+		return fmt.Errorf("[listen] http = %q: %w", we.Addr, we.Err)
 	}
-	wg.Go(func() {
-		if err := serveControl(ctx, ctl, controlHandler(d, time.Now()), log); err != nil {
-			log.Error("control socket failed", "error", err)
-		}
-	})
-	if web != nil {
-		wg.Go(func() {
-			if err := web.Serve(ctx); err != nil {
-				log.Error("web listener failed", "error", err)
-			}
-		})
-	}
+	return err
+}
+
+// reloadOnHangUp reloads the daemon at every SIGHUP until ctx is done.
+func reloadOnHangUp(ctx context.Context, d *daemon.Daemon, path string, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	for ctx.Err() == nil {
+	for {
 		select {
 		case <-hup:
-			log.Info("SIGHUP: reloading the config", "config", d.path)
-			d.reload() // logs its own outcome
+			log.Info("SIGHUP: reloading the config", "config", path)
+			d.Reload(ctx) // the daemon logs the outcome
 		case <-ctx.Done():
+			return
 		}
 	}
-	log.Info("mcpmux shutting down")
-	wg.Wait()
-	d.wg.Wait()
-	log.Info("mcpmux stopped")
-	return nil
 }
 
-// endpoint finds a server for the web listener.
-func (d *daemon) endpoint(name string) (socket.Endpoint, bool) {
-	srv, ok := d.server(name)
-	return srv, ok
-}
-
-// hubConfig turns one [servers.NAME] table into the hub's configuration.
-func hubConfig(cfg *config, sc serverConfig, env daemonEnv, log *slog.Logger, ids *atomic.Uint64) mux.Config {
-	stderr := map[string]upstream.StderrMode{
-		"log":     upstream.StderrLog,
-		"inherit": upstream.StderrInherit,
-		"discard": upstream.StderrDiscard,
-		"file":    upstream.StderrFile,
-	}[sc.Stderr]
-	return mux.Config{
-		Name: sc.Name,
-		Upstream: upstream.Config{
-			Command:         sc.Command,
-			Args:            sc.Args,
-			Environ:         env.environ,
-			InheritEnv:      sc.InheritEnv,
-			Env:             sc.Env,
-			Dir:             sc.Cwd,
-			Stderr:          stderr,
-			StderrPath:      sc.StderrPath,
-			StderrInherit:   env.stderr,
-			StdinGrace:      explicitZero(sc.StdinGrace),
-			TermGrace:       explicitZero(sc.TermGrace),
-			MaxMessageBytes: sc.MaxMessageBytes,
-			MaxJunkLines:    explicitZeroInt(sc.MaxJunkLines),
-			WriteQueueBytes: sc.WriteQueueBytes,
-
-			WriteStallTimeout: sc.WriteStallTimeout,
-			Reaper:            env.reaper,
-		},
-		Session: session.Config{
-			MaxInflight:     cfg.Listen.MaxInflight,
-			OutboxHighWater: cfg.Listen.OutboxHighWater,
-			OutboxMax:       cfg.Listen.OutboxMax,
-		},
-		StartTimeout: sc.StartTimeout,
-		MaxSessions:  sc.MaxSessions,
-
-		ServerRequests:       sc.ServerRequests,
-		ServerRequestTimeout: sc.ServerRequestTimeout,
-		Roots:                sc.Roots,
-		RootsFromSessions:    sc.RootsFromSessions,
-		DefaultLogLevel:      sc.DefaultLogLevel,
-		RestartBackoff:       sc.RestartBackoff,
-		RestartBackoffMax:    sc.RestartBackoffMax,
-		RestartWindow:        sc.RestartWindow,
-		MaxRestarts:          sc.MaxRestarts,
-		RequestTimeout:       sc.RequestTimeout,
-		PingInterval:         sc.PingInterval,
-		PingFailures:         sc.PingFailures,
-		Lazy:                 sc.Lazy,
-		IdleTimeout:          sc.IdleTimeout,
-		Version:              mcpmuxVersion(),
-		Logger:               log,
-		IDs:                  ids,
-	}
-}
-
-// explicitZero turns a configured zero into the upstream package's "none"
-// (a negative value), since its zero means "the default".
-func explicitZero(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
-}
-
-func explicitZeroInt(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
-}
-
-// serveUnix serves one connection to a server's socket: newline-delimited
-// JSON-RPC, one session; or, when its first byte is 0x00, yamux, each
-// stream one session.
-func serveUnix(ctx context.Context, hub mux.Server, c net.Conn, maxStreams int, log *slog.Logger) {
-	peer := unixPeer(c)
-	first, conn, err := socket.Sniff(ctx, c)
-	if err != nil {
-		c.Close() // gone before its first byte (a probe, a shutdown)
-		return
-	}
-	maxBytes := hub.MaxMessageBytes()
-	if first != socket.YamuxPreface {
-		if err := hub.Serve(ctx, session.NewStream(conn, maxBytes), peer); err != nil {
-			log.Debug("session ended", "server", hub.Name(), "error", err)
-		}
-		return
-	}
-	ylog := log.With("server", hub.Name(), "peer", peer.Addr)
-	ylog.Debug("yamux connection")
-	err = socket.ServeYamux(ctx, conn, socket.YamuxConfig{MaxStreams: maxStreams, Logger: ylog},
-		func(ctx context.Context, stream net.Conn, id uint32) {
-			p := session.Peer{Transport: "yamux", Addr: fmt.Sprintf("%s stream %d", peer.Addr, id)}
-			if err := hub.Serve(ctx, session.NewStream(stream, maxBytes), p); err != nil {
-				log.Debug("session ended", "server", hub.Name(), "error", err)
+// runConfig turns the config file into the daemon's configuration;
+// reloads read the file again and keep [daemon] and [listen] as started.
+func runConfig(cfg *config, env daemonEnv, log *slog.Logger) (daemon.Config, error) {
+	dc := daemon.Config{
+		SocketDir:         cfg.Listen.SocketDir,
+		Servers:           servers(cfg, cfg.Listen, env),
+		MaxStreamsPerConn: cfg.Listen.MaxStreamsPerConn,
+		IdleExit:          cfg.Daemon.IdleExit,
+		Inherited:         env.inherited,
+		Version:           mcpmuxVersion(),
+		ResidentBytes:     residentBytes,
+		Logger:            log,
+		Reload: func() (daemon.Reloaded, error) {
+			next, err := loadConfig(cfg.Path)
+			if err != nil {
+				return daemon.Reloaded{}, err
 			}
-		})
-	if err != nil {
-		ylog.Warn("closed a yamux connection that broke the framing", "error", err)
+			r := daemon.Reloaded{Servers: servers(next, cfg.Listen, env)}
+			if !reflect.DeepEqual(next.Listen, cfg.Listen) {
+				r.Ignored = append(r.Ignored, "[listen]")
+			}
+			if !reflect.DeepEqual(next.Daemon, cfg.Daemon) {
+				r.Ignored = append(r.Ignored, "[daemon]")
+			}
+			return r, nil
+		},
 	}
+	if cfg.Listen.HTTP != "" {
+		web, err := webConfig(cfg.Listen, env, log)
+		if err != nil {
+			return dc, err
+		}
+		dc.Web = &web
+	}
+	return dc, nil
 }
 
-// listenWeb opens the web listener of [listen] http. The token is
-// http_token, or the one kept in the state folder (made on first use).
-func listenWeb(lc listenConfig, env daemonEnv, lookup func(string) (socket.Endpoint, bool), log *slog.Logger) (*socket.Web, error) {
-	notLoopback := func() error {
-		return fmt.Errorf("[listen] http = %q is not a loopback address; set http_allow_remote = true to serve beyond this machine", lc.HTTP)
+// servers are the [servers.NAME] tables, with the session limits of lc.
+func servers(cfg *config, lc listenConfig, env daemonEnv) []daemon.Server {
+	out := make([]daemon.Server, len(cfg.Servers))
+	for i, sc := range cfg.Servers {
+		out[i] = daemon.Server{Hub: hubConfig(lc, sc, env), Isolated: sc.Isolated}
 	}
+	return out
+}
+
+func notLoopback(lc listenConfig) error {
+	return fmt.Errorf("[listen] http = %q is not a loopback address; set http_allow_remote = true to serve beyond this machine", lc.HTTP)
+}
+
+// webConfig is the web listener of [listen] http. The token is http_token,
+// or the one kept in the state folder (made on first use).
+func webConfig(lc listenConfig, env daemonEnv, log *slog.Logger) (socket.WebConfig, error) {
 	// The address first: a refused one must not leave a token behind.
 	if err := socket.CheckWebAddr(lc.HTTP, lc.HTTPAllowRemote); errors.Is(err, socket.ErrNotLoopback) {
-		return nil, notLoopback()
+		return socket.WebConfig{}, notLoopback(lc)
 	}
 	token, where := lc.HTTPToken, "http_token in the config file"
 	if token == "" {
 		path, err := httpTokenPath(env.environ)
 		if err != nil {
-			return nil, fmt.Errorf("[listen] http: %w", err)
+			return socket.WebConfig{}, fmt.Errorf("[listen] http: %w", err)
 		}
 		var created bool
 		if token, created, err = socket.LoadOrCreateToken(path); err != nil {
-			return nil, fmt.Errorf("[listen] http: %w", err)
+			return socket.WebConfig{}, fmt.Errorf("[listen] http: %w", err)
 		}
 		where = path
 		if created {
 			log.Info("generated the web token", "token_file", path)
 		}
 	}
-	web, err := socket.ListenWeb(socket.WebConfig{
-		Addr:        lc.HTTP,
-		Token:       token,
-		Origins:     lc.HTTPOrigins,
-		AllowRemote: lc.HTTPAllowRemote,
-		Lookup:      lookup,
-		Logger:      log,
-
-		HTTPSessionIdle: lc.HTTPSessionIdle,
-	})
-	if errors.Is(err, socket.ErrNotLoopback) { // "localhost" bound beyond loopback
-		return nil, notLoopback()
-	} else if err != nil {
-		return nil, fmt.Errorf("[listen] http = %q: %w", lc.HTTP, err)
-	}
 	if lc.HTTPAllowRemote {
-		log.Warn("the web listener accepts connections from other machines (http_allow_remote = true)", "addr", web.Addr().String())
+		log.Warn("the web listener accepts connections from other machines (http_allow_remote = true)", "addr", lc.HTTP)
 	}
-	log.Info("web listener", "url", fmt.Sprintf("ws://%s%sNAME", web.Addr(), socket.ServersPath), "token_from", where)
-	return web, nil
+	log.Info("web token", "token_from", where)
+	return socket.WebConfig{
+		Addr:            lc.HTTP,
+		Token:           token,
+		Origins:         lc.HTTPOrigins,
+		AllowRemote:     lc.HTTPAllowRemote,
+		HTTPSessionIdle: lc.HTTPSessionIdle,
+	}, nil
 }
 
 // httpTokenPath is where the generated web token is kept:
@@ -331,36 +215,20 @@ func httpTokenPath(environ []string) (string, error) {
 	return filepath.Join(home, ".local", "state", "mcpmux", "http.token"), nil
 }
 
-// unixPeer names the process at the other end of a Unix connection.
-func unixPeer(c net.Conn) session.Peer {
-	p, err := socket.PeerOf(c)
+// residentBytes reads the daemon's resident set size from /proc; 0 where
+// there is no /proc (macOS).
+func residentBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
-		return session.Peer{Transport: "unix"}
+		return 0
 	}
-	return session.Peer{Transport: "unix", Addr: fmt.Sprintf("pid %d uid %d", p.PID, p.UID)}
-}
-
-// exitWhenIdle stops the daemon once no server has had a session for idle.
-func exitWhenIdle(ctx context.Context, servers func() []mux.Server, idle time.Duration, stop func(), log *slog.Logger) {
-	tick := time.NewTicker(min(idle/4, time.Second))
-	defer tick.Stop()
-	last := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		for _, h := range servers() {
-			if h.Status().Sessions > 0 {
-				last = time.Now()
-				break
-			}
-		}
-		if time.Since(last) >= idle {
-			log.Info("no sessions: exiting", "idle_exit", idle)
-			stop()
-			return
-		}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
 	}
+	pages, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * uint64(os.Getpagesize())
 }

@@ -1,0 +1,100 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/socket"
+)
+
+// ControlSocket is the name of the control endpoint inside the socket
+// folder: HTTP over a Unix socket, with the owner-only checks of every
+// socket. Taking it is the daemon's lock on the folder.
+const ControlSocket = ".control.sock"
+
+// Config is what a daemon serves and how. Zero values are the defaults
+// named on each field; only SocketDir is required.
+type Config struct {
+	// SocketDir holds the control socket and one socket per server,
+	// <SocketDir>/NAME.sock. It is created 0700 when missing and refused
+	// when it is not the user's alone (socket.PrepareDir).
+	SocketDir string
+	// Servers are served from the start, one per name.
+	Servers []Server
+	// Web is the web listener (WebSocket and Streamable HTTP); nil means
+	// none. The daemon sets its Lookup, and its Logger when nil.
+	Web *socket.WebConfig
+	// MaxStreamsPerConn bounds the yamux streams of one Unix connection; 0
+	// means the socket package's default.
+	MaxStreamsPerConn int
+	// IdleExit ends Run once no server has had a session for this long; 0
+	// means never.
+	IdleExit time.Duration
+	// Inherited are listening sockets a service manager passed (socket
+	// activation), by path. A server whose socket path is among them uses
+	// that listener instead of listening anew; Run closes the ones no
+	// server takes.
+	Inherited map[string]*socket.Listener
+	// Reload loads the configuration again for Daemon.Reload (SIGHUP and
+	// `mcpmux reload`); nil means reloading is refused.
+	Reload func() (Reloaded, error)
+	// Version is reported by GET /status and, unless a server's own is set,
+	// sent to the servers in clientInfo.
+	Version string
+	// ResidentBytes reports the daemon's resident set size for GET /status;
+	// nil reports 0.
+	ResidentBytes func() uint64
+	// Logger receives the daemon's lifecycle records; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is one server the daemon serves.
+type Server struct {
+	// Hub configures its router; Hub.Name is the server's name and names its
+	// socket. The daemon sets Logger when nil, IDs (one counter for all
+	// servers), Version when empty, and Upstream.MaxMessageBytes when 0
+	// (to upstream.DefaultMaxMessageBytes: the sessions read with it too).
+	Hub mux.Config
+	// Isolated gives each session a process of its own (mux.Pool).
+	Isolated bool
+}
+
+// Name is the server's name.
+func (s Server) Name() string { return s.Hub.Name }
+
+// Reloaded is what a reload of the configuration found.
+type Reloaded struct {
+	Servers []Server // the servers to serve from now on
+	// Ignored names the changes that only a restart of the daemon applies,
+	// in the words of the configuration ("[listen]"); they are reported.
+	Ignored []string
+}
+
+// Validate reports the first problem that would stop the daemon before it
+// opens anything.
+func (c *Config) Validate() error {
+	if c.SocketDir == "" {
+		return errors.New("daemon: no socket folder")
+	}
+	return validServers(c.Servers)
+}
+
+func validServers(servers []Server) error {
+	seen := make(map[string]bool, len(servers))
+	for _, s := range servers {
+		name := s.Name()
+		switch {
+		case name == "" || strings.ContainsRune(name, filepath.Separator) || name == "." || name == "..":
+			return fmt.Errorf("daemon: server name %q cannot name a socket", name)
+		case seen[name]:
+			return fmt.Errorf("daemon: server %q configured twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/mcpmux/mcpmux/mux"
+)
+
+// errReloadOff is Reload's error for a daemon given no Config.Reload.
+var errReloadOff = errors.New("this daemon cannot load its config again")
+
+// Status is the body of GET /status.
+type Status struct {
+	Version    string       `json:"version"`
+	Pid        int          `json:"pid"`
+	Uptime     string       `json:"uptime"`
+	Goroutines int          `json:"goroutines"`
+	HeapBytes  uint64       `json:"heap_bytes"` // live heap
+	RSSBytes   uint64       `json:"rss_bytes"`  // resident set, where the system tells (Linux)
+	Servers    []mux.Status `json:"servers"`
+}
+
+// Status sums up the daemon and its servers, by name.
+func (d *Daemon) Status() Status {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	st := Status{
+		Version:    d.cfg.Version,
+		Pid:        os.Getpid(),
+		Uptime:     time.Since(d.started).Round(time.Second).String(),
+		Goroutines: runtime.NumGoroutine(),
+		HeapBytes:  ms.HeapAlloc,
+		Servers:    []mux.Status{},
+	}
+	if d.cfg.ResidentBytes != nil {
+		st.RSSBytes = d.cfg.ResidentBytes()
+	}
+	for _, srv := range d.list() {
+		st.Servers = append(st.Servers, srv.Status())
+	}
+	return st
+}
+
+// controlHandler serves the control endpoint: GET /status, GET
+// /servers/NAME/logs (?follow=1 keeps it open), POST /reload and POST
+// /servers/NAME/restart.
+func (d *Daemon) controlHandler() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, d.Status())
+	})
+	m.HandleFunc("GET /servers/{name}/logs", d.serveLogs)
+	m.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+		res, err := d.Reload(r.Context())
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "reload refused, the running config stays: " + err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	})
+	m.HandleFunc("POST /servers/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
+		srv, ok := d.server(r.PathValue("name"))
+		if !ok {
+			noServer(w, r)
+			return
+		}
+		srv.Restart()
+		writeJSON(w, http.StatusOK, map[string]string{"restarting": srv.Name()})
+	})
+	return m
+}
+
+// serveLogs writes a server's recent log lines, then, with ?follow, each
+// new one until the client or the daemon goes.
+func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
+	srv, ok := d.server(r.PathValue("name"))
+	if !ok {
+		noServer(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	for _, l := range srv.Logs() {
+		fmt.Fprintln(w, l)
+	}
+	if r.URL.Query().Get("follow") == "" {
+		return
+	}
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	srv.FollowLogs(r.Context(), func(line string) error {
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	})
+}
+
+func noServer(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no server named %q", r.PathValue("name"))})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// serveControl serves the control endpoint until ctx is done; requests
+// still open then (log followers) end with ctx.
+func serveControl(ctx context.Context, l net.Listener, h http.Handler, log *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }() // waited for below, on every path
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if srv.Shutdown(sctx) != nil {
+		srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,354 @@
+// Package daemon runs what `mcpmux serve` is: the control socket (the lock
+// on the socket folder), one socket and one router per configured server,
+// the optional web listener, reloads that change the set of servers while
+// it runs, shutdown in dependency order and the exit when idle. It reads no
+// file, flag or environment variable: cmd/mcpmux hands it a Config, and a
+// function that loads the configuration again.
+//
+// One goroutine, Run's, changes the set of servers; the control endpoint
+// and the web listener only look servers up, under Daemon.mu.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/socket"
+	"github.com/mcpmux/mcpmux/upstream"
+)
+
+// ErrNotRunning is Reload's answer when Run is not serving.
+var ErrNotRunning = errors.New("daemon: not running")
+
+// InUseError is a socket that another live daemon serves.
+type InUseError struct {
+	Path string // the socket folder, for the control socket; else the server's socket
+}
+
+func (e *InUseError) Error() string { return "another mcpmux is already serving " + e.Path }
+
+// Unwrap lets errors.Is(err, socket.ErrInUse) hold.
+func (e *InUseError) Unwrap() error { return socket.ErrInUse }
+
+// WebError is the web listener failing to open.
+type WebError struct {
+	Addr string // WebConfig.Addr
+	Err  error  // socket.ListenWeb's error
+}
+
+func (e *WebError) Error() string { return fmt.Sprintf("web listener %s: %v", e.Addr, e.Err) }
+
+func (e *WebError) Unwrap() error { return e.Err }
+
+// Daemon serves a Config; Run serves it, once.
+type Daemon struct {
+	cfg     Config
+	log     *slog.Logger
+	ids     atomic.Uint64 // session ids, shared by every server
+	started time.Time
+	ran     atomic.Bool
+
+	reloads chan reloadCall // served by Run's goroutine
+	done    chan struct{}   // closed when Run stops taking reloads
+
+	wg sync.WaitGroup // every server's goroutines
+
+	mu        sync.Mutex
+	servers   map[string]*served
+	inherited map[string]*socket.Listener // passed sockets not taken yet, by path; Run's goroutine only
+}
+
+// served is one server while the daemon serves it.
+type served struct {
+	given Server // as configured, for the reload diff
+	srv   mux.Server
+	l     *socket.Listener
+
+	stopIntake context.CancelFunc // ends its socket and sessions
+	stopHub    context.CancelFunc // ends its router and process
+	intakeDone chan struct{}
+	hubDone    chan struct{}
+}
+
+// reloadCall is a Reload waiting for Run's goroutine.
+type reloadCall struct {
+	reply chan reloadReply // 1-buffered
+}
+
+type reloadReply struct {
+	res ReloadResult
+	err error
+}
+
+// New checks cfg and returns a daemon for it; Run serves it.
+func New(cfg Config) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Daemon{
+		cfg:       cfg,
+		log:       log,
+		reloads:   make(chan reloadCall),
+		done:      make(chan struct{}),
+		servers:   map[string]*served{},
+		inherited: cfg.Inherited,
+	}, nil
+}
+
+// Run opens the listeners in order (the control socket first, then every
+// server's socket, then the web listener), serves until ctx is done or
+// the daemon has been idle for IdleExit, then stops intake and sessions
+// before the servers. It returns only after every goroutine it started
+// has: nil after a shutdown, else why it could not start.
+func (d *Daemon) Run(ctx context.Context) error {
+	if d.ran.Swap(true) {
+		return errors.New("daemon: Run called twice")
+	}
+	defer close(d.done)
+	ctx, stop := context.WithCancel(ctx) // idle exit stops it too
+	defer stop()
+	ls, err := d.open()
+	if err != nil {
+		return err
+	}
+	d.started = time.Now()
+	for _, s := range ls.servers {
+		d.start(ctx, s)
+	}
+	d.closeUnused()
+	d.log.Info("mcpmux serving", "version", d.cfg.Version, "socket_dir", d.cfg.SocketDir, "servers", len(ls.servers))
+
+	var intake sync.WaitGroup // the control endpoint and the web listener
+	intake.Go(func() {
+		if err := serveControl(ctx, ls.control, d.controlHandler(), d.log); err != nil {
+			d.log.Error("control socket failed", "error", err)
+		}
+	})
+	if ls.web != nil {
+		intake.Go(func() {
+			if err := ls.web.Serve(ctx); err != nil {
+				d.log.Error("web listener failed", "error", err)
+			}
+		})
+	}
+	var idle sync.WaitGroup
+	if d.cfg.IdleExit > 0 {
+		idle.Go(func() { exitWhenIdle(ctx, d.list, d.cfg.IdleExit, stop, d.log) })
+	}
+	d.takeReloads(ctx)
+
+	d.log.Info("mcpmux shutting down")
+	idle.Wait()
+	intake.Wait()
+	d.stopAll()
+	d.wg.Wait()
+	d.log.Info("mcpmux stopped")
+	return nil
+}
+
+// listeners are what Run opens before it serves anything.
+type listeners struct {
+	control *socket.Listener
+	servers []*served
+	web     *socket.Web
+}
+
+// open takes the control socket, then every server's socket, then the web
+// listener; on a failure it closes what it opened.
+func (d *Daemon) open() (ls listeners, err error) {
+	dir := d.cfg.SocketDir
+	if err := socket.PrepareDir(dir); err != nil {
+		return ls, err
+	}
+	ls.control, err = d.listenUnix(filepath.Join(dir, ControlSocket), dir)
+	if err != nil {
+		return ls, err
+	}
+	defer func() {
+		if err != nil {
+			ls.control.Close()
+			for _, s := range ls.servers {
+				s.l.Close()
+			}
+		}
+	}()
+	for _, s := range d.cfg.Servers {
+		sv, err := d.listen(s)
+		if err != nil {
+			return ls, err
+		}
+		ls.servers = append(ls.servers, sv)
+	}
+	if d.cfg.Web != nil {
+		wc := *d.cfg.Web
+		wc.Lookup = d.endpoint
+		if wc.Logger == nil {
+			wc.Logger = d.log
+		}
+		if ls.web, err = socket.ListenWeb(wc); err != nil {
+			return ls, &WebError{Addr: wc.Addr, Err: err}
+		}
+		d.log.Info("web listener", "url", fmt.Sprintf("ws://%s%sNAME", ls.web.Addr(), socket.ServersPath))
+	}
+	return ls, nil
+}
+
+// closeUnused closes the passed sockets that no server took.
+func (d *Daemon) closeUnused() {
+	for path, l := range d.inherited {
+		d.log.Warn("the service manager passed a socket no server uses; closing it", "socket", path)
+		l.Close()
+	}
+	d.inherited = nil
+}
+
+// listen opens a server's socket and makes its router; start runs them.
+func (d *Daemon) listen(s Server) (*served, error) {
+	path := filepath.Join(d.cfg.SocketDir, s.Name()+".sock")
+	l, err := d.listenUnix(path, path)
+	if err != nil {
+		return nil, err
+	}
+	cfg := s.Hub
+	if cfg.Logger == nil {
+		cfg.Logger = d.log
+	}
+	if cfg.Version == "" {
+		cfg.Version = d.cfg.Version
+	}
+	cfg.IDs = &d.ids
+	if cfg.Upstream.MaxMessageBytes == 0 { // the sessions' readers take their limit from the hub
+		cfg.Upstream.MaxMessageBytes = upstream.DefaultMaxMessageBytes
+	}
+	return &served{given: s, srv: mux.NewServer(cfg, s.Isolated), l: l}, nil
+}
+
+// listenUnix takes the socket a service manager passed for path, if it
+// passed one, else listens on path. inUse names the path in the error
+// when another daemon serves it.
+func (d *Daemon) listenUnix(path, inUse string) (*socket.Listener, error) {
+	if l, ok := d.inherited[path]; ok {
+		delete(d.inherited, path)
+		d.log.Info("using the socket the service manager passed", "socket", path)
+		l.Logger = d.log
+		return l, nil
+	}
+	l, err := socket.ListenUnix(path)
+	if errors.Is(err, socket.ErrInUse) {
+		return nil, &InUseError{Path: inUse}
+	} else if err != nil {
+		return nil, err
+	}
+	l.Logger = d.log
+	return l, nil
+}
+
+// start runs a listened server: its router until stopHub, its socket and
+// sessions until ctx is done or stopIntake.
+func (d *Daemon) start(ctx context.Context, s *served) {
+	intakeCtx, stopIntake := context.WithCancel(ctx)
+	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx)) // stopped after the sessions
+	s.stopIntake, s.stopHub = stopIntake, stopHub
+	s.intakeDone, s.hubDone = make(chan struct{}), make(chan struct{})
+	d.wg.Go(func() {
+		defer close(s.hubDone)
+		s.srv.Run(hubCtx)
+	})
+	d.wg.Go(func() {
+		defer close(s.intakeDone)
+		err := socket.Serve(intakeCtx, s.l, func(ctx context.Context, c net.Conn) {
+			serveUnix(ctx, s.srv, c, d.cfg.MaxStreamsPerConn, d.log)
+		})
+		if err != nil {
+			d.log.Error("listener failed", "server", s.srv.Name(), "error", err)
+		}
+	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.servers[s.given.Name()] = s
+}
+
+// stop ends a server: its socket and sessions first, then its router,
+// which stops its process.
+func (s *served) stop() {
+	s.stopIntake()
+	<-s.intakeDone
+	s.stopHub()
+	<-s.hubDone
+}
+
+// stopAll ends every server at shutdown: all sessions first, then all
+// processes at once, so that their stop escalations overlap.
+func (d *Daemon) stopAll() {
+	all := d.take(nil)
+	for _, s := range all {
+		s.stopIntake()
+	}
+	for _, s := range all {
+		<-s.intakeDone
+	}
+	for _, s := range all {
+		s.stopHub()
+	}
+	for _, s := range all {
+		<-s.hubDone
+	}
+}
+
+// take removes the named servers from the served set (all of them when
+// names is nil) and returns them.
+func (d *Daemon) take(names []string) []*served {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*served
+	for name, s := range d.servers {
+		if names == nil || slices.Contains(names, name) {
+			out = append(out, s)
+			delete(d.servers, name)
+		}
+	}
+	return out
+}
+
+// list returns the servers served now, by name.
+func (d *Daemon) list() []mux.Server {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]mux.Server, 0, len(d.servers))
+	for _, s := range d.servers {
+		out = append(out, s.srv)
+	}
+	slices.SortFunc(out, func(a, b mux.Server) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
+}
+
+// server finds a served server by name.
+func (d *Daemon) server(name string) (mux.Server, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.servers[name]
+	if !ok {
+		return nil, false
+	}
+	return s.srv, true
+}
+
+// endpoint finds a server for the web listener.
+func (d *Daemon) endpoint(name string) (socket.Endpoint, bool) {
+	srv, ok := d.server(name)
+	return srv, ok
+}

@@ -1,0 +1,165 @@
+package daemon
+
+import (
+	"context"
+	"reflect"
+	"slices"
+
+	"github.com/mcpmux/mcpmux/upstream"
+)
+
+// ReloadResult says what a reload did; it is the body of POST /reload.
+type ReloadResult struct {
+	Added     []string `json:"added"`
+	Removed   []string `json:"removed"`
+	Restarted []string `json:"restarted"` // changed how it starts: restarted, sessions kept
+	Replaced  []string `json:"replaced"`  // changed otherwise: a new router, sessions closed
+	Ignored   []string `json:"ignored,omitempty"`
+}
+
+// Reload loads the configuration again with Config.Reload and applies its
+// servers: the added start, the removed stop, those changed only in how
+// their process starts restart with their sessions kept, the otherwise
+// changed are replaced (their sessions closed), and the untouched see
+// nothing. A configuration that does not load changes nothing. It waits
+// for Run's goroutine, which applies every reload, or for ctx.
+func (d *Daemon) Reload(ctx context.Context) (ReloadResult, error) {
+	if !d.ran.Load() {
+		return ReloadResult{}, ErrNotRunning
+	}
+	call := reloadCall{reply: make(chan reloadReply, 1)}
+	select {
+	case d.reloads <- call:
+	case <-d.done:
+		return ReloadResult{}, ErrNotRunning
+	case <-ctx.Done():
+		return ReloadResult{}, context.Cause(ctx)
+	}
+	r := <-call.reply // Run's goroutine always answers a call it took
+	return r.res, r.err
+}
+
+// takeReloads applies reloads until ctx is done. The servers a reload
+// starts belong to ctx, not to the request that asked for the reload.
+func (d *Daemon) takeReloads(ctx context.Context) {
+	for {
+		select {
+		case call := <-d.reloads:
+			res, err := d.reload(ctx)
+			call.reply <- reloadReply{res, err}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (d *Daemon) reload(ctx context.Context) (ReloadResult, error) {
+	var res ReloadResult
+	if d.cfg.Reload == nil {
+		return res, errReloadOff
+	}
+	next, err := d.cfg.Reload()
+	if err == nil {
+		err = validServers(next.Servers)
+	}
+	if err != nil {
+		d.log.Error("reload refused: the config does not load; the running one stays", "error", err)
+		return res, err
+	}
+	res.Ignored = next.Ignored
+	plan := d.plan(next.Servers)
+	res.Removed, res.Restarted, res.Replaced = plan.removed, names(plan.restarted), plan.replaced
+	for _, s := range d.take(append(slices.Clone(plan.removed), plan.replaced...)) {
+		if slices.Contains(plan.removed, s.given.Name()) {
+			d.log.Info("reload: server removed; closing its sessions", "server", s.given.Name())
+		} else {
+			d.log.Info("reload: server changed beyond how it starts; replacing it and closing its sessions", "server", s.given.Name())
+		}
+		s.stop()
+	}
+	for _, c := range plan.restarted {
+		d.log.Info("reload: server changed; restarting it, sessions kept", "server", c.to.Name())
+		c.s.given = c.to
+		c.s.srv.Reconfigure(c.to.Hub.Upstream)
+	}
+	for _, s := range plan.start {
+		sv, err := d.listen(s)
+		if err != nil {
+			d.log.Error("reload: cannot serve a server", "server", s.Name(), "error", err)
+			return res, err
+		}
+		d.start(ctx, sv)
+		if !slices.Contains(plan.replaced, s.Name()) {
+			d.log.Info("reload: server added", "server", s.Name())
+			res.Added = append(res.Added, s.Name())
+		}
+	}
+	for _, l := range [][]string{res.Added, res.Removed, res.Restarted, res.Replaced} {
+		slices.Sort(l)
+	}
+	d.log.Info("reloaded", "added", res.Added, "removed", res.Removed, "restarted", res.Restarted, "replaced", res.Replaced, "ignored", res.Ignored)
+	return res, nil
+}
+
+// reloadPlan is the difference between the servers served and the servers
+// wanted.
+type reloadPlan struct {
+	removed   []string
+	replaced  []string
+	restarted []change
+	start     []Server // new, and the replacements, in the order configured
+}
+
+type change struct {
+	s  *served
+	to Server
+}
+
+func names(cs []change) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.to.Name())
+	}
+	return out
+}
+
+// plan compares the served servers with want. Run's goroutine alone
+// changes the served set, so it holds until the plan is applied.
+func (d *Daemon) plan(want []Server) reloadPlan {
+	byName := make(map[string]Server, len(want))
+	for _, s := range want {
+		byName[s.Name()] = s
+	}
+	var p reloadPlan
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for name, s := range d.servers {
+		to, keep := byName[name]
+		switch {
+		case !keep:
+			p.removed = append(p.removed, name)
+		case reflect.DeepEqual(to, s.given):
+		case onlyHowItStarts(s.given, to):
+			p.restarted = append(p.restarted, change{s, to})
+		default:
+			p.replaced = append(p.replaced, name)
+		}
+	}
+	for _, s := range want {
+		if _, ok := d.servers[s.Name()]; !ok || slices.Contains(p.replaced, s.Name()) {
+			p.start = append(p.start, s)
+		}
+	}
+	return p
+}
+
+// onlyHowItStarts reports whether two servers differ only in how their
+// process starts (command, arguments, environment, folder, stderr, graces,
+// output limits), which a restart of the process applies with the sessions
+// kept. The message size limit is not among them: the sessions' readers
+// were made with it.
+func onlyHowItStarts(a, b Server) bool {
+	a.Hub.Upstream = upstream.Config{MaxMessageBytes: a.Hub.Upstream.MaxMessageBytes}
+	b.Hub.Upstream = upstream.Config{MaxMessageBytes: b.Hub.Upstream.MaxMessageBytes}
+	return reflect.DeepEqual(a, b)
+}

@@ -1,0 +1,52 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/socket"
+)
+
+// serveUnix serves one connection to a server's socket: newline-delimited
+// JSON-RPC, one session; or, when its first byte is 0x00, yamux, each
+// stream one session.
+func serveUnix(ctx context.Context, hub mux.Server, c net.Conn, maxStreams int, log *slog.Logger) {
+	peer := unixPeer(c)
+	first, conn, err := socket.Sniff(ctx, c)
+	if err != nil {
+		c.Close() // gone before its first byte (a probe, a shutdown)
+		return
+	}
+	maxBytes := hub.MaxMessageBytes()
+	if first != socket.YamuxPreface {
+		if err := hub.Serve(ctx, session.NewStream(conn, maxBytes), peer); err != nil {
+			log.Debug("session ended", "server", hub.Name(), "error", err)
+		}
+		return
+	}
+	ylog := log.With("server", hub.Name(), "peer", peer.Addr)
+	ylog.Debug("yamux connection")
+	err = socket.ServeYamux(ctx, conn, socket.YamuxConfig{MaxStreams: maxStreams, Logger: ylog},
+		func(ctx context.Context, stream net.Conn, id uint32) {
+			p := session.Peer{Transport: "yamux", Addr: fmt.Sprintf("%s stream %d", peer.Addr, id)}
+			if err := hub.Serve(ctx, session.NewStream(stream, maxBytes), p); err != nil {
+				log.Debug("session ended", "server", hub.Name(), "error", err)
+			}
+		})
+	if err != nil {
+		ylog.Warn("closed a yamux connection that broke the framing", "error", err)
+	}
+}
+
+// unixPeer names the process at the other end of a Unix connection.
+func unixPeer(c net.Conn) session.Peer {
+	p, err := socket.PeerOf(c)
+	if err != nil {
+		return session.Peer{Transport: "unix"}
+	}
+	return session.Peer{Transport: "unix", Addr: fmt.Sprintf("pid %d uid %d", p.PID, p.UID)}
+}
