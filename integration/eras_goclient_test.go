@@ -9,8 +9,6 @@ package integration
 // (eraReport), with its wire recorded by gpRecorder.
 
 import (
-	"github.com/mcpmux/mcpmux/internal/testutil"
-
 	"context"
 	"encoding/json"
 	"errors"

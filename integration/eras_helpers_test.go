@@ -22,8 +22,6 @@ package integration
 // reach; eras_wire_test.go judges a cell from its wire.
 
 import (
-	"github.com/mcpmux/mcpmux/internal/testutil"
-
 	"bufio"
 	"encoding/json"
 	"fmt"

@@ -22,7 +22,7 @@ import (
 func TestGoPeersEverything(t *testing.T) {
 	t.Parallel()
 	rw := needRealWorld(t)
-	d := startDaemon(t, rw.server("everything", rwEverything, []string{"stdio"}, rwFast), "")
+	d := startDaemon(t, rw.server("everything", rwEverything, []string{"stdio"}, rwFast, rwURLElicitation), "")
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 

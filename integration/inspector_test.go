@@ -155,7 +155,7 @@ func inspectorTransports(log string) []string {
 func TestInspectorCLI(t *testing.T) {
 	t.Parallel()
 	rw := needRealWorld(t)
-	d := startDaemon(t, rw.server("everything", rwEverything, []string{"stdio"}, rwFast), rwListen)
+	d := startDaemon(t, rw.server("everything", rwEverything, []string{"stdio"}, rwFast, rwURLElicitation), rwListen)
 	url := "http://" + rwWebAddr(d) + "/servers/everything/mcp"
 
 	// check runs tools/list and echo over target, and checks their results

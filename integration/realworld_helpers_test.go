@@ -145,6 +145,12 @@ const (
 	rwFilesystem = "@modelcontextprotocol/server-filesystem/dist/index.js"
 )
 
+// rwURLElicitation declares URL-mode elicitation to the server, which
+// mcpmux does not by default (it declares the plain shapes every SDK
+// accepts): server-everything offers trigger-url-elicitation only to a
+// client that declared it.
+const rwURLElicitation = `upstream_capabilities = { sampling = {}, elicitation = { form = {}, url = {} } }`
+
 // server is a [servers.NAME] table running a node package's entry point
 // with args, plus extra keys, one per line.
 func (rw *realWorld) server(name, entry string, args []string, extra ...string) string {

@@ -42,7 +42,7 @@ const rwFast = `stdin_grace = "250ms"`
 func TestRealWorldEverything(t *testing.T) {
 	t.Parallel()
 	rw := needRealWorld(t)
-	d := startDaemon(t, rw.server("everything", rwEverything, []string{"stdio"}, rwFast), rwListen)
+	d := startDaemon(t, rw.server("everything", rwEverything, []string{"stdio"}, rwFast, rwURLElicitation), rwListen)
 
 	type basic struct {
 		Init  rwInit   `json:"init"`
@@ -136,8 +136,8 @@ func TestRealWorldEverythingManyClients(t *testing.T) {
 	t.Parallel()
 	rw := needRealWorld(t)
 	d := startDaemon(t,
-		rw.server("everything", rwEverything, []string{"stdio"}, rwFast, `roots = ["file:///tmp/mx-roots"]`)+
-			rw.server("everything-serial", rwEverything, []string{"stdio"}, rwFast, `server_requests = "serialize"`),
+		rw.server("everything", rwEverything, []string{"stdio"}, rwFast, rwURLElicitation, `roots = ["file:///tmp/mx-roots"]`)+
+			rw.server("everything-serial", rwEverything, []string{"stdio"}, rwFast, rwURLElicitation, `server_requests = "serialize"`),
 		"")
 
 	type serverRequest struct {

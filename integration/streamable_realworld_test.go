@@ -50,7 +50,7 @@ func httpTarget(d *daemon, server, token string, header bool) map[string]any {
 func TestRealWorldStreamableHTTP(t *testing.T) {
 	t.Parallel()
 	rw := needRealWorld(t)
-	d := startDaemon(t, rw.server("everything", rwEverything, []string{"stdio"}, rwFast), rwListen)
+	d := startDaemon(t, rw.server("everything", rwEverything, []string{"stdio"}, rwFast, rwURLElicitation), rwListen)
 
 	// streamMsg is one message the wrapped fetch read from a response
 	// stream: which request's stream (the method and id of the POSTed

@@ -35,8 +35,7 @@ type Config struct {
 
 	ServerRequests       string        // "auto" (default, also ""), "latest" or "serialize": how a server request picks among sessions
 	MaxConcurrency       int           // requests in flight at the server at once; the rest wait, the sessions taking turns; 0 means no limit
-	ServerRequestsSeen   bool          // under "auto": the server was seen to send sampling or elicitation before (serialize from the start)
-	OnServerRequests     func()        // under "auto": called once, when the server first sends sampling or elicitation
+	Memory               Memory        // what mcpmux learned of the server in earlier runs; nil: nothing
 	ServerRequestTimeout time.Duration // how long a session has to answer the server; 0 means 60s
 	Roots                []string      // roots mcpmux answers roots/list with; nil means none configured
 	RootsFromSessions    bool          // answer roots/list with the union of the sessions' roots
@@ -66,6 +65,31 @@ type Config struct {
 	// hook, in tests, runs inside the critical section of a subscription.
 	hook func()
 }
+
+// Memory keeps what mcpmux learns of a server across runs of the daemon,
+// for servers started the same way. Under server_requests = "auto" a
+// server once seen sending requests of its own has its calls take turns
+// from its first start on.
+type Memory interface {
+	// SendsRequests reports whether the server was seen sending sampling
+	// or elicitation requests.
+	SendsRequests() bool
+	// RememberRequests records that it was; an error is the caller's to
+	// log.
+	RememberRequests() error
+}
+
+// The defaults of Config's zero values.
+const (
+	DefaultStartTimeout         = 30 * time.Second
+	DefaultInitializeTimeout    = 5 * time.Minute
+	DefaultRestartBackoff       = 250 * time.Millisecond
+	DefaultRestartBackoffMax    = 30 * time.Second
+	DefaultRestartWindow        = time.Minute
+	DefaultServerRequestTimeout = time.Minute
+	DefaultPingFailures         = 3
+	DefaultSessionLogLevel      = "info"
+)
 
 // process is what the hub needs of a running server.
 type process interface {
@@ -134,7 +158,7 @@ func New(cfg Config) *Hub {
 		asks:     newServerReqs(),
 		bridge:   eraBridge{parked: newParkedInputs()},
 	}
-	h.gates.configure(cfg.ServerRequests, cfg.ServerRequestsSeen, cfg.MaxConcurrency)
+	h.gates.configure(cfg.ServerRequests, cfg.Memory != nil && cfg.Memory.SendsRequests(), cfg.MaxConcurrency)
 	return h
 }
 
@@ -146,14 +170,14 @@ func withDefaults(cfg Config) Config {
 			*d = def
 		}
 	}
-	set(&cfg.StartTimeout, 30*time.Second)
-	set(&cfg.InitializeTimeout, 5*time.Minute)
-	set(&cfg.RestartBackoff, 250*time.Millisecond)
-	set(&cfg.RestartBackoffMax, 30*time.Second)
-	set(&cfg.RestartWindow, time.Minute)
-	set(&cfg.ServerRequestTimeout, time.Minute)
+	set(&cfg.StartTimeout, DefaultStartTimeout)
+	set(&cfg.InitializeTimeout, DefaultInitializeTimeout)
+	set(&cfg.RestartBackoff, DefaultRestartBackoff)
+	set(&cfg.RestartBackoffMax, DefaultRestartBackoffMax)
+	set(&cfg.RestartWindow, DefaultRestartWindow)
+	set(&cfg.ServerRequestTimeout, DefaultServerRequestTimeout)
 	if cfg.PingFailures <= 0 {
-		cfg.PingFailures = 3
+		cfg.PingFailures = DefaultPingFailures
 	}
 	if cfg.start == nil {
 		cfg.start = func(c upstream.Config, h upstream.Handler) (process, error) { return upstream.Start(c, h) }

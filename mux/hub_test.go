@@ -407,6 +407,10 @@ func TestUpstreamCapabilities(t *testing.T) {
 		{"as written", func(c *Config) {
 			c.UpstreamCapabilities = json.RawMessage(`{"sampling":{"tools":{}},"experimental":{"x":1}}`)
 		}, `{"sampling":{"tools":{}},"experimental":{"x":1}}`},
+		{"as written, with the configured roots", func(c *Config) {
+			c.UpstreamCapabilities = json.RawMessage(`{"elicitation":{"url":{}}}`)
+			c.RootsFromSessions = true
+		}, `{"elicitation":{"url":{}},"roots":{"listChanged":true}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,7 +31,7 @@ type logLevels struct {
 
 func newLogLevels(def string) logLevels {
 	if _, ok := logRanks[def]; !ok {
-		def = "info"
+		def = DefaultSessionLogLevel
 	}
 	return logLevels{def: def, bySession: make(map[uint64]string)}
 }

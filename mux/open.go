@@ -112,18 +112,25 @@ func (h *Hub) initialize(ctx context.Context, proc process) (*serverInfo, error)
 
 // clientCapabilities is what mcpmux, the server's one client, declares:
 // the configured upstream_capabilities as written, else sampling and
-// elicitation in the plain shapes every SDK accepts ({} is form mode), and
-// roots when mcpmux has roots to answer with. Each session is sent only
-// what it declared itself.
+// elicitation in the plain shapes every SDK accepts ({} is form mode); and
+// roots when mcpmux has roots to answer with (unless the written table says
+// otherwise). Each session is sent only what it declared itself.
 func (h *Hub) clientCapabilities() any {
-	if len(h.cfg.UpstreamCapabilities) > 0 {
-		return h.cfg.UpstreamCapabilities
-	}
 	c := map[string]any{
 		"sampling":    map[string]any{},
 		"elicitation": map[string]any{},
 	}
-	if h.declaresRoots() {
+	if len(h.cfg.UpstreamCapabilities) > 0 {
+		var written map[string]json.RawMessage
+		if json.Unmarshal(h.cfg.UpstreamCapabilities, &written) != nil {
+			return h.cfg.UpstreamCapabilities
+		}
+		c = make(map[string]any, len(written)+1)
+		for k, v := range written {
+			c[k] = v
+		}
+	}
+	if _, set := c["roots"]; h.declaresRoots() && !set {
 		c["roots"] = map[string]any{"listChanged": true}
 	}
 	return c

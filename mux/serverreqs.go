@@ -135,8 +135,10 @@ func (t *serverReqs) takeElicitation(id string) (uint64, bool) {
 func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 	if h.gates.turn.engage() {
 		h.log.Info("the server sends requests of its own: from now on its sessions' calls take turns, so that each reaches the session whose call caused it", "server_requests", "auto")
-		if h.cfg.OnServerRequests != nil {
-			h.cfg.OnServerRequests()
+		if m := h.cfg.Memory; m != nil {
+			if err := m.RememberRequests(); err != nil {
+				h.log.Warn("cannot remember that the server sends requests; it will not take turns from its start next time", "error", err)
+			}
 		}
 	}
 	n := needOf(m)

@@ -109,16 +109,18 @@ func TestServerRequestsAttributedExactly(t *testing.T) {
 		inexact   int // rounds from the start whose attribution is not checked
 		rounds    int
 		persisted bool
+		seen      bool
 	}{
-		{"serialize", 2, 0, 100, false},
-		{"", 4, 1, 30, true}, // auto: the first round may go by "latest"
+		{"serialize", 2, 0, 100, false, false},
+		{"", 4, 1, 30, true, false},     // auto: the first round may go by "latest"
+		{"auto", 4, 0, 30, false, true}, // auto, the server remembered from an earlier run: exact from the start
 	}
 	for _, tt := range tests {
-		t.Run("policy="+tt.policy, func(t *testing.T) {
+		t.Run(fmt.Sprintf("policy=%s,seen=%v", tt.policy, tt.seen), func(t *testing.T) {
 			var told atomic.Int32
 			h := newHarness(t, func(c *Config) {
 				c.ServerRequests = tt.policy
-				c.OnServerRequests = func() { told.Add(1) }
+				c.Memory = &countingMemory{told: &told, seen: tt.seen}
 			})
 			clients := map[string]*testClient{}
 			for i := range tt.sessions {
@@ -267,3 +269,13 @@ func TestRootsFromSessions(t *testing.T) {
 	b.send(`{"jsonrpc":"2.0","id":1,"method":"roots"}`)
 	assert.JSONEq(t, `{"answer":{"roots":[{"uri":"file:///home/a"}]}}`, string(b.recv().Result))
 }
+
+// countingMemory is a Memory that remembers nothing and counts what it is
+// told.
+type countingMemory struct {
+	told *atomic.Int32
+	seen bool
+}
+
+func (m *countingMemory) SendsRequests() bool     { return m.seen }
+func (m *countingMemory) RememberRequests() error { m.told.Add(1); return nil }

@@ -76,6 +76,13 @@ type Peer struct {
 	Addr      string // "pid 123 uid 1000", "127.0.0.1:50312", ...
 }
 
+// The defaults of Config's zero values.
+const (
+	DefaultMaxInflight     = 256
+	DefaultOutboxHighWater = 1 << 20
+	DefaultOutboxMax       = 64 << 20
+)
+
 // Config sets a session's limits.
 type Config struct {
 	ID              uint64
@@ -107,13 +114,13 @@ type Session struct {
 // New returns a session over t; Run starts it.
 func New(cfg Config, t Transport) *Session {
 	if cfg.MaxInflight <= 0 {
-		cfg.MaxInflight = 256
+		cfg.MaxInflight = DefaultMaxInflight
 	}
 	if cfg.OutboxHighWater <= 0 {
-		cfg.OutboxHighWater = 1 << 20
+		cfg.OutboxHighWater = DefaultOutboxHighWater
 	}
 	if cfg.OutboxMax <= 0 {
-		cfg.OutboxMax = 64 << 20
+		cfg.OutboxMax = DefaultOutboxMax
 	}
 	log := cfg.Logger
 	if log == nil {

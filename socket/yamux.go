@@ -94,6 +94,10 @@ func (c *sniffedConn) Read(p []byte) (int, error) {
 }
 
 // YamuxConfig configures ServeYamux.
+// DefaultMaxStreams is the streams one yamux connection may have open at
+// once when YamuxConfig.MaxStreams is zero.
+const DefaultMaxStreams = 256
+
 type YamuxConfig struct {
 	// MaxStreams is how many streams may be open at once on one connection;
 	// a stream over it is closed at once (and logged). 0 means 256.
@@ -110,7 +114,7 @@ type YamuxConfig struct {
 // A handler owns its stream and must close it.
 func ServeYamux(ctx context.Context, c net.Conn, cfg YamuxConfig, handle func(ctx context.Context, stream net.Conn, id uint32)) error {
 	if cfg.MaxStreams <= 0 {
-		cfg.MaxStreams = 256
+		cfg.MaxStreams = DefaultMaxStreams
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -83,6 +84,9 @@ type serverConfig struct {
 	StdinGrace      time.Duration     // stdin_grace: wait after closing stdin before SIGTERM; default 2s
 	TermGrace       time.Duration     // term_grace: wait after SIGTERM before SIGKILL; default 2s
 	StartTimeout    time.Duration     // start_timeout: how long sessions wait for a starting server; default 30s
+	InitTimeout     time.Duration     // initialize_timeout: how long a started server may take to answer before it is killed; default 5m
+	Protocol        string            // protocol: "auto" (default), "legacy" or "modern": the era the server is opened in
+	UpstreamCaps    json.RawMessage   // upstream_capabilities: what mcpmux declares to the server, as written; nil = the default
 	MaxMessageBytes int               // max_message_bytes: largest message either way; default 16MiB
 	MaxJunkLines    int               // max_junk_lines: non-JSON-RPC stdout lines tolerated in a row; default 10
 	WriteQueueBytes int               // write_queue_bytes: bytes queued towards the server's stdin; default 64MiB
@@ -99,7 +103,8 @@ type serverConfig struct {
 	IdleTimeout       time.Duration // idle_timeout: stop the server after this long without sessions; default 0 = never
 
 	MaxSessions          int           // max_sessions: sessions at once; default 1024
-	ServerRequests       string        // server_requests: "latest" (default) or "serialize"
+	MaxConcurrency       int           // max_concurrency: requests in flight at the server; default 0 = no limit
+	ServerRequests       string        // server_requests: "auto" (default), "latest" or "serialize"
 	ServerRequestTimeout time.Duration // server_request_timeout: how long a session has to answer the server; default 60s
 	Roots                []string      // roots = ["file:///...", ...]: answered by mcpmux
 	RootsFromSessions    bool          // roots = "sessions": the union of the sessions' roots

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -46,6 +47,9 @@ stderr = "file:logs/memory.log"
 stdin_grace = "250ms"
 term_grace = "1m30s"
 start_timeout = "5s"
+initialize_timeout = "2m"
+protocol = "legacy"
+upstream_capabilities = { sampling = {}, elicitation = { form = {}, url = {} } }
 max_message_bytes = "2MB"
 max_junk_lines = 0
 write_queue_bytes = "1GiB"
@@ -60,6 +64,7 @@ request_timeout = "2m"
 start = "lazy"
 idle_timeout = "10m"
 max_sessions = 8
+max_concurrency = 1
 server_requests = "serialize"
 server_request_timeout = "5s"
 roots = ["file:///home/me/project"]
@@ -100,6 +105,8 @@ write_queue_bytes = "8kib"
 				StdinGrace:      2 * time.Second,
 				TermGrace:       2 * time.Second,
 				StartTimeout:    30 * time.Second,
+				InitTimeout:     5 * time.Minute,
+				Protocol:        "auto",
 				MaxMessageBytes: 4096,
 				MaxJunkLines:    10,
 				WriteQueueBytes: 8 << 10,
@@ -112,7 +119,7 @@ write_queue_bytes = "8kib"
 				PingFailures:      3,
 
 				MaxSessions:          1024,
-				ServerRequests:       "latest",
+				ServerRequests:       "auto",
 				ServerRequestTimeout: time.Minute,
 				DefaultLogLevel:      "info",
 			},
@@ -128,6 +135,9 @@ write_queue_bytes = "8kib"
 				StdinGrace:      250 * time.Millisecond,
 				TermGrace:       90 * time.Second,
 				StartTimeout:    5 * time.Second,
+				InitTimeout:     2 * time.Minute,
+				Protocol:        "legacy",
+				UpstreamCaps:    json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{}}`),
 				MaxMessageBytes: 2_000_000,
 				MaxJunkLines:    0,
 				WriteQueueBytes: 1 << 30,
@@ -144,6 +154,7 @@ write_queue_bytes = "8kib"
 				IdleTimeout:       10 * time.Minute,
 
 				MaxSessions:          8,
+				MaxConcurrency:       1,
 				ServerRequests:       "serialize",
 				ServerRequestTimeout: 5 * time.Second,
 				Roots:                []string{"file:///home/me/project"},
@@ -165,6 +176,8 @@ func TestParseConfigDefaults(t *testing.T) {
 			StdinGrace:      2 * time.Second,
 			TermGrace:       2 * time.Second,
 			StartTimeout:    30 * time.Second,
+			InitTimeout:     5 * time.Minute,
+			Protocol:        "auto",
 			MaxMessageBytes: 16 << 20,
 			MaxJunkLines:    10,
 			WriteQueueBytes: 64 << 20,
@@ -177,7 +190,7 @@ func TestParseConfigDefaults(t *testing.T) {
 			PingFailures:      3,
 
 			MaxSessions:          1024,
-			ServerRequests:       "latest",
+			ServerRequests:       "auto",
 			ServerRequestTimeout: time.Minute,
 			DefaultLogLevel:      "info",
 		}
@@ -364,6 +377,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{"max_message_bytes above half the default queue", "[servers.x]\ncommand = \"a\"\nmax_message_bytes = \"64MiB\"\n", `3: servers.x.max_message_bytes: 64MiB needs write_queue_bytes of at least twice that`},
 		{"negative max_junk_lines", "[servers.x]\ncommand = \"a\"\nmax_junk_lines = -1\n", `3: servers.x.max_junk_lines: must not be negative (got -1)`},
 		{"bad stderr", "[servers.x]\ncommand = \"a\"\nstderr = \"syslog\"\n", `3: servers.x.stderr: invalid value "syslog"`},
+		{"bad protocol", "[servers.x]\ncommand = \"a\"\nprotocol = \"2026\"\n", `3: servers.x.protocol: invalid value "2026": want "auto", "legacy" or "modern"`},
+		{"bad server_requests", "[servers.x]\ncommand = \"a\"\nserver_requests = \"first\"\n", `3: servers.x.server_requests: invalid value "first": want "auto", "latest" or "serialize"`},
+		{"zero max_concurrency", "[servers.x]\ncommand = \"a\"\nmax_concurrency = 0\n", `3: servers.x.max_concurrency:`},
+		{"zero initialize_timeout", "[servers.x]\ncommand = \"a\"\ninitialize_timeout = \"0s\"\n", `3: servers.x.initialize_timeout:`},
+		{"upstream_capabilities not a table", "[servers.x]\ncommand = \"a\"\nupstream_capabilities = \"all\"\n", `3: servers.x.upstream_capabilities: must be a table (got a string)`},
 		{"stderr file without path", "[servers.x]\ncommand = \"a\"\nstderr = \"file:\"\n", `3: servers.x.stderr: "file:" needs a path`},
 		{"env name with =", "[servers.x]\ncommand = \"a\"\n[servers.x.env]\nOK = \"1\"\n\"A=B\" = \"x\"\n", `5: servers.x.env."A=B": invalid variable name`},
 		{"empty env name", "[servers.x]\ncommand = \"a\"\nenv = { \"\" = \"x\" }\n", `3: servers.x.env."": invalid variable name`},

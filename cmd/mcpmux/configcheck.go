@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net"
 	"os"
@@ -10,29 +11,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/socket"
 	"github.com/mcpmux/mcpmux/upstream"
 )
 
-// The defaults of keys absent from the file. Where a library package
-// fills a zero value and exports the default, it is taken from there. The
-// session limits, the router's timers and the yamux stream limit are filled
-// by session.New, mux.New and socket.ServeYamux with values those packages
-// do not export; the config shows them (and compares outbox_high_water
-// with outbox_max) with the same values, written once here. The others
-// (autostart, max_restarts, write_queue_bytes, write_stall_timeout,
-// max_sessions, server_requests) are the config's own: the libraries'
-// zero means something else (no limit, off, twice the message size).
+// The defaults of keys absent from the file. Where a library package fills
+// a zero value, its exported default is taken (the config shows the values,
+// and compares outbox_high_water with outbox_max). The others (autostart,
+// max_restarts, write_queue_bytes, write_stall_timeout, max_sessions) are
+// the config's own: the libraries' zero means something else (no limit,
+// off, twice the message size).
 func defaultConfig() *config {
 	return &config{
 		Daemon: daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true},
 		Listen: listenConfig{
 			SocketDir:       defaultSocketDir(os.Getenv, os.Getuid()),
-			MaxInflight:     256,     // session.New
-			OutboxHighWater: 1 << 20, // session.New
-			OutboxMax:       64 << 20,
+			MaxInflight:     session.DefaultMaxInflight,
+			OutboxHighWater: session.DefaultOutboxHighWater,
+			OutboxMax:       session.DefaultOutboxMax,
 
-			MaxStreamsPerConn: 256, // socket.ServeYamux
+			MaxStreamsPerConn: socket.DefaultMaxStreams,
 			HTTPSessionIdle:   socket.DefaultHTTPSessionIdle,
 		},
 	}
@@ -44,22 +44,24 @@ func defaultServer(name string) serverConfig {
 		Stderr:          upstream.StderrLog.String(),
 		StdinGrace:      upstream.DefaultStdinGrace,
 		TermGrace:       upstream.DefaultTermGrace,
-		StartTimeout:    30 * time.Second, // mux.New, as the next five
+		StartTimeout:    mux.DefaultStartTimeout,
 		MaxMessageBytes: upstream.DefaultMaxMessageBytes,
 		MaxJunkLines:    upstream.DefaultMaxJunkLines,
 		WriteQueueBytes: 64 << 20,
 
-		RestartBackoff:    250 * time.Millisecond,
-		RestartBackoffMax: 30 * time.Second,
-		RestartWindow:     60 * time.Second,
+		RestartBackoff:    mux.DefaultRestartBackoff,
+		RestartBackoffMax: mux.DefaultRestartBackoffMax,
+		RestartWindow:     mux.DefaultRestartWindow,
 		MaxRestarts:       5,
 		WriteStallTimeout: 60 * time.Second,
-		PingFailures:      3,
+		PingFailures:      mux.DefaultPingFailures,
 
 		MaxSessions:          1024,
-		ServerRequests:       "latest",
-		ServerRequestTimeout: 60 * time.Second,
-		DefaultLogLevel:      "info",
+		ServerRequests:       mux.ServerRequestsAuto,
+		ServerRequestTimeout: mux.DefaultServerRequestTimeout,
+		DefaultLogLevel:      mux.DefaultSessionLogLevel,
+		InitTimeout:          mux.DefaultInitializeTimeout,
+		Protocol:             mux.ProtocolAuto,
 	}
 }
 
@@ -228,6 +230,15 @@ func (d *decoder) process(path keyPath, f *fileServer, s *serverConfig) {
 // supervision checks the keys of how the router keeps the server up.
 func (d *decoder) supervision(path keyPath, f *fileServer, s *serverConfig) {
 	d.setDuration(path.with("start_timeout"), &s.StartTimeout, f.StartTimeout, true)
+	d.setDuration(path.with("initialize_timeout"), &s.InitTimeout, f.InitTimeout, true)
+	if f.Protocol != nil {
+		switch p := *f.Protocol; p {
+		case mux.ProtocolAuto, mux.ProtocolLegacy, mux.ProtocolModern:
+			s.Protocol = p
+		default:
+			d.errorf(path.with("protocol"), `invalid value %q: want "auto", "legacy" or "modern"`, p)
+		}
+	}
 	d.setDuration(path.with("restart_backoff"), &s.RestartBackoff, f.RestartBackoff, true)
 	d.setDuration(path.with("restart_backoff_max"), &s.RestartBackoffMax, f.RestartBackoffMax, true)
 	d.setDuration(path.with("restart_window"), &s.RestartWindow, f.RestartWindow, true)
@@ -237,6 +248,7 @@ func (d *decoder) supervision(path keyPath, f *fileServer, s *serverConfig) {
 	d.setDuration(path.with("request_timeout"), &s.RequestTimeout, f.RequestTimeout, false)
 	d.setDuration(path.with("idle_timeout"), &s.IdleTimeout, f.IdleTimeout, false)
 	d.setCount(path.with("max_sessions"), &s.MaxSessions, f.MaxSessions, 1)
+	d.setCount(path.with("max_concurrency"), &s.MaxConcurrency, f.MaxConcurrency, 1)
 	s.Lazy = d.choice(path.with("start"), f.Start, "eager", "lazy")
 	s.Isolated = d.choice(path.with("share"), f.Share, "shared", "isolated")
 }
@@ -244,11 +256,19 @@ func (d *decoder) supervision(path keyPath, f *fileServer, s *serverConfig) {
 // serverRequests checks the keys of what the server asks of the sessions.
 func (d *decoder) serverRequests(path keyPath, f *fileServer, s *serverConfig) {
 	if f.ServerRequests != nil {
-		if mode := *f.ServerRequests; mode == "latest" || mode == "serialize" {
+		switch mode := *f.ServerRequests; mode {
+		case mux.ServerRequestsAuto, mux.ServerRequestsLatest, mux.ServerRequestsSerialize:
 			s.ServerRequests = mode
-		} else {
-			d.errorf(path.with("server_requests"), "invalid value %q: want \"latest\" or \"serialize\"", mode)
+		default:
+			d.errorf(path.with("server_requests"), "invalid value %q: want \"auto\", \"latest\" or \"serialize\"", mode)
 		}
+	}
+	if f.UpstreamCaps != nil {
+		b, err := json.Marshal(f.UpstreamCaps)
+		if err != nil {
+			d.errorf(path.with("upstream_capabilities"), "cannot be written as JSON: %v", err)
+		}
+		s.UpstreamCaps = b
 	}
 	d.setDuration(path.with("server_request_timeout"), &s.ServerRequestTimeout, f.ServerRequestTimeout, true)
 	if f.Roots != nil {

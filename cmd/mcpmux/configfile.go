@@ -53,6 +53,9 @@ type fileServer struct {
 	StdinGrace      *string           `toml:"stdin_grace" want:"duration"`
 	TermGrace       *string           `toml:"term_grace" want:"duration"`
 	StartTimeout    *string           `toml:"start_timeout" want:"duration"`
+	InitTimeout     *string           `toml:"initialize_timeout" want:"duration"`
+	Protocol        *string           `toml:"protocol"`
+	UpstreamCaps    map[string]any    `toml:"upstream_capabilities"`
 	MaxMessageBytes any               `toml:"max_message_bytes"`
 	MaxJunkLines    *int              `toml:"max_junk_lines"`
 	WriteQueueBytes any               `toml:"write_queue_bytes"`
@@ -69,6 +72,7 @@ type fileServer struct {
 	IdleTimeout       *string `toml:"idle_timeout" want:"duration"`
 
 	MaxSessions          *int    `toml:"max_sessions"`
+	MaxConcurrency       *int    `toml:"max_concurrency"`
 	ServerRequests       *string `toml:"server_requests"`
 	ServerRequestTimeout *string `toml:"server_request_timeout" want:"duration"`
 	Roots                any     `toml:"roots"`

@@ -36,6 +36,7 @@ func newServeCmd() *cobra.Command {
 		}
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		env := daemonEnv{environ: os.Environ(), stderr: cmd.ErrOrStderr()}
+		env.state, _ = stateDir(os.Getenv) // none: nothing is remembered
 		if exe, err := os.Executable(); err != nil {
 			log.Warn("cannot find the mcpmux executable to run reapers; a server will outlive a killed mcpmux", "error", err)
 		} else {
@@ -57,6 +58,7 @@ type daemonEnv struct {
 	stderr    io.Writer
 	reaper    []string
 	inherited map[string]*socket.Listener // sockets passed by systemd socket activation, by path
+	state     string                      // the state folder, where mcpmux remembers things of servers; "" none
 }
 
 // reaperMode, as the first argument, makes the mcpmux binary a reaper
