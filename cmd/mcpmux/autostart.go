@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,20 +41,28 @@ func stateDir(getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".local", "state", "mcpmux"), nil
 }
 
-func answers(path string) bool {
-	c, err := net.DialTimeout("unix", path, time.Second)
+// answers reports whether a daemon of this user answers on path. A
+// socket folder or a listener that is not this user's is an error, not a
+// missing daemon: nothing is started in its place and nothing sent to it.
+func answers(ctx context.Context, path string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := socket.Dial(ctx, path)
+	if errors.Is(err, socket.ErrUnsafeDir) || errors.Is(err, socket.ErrForeignPeer) {
+		return false, err
+	}
 	if err != nil {
-		return false
+		return false, nil
 	}
 	c.Close()
-	return true
+	return true, nil
 }
 
 // ensureDaemon returns once a daemon answers on sock, starting one when
 // none does.
 func ensureDaemon(ctx context.Context, cfg *config, sock string) error {
-	if answers(sock) {
-		return nil
+	if ok, err := answers(ctx, sock); ok || err != nil {
+		return err
 	}
 	dir := cfg.Listen.SocketDir
 	if err := socket.PrepareDir(dir); err != nil {
@@ -66,10 +73,13 @@ func ensureDaemon(ctx context.Context, cfg *config, sock string) error {
 		return err
 	}
 	defer unlock()
-	if answers(sock) { // another connect started it while we waited
-		return nil
+	if ok, err := answers(ctx, sock); ok || err != nil { // another connect started it while we waited
+		return err
 	}
-	if answers(filepath.Join(dir, daemon.ControlSocket)) {
+	if ok, err := answers(ctx, filepath.Join(dir, daemon.ControlSocket)); ok || err != nil {
+		if err != nil {
+			return err
+		}
 		return fmt.Errorf("the mcpmux daemon on %s does not serve %s (is it running another config?)", dir, filepath.Base(sock))
 	}
 	if cfg.Path == "" {
@@ -108,7 +118,11 @@ func ensureDaemon(ctx context.Context, cfg *config, sock string) error {
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for !answers(sock) {
+	for {
+		ok, err := answers(ctx, sock)
+		if ok || err != nil {
+			return err
+		}
 		select {
 		case err := <-exited:
 			return fmt.Errorf("the daemon it started exited (%v); see %s%s", err, logPath, lastLine(logPath))
@@ -119,7 +133,6 @@ func ensureDaemon(ctx context.Context, cfg *config, sock string) error {
 		case <-tick.C:
 		}
 	}
-	return nil
 }
 
 // lastLine is the last line of a log file, for an error message.

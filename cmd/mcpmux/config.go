@@ -58,7 +58,8 @@ type daemonConfig struct {
 // listenConfig is the [listen] table: where clients reach the daemon, and
 // the flow-control limits applied to every client session.
 type listenConfig struct {
-	SocketDir         string   // socket_dir: absolute; default $XDG_RUNTIME_DIR/mcpmux, else /tmp/mcpmux-<uid>
+	SocketDir         string   // socket_dir: absolute; default /run/user/UID/mcpmux when that folder is the user's, else /tmp/mcpmux-UID (else, when that one is another's, ~/.mcpmux/run)
+	SocketDirNote     string   // why the default socket folder is not the usual one; "" when it is, or socket_dir is set
 	HTTP              string   // http: host:port of the web listener; "" = no web listener
 	HTTPToken         string   // http_token: "" = generated and kept by the daemon
 	HTTPOrigins       []string // http_origins: browser Origins allowed; none by default

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,10 +25,12 @@ import (
 // the config's own: the libraries' zero means something else (no limit,
 // off, twice the message size).
 func defaultConfig() *config {
+	dir, note := defaultSocketDir(os.Getuid())
 	return &config{
 		Daemon: daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true},
 		Listen: listenConfig{
-			SocketDir:       defaultSocketDir(os.Getenv, os.Getuid()),
+			SocketDir:       dir,
+			SocketDirNote:   note,
 			MaxInflight:     session.DefaultMaxInflight,
 			OutboxHighWater: session.DefaultOutboxHighWater,
 			OutboxMax:       session.DefaultOutboxMax,
@@ -65,13 +68,26 @@ func defaultServer(name string) serverConfig {
 	}
 }
 
-// defaultSocketDir is $XDG_RUNTIME_DIR/mcpmux when that variable holds an
-// absolute path, else /tmp/mcpmux-<uid>.
-func defaultSocketDir(getenv func(string) string, uid int) string {
-	if dir := getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(dir) {
-		return filepath.Join(dir, "mcpmux")
+// defaultSocketDir is the socket folder when socket_dir is not set: one
+// that depends on the user alone (socket.DefaultDir), never on variables
+// the clients that start `mcpmux connect` strip from its environment, so
+// that the daemon and every client agree. note, when not empty, says why
+// it is not the usual folder.
+func defaultSocketDir(uid int) (dir, note string) {
+	dir, note, err := socket.DefaultDir(uid, homeOf(uid))
+	if err != nil {
+		return "/tmp/mcpmux-" + strconv.Itoa(uid), err.Error()
 	}
-	return "/tmp/mcpmux-" + strconv.Itoa(uid)
+	return dir, note
+}
+
+// homeOf is the user's home folder: the account's, else $HOME. The
+// account's comes first: a client may have been started without HOME.
+func homeOf(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && filepath.IsAbs(u.HomeDir) {
+		return u.HomeDir
+	}
+	return os.Getenv("HOME")
 }
 
 // document checks the decoded file and fills in the defaults.
@@ -123,7 +139,7 @@ func (d *decoder) listen(path keyPath, f *fileListen, c *listenConfig) {
 		if *f.SocketDir == "" {
 			d.errorf(path.with("socket_dir"), "must not be empty (leave it out for the default)")
 		} else {
-			c.SocketDir = d.resolve(*f.SocketDir)
+			c.SocketDir, c.SocketDirNote = d.resolve(*f.SocketDir), ""
 		}
 	}
 	if f.HTTP != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/socket"
 )
 
 func newConnectCmd() *cobra.Command {
@@ -56,8 +57,10 @@ const bridgeLineLimit = 64 << 20
 // answers to the requests it forwarded, then closes the socket. With
 // viaYamux the session runs on one yamux stream of the connection.
 func bridge(ctx context.Context, path string, viaYamux bool, drain time.Duration, stdin io.Reader, stdout io.Writer) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", path)
+	conn, err := socket.Dial(ctx, path)
+	if errors.Is(err, socket.ErrUnsafeDir) || errors.Is(err, socket.ErrForeignPeer) {
+		return err // refused before a byte was sent: nothing to do with a daemon of ours
+	}
 	if err != nil {
 		return fmt.Errorf("no mcpmux daemon is serving %s: %w", path, unwrapSyscall(err))
 	}

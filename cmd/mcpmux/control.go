@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/socket"
 )
 
 // controlClient talks to the daemon whose socket_dir is dir.
@@ -24,9 +25,10 @@ func controlClient(dir string) (*http.Client, string) {
 	return &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
+			// socket.Dial checks the folder and the listener's uid before
+			// a byte is sent: another user's daemon is refused.
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", path)
+				return socket.Dial(ctx, path)
 			},
 		},
 	}, path

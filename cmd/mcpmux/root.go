@@ -61,7 +61,11 @@ func configFlag(cmd *cobra.Command) func() (*config, error) {
 				return nil, err
 			}
 		}
-		return loadConfig(p)
+		cfg, err := loadConfig(p)
+		if err == nil && cfg.Listen.SocketDirNote != "" && cmd.Name() != "serve" {
+			fmt.Fprintln(cmd.ErrOrStderr(), "mcpmux:", cfg.Listen.SocketDirNote)
+		}
+		return cfg, err
 	}
 }
 

@@ -35,6 +35,9 @@ func newServeCmd() *cobra.Command {
 			return err
 		}
 		log := newLogger(cfg, cmd.ErrOrStderr())
+		if note := cfg.Listen.SocketDirNote; note != "" {
+			log.Warn("the usual socket folder cannot be used: "+note, "socket_dir", cfg.Listen.SocketDir)
+		}
 		env := daemonEnv{environ: os.Environ(), stderr: cmd.ErrOrStderr()}
 		env.state, _ = stateDir(os.Getenv) // none: nothing is remembered
 		if exe, err := os.Executable(); err != nil {
