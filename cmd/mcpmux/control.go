@@ -69,7 +69,7 @@ func daemonError(status string, body []byte) error {
 }
 
 func newStatusCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, verbose bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the daemon's servers: state, pid, uptime, restarts, sessions, last exit, last stderr lines",
@@ -77,6 +77,7 @@ func newStatusCmd() *cobra.Command {
 	}
 	load := configFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list each server's sessions too")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := load()
 		if err != nil {
@@ -92,21 +93,46 @@ func newStatusCmd() *cobra.Command {
 			enc.SetIndent("", "  ")
 			return enc.Encode(st)
 		}
-		return printStatus(out, st)
+		if err := printStatus(out, st); err != nil || !verbose {
+			return err
+		}
+		return printSessions(out, st)
 	}
 	return cmd
+}
+
+// protocolOf is a revision with its era, as status shows them.
+func protocolOf(version, era string) string {
+	if version == "" {
+		return "-"
+	}
+	return version + " (" + era + ")"
+}
+
+// printSessions lists every server's sessions: who, over what, in which
+// protocol, how long, with how much in flight.
+func printSessions(w io.Writer, st daemon.Status) error {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tSESSION\tTRANSPORT\tPEER\tCLIENT\tPROTOCOL\tAGE\tIN FLIGHT")
+	for _, s := range st.Servers {
+		for _, ss := range s.SessionList {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", s.Name, ss.ID, ss.Transport, dash(ss.Peer), dash(ss.Client), protocolOf(ss.Protocol, ss.Era), ss.Age, ss.Inflight)
+		}
+	}
+	return tw.Flush()
 }
 
 func printStatus(w io.Writer, st daemon.Status) error {
 	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s, %d goroutines, %.1f MiB resident\n\n", st.Version, st.Pid, st.Uptime, st.Goroutines, float64(st.RSSBytes)/(1<<20))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tSTATE\tPID\tUPTIME\tRESTARTS\tSESSIONS\tIN FLIGHT\tLAST EXIT")
+	fmt.Fprintln(tw, "SERVER\tSTATE\tPID\tUPTIME\tPROTOCOL\tRESTARTS\tSESSIONS\tIN FLIGHT\tLAST EXIT")
 	for _, s := range st.Servers {
 		pid := "-"
 		if s.Pid > 0 {
 			pid = fmt.Sprint(s.Pid)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.Name, s.State, pid, dash(s.Uptime), s.Restarts, s.Sessions, s.Inflight, dash(s.LastExit))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.Name, s.State, pid, dash(s.Uptime), protocolOf(s.Protocol, s.Era), s.Restarts, s.Sessions, s.Inflight, dash(s.LastExit))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

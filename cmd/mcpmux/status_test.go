@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/mux"
+)
+
+// status shows each server's protocol revision and era, and with -v each
+// session's.
+func TestPrintStatusShowsEras(t *testing.T) {
+	st := daemon.Status{Version: "v1", Pid: 7, Uptime: "1m", Servers: []mux.Status{
+		{Name: "modern", State: mux.StateReady, Pid: 10, Uptime: "1m", Protocol: "2026-07-28", Era: "modern", Sessions: 2,
+			SessionList: []mux.SessionStatus{
+				{ID: 1, Transport: "unix", Client: "claude", Protocol: "2025-06-18", Era: "legacy", Age: "5s"},
+				{ID: 2, Transport: "http", Peer: "127.0.0.1:5000", Client: "go", Protocol: "2026-07-28", Era: "modern", Age: "1s", Inflight: 1},
+			}},
+		{Name: "idle", State: mux.StateIdle},
+	}}
+	var out bytes.Buffer
+	require.NoError(t, printStatus(&out, st))
+	require.NoError(t, printSessions(&out, st))
+	lines := strings.Split(out.String(), "\n")
+	find := func(prefix string) string {
+		for _, l := range lines {
+			if l = strings.Join(strings.Fields(l), " "); strings.HasPrefix(l, prefix) {
+				return l
+			}
+		}
+		t.Fatalf("no line starting %q in:\n%s", prefix, out.String())
+		return ""
+	}
+	assert.Equal(t, "modern ready 10 1m 2026-07-28 (modern) 0 2 0 -", find("modern "))
+	assert.Equal(t, "idle idle - - - 0 0 0 -", find("idle "))
+	assert.Contains(t, out.String(), "SERVER  SESSION")
+	assert.Equal(t, []string{"modern 1 unix - claude 2025-06-18 (legacy) 5s 0", "modern 2 http 127.0.0.1:5000 go 2026-07-28 (modern) 1s 1"},
+		[]string{find("modern 1"), find("modern 2")})
+}
