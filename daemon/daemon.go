@@ -234,7 +234,7 @@ func (d *Daemon) listen(s Server) (*served, error) {
 	if cfg.Upstream.MaxMessageBytes == 0 { // the sessions' readers take their limit from the hub
 		cfg.Upstream.MaxMessageBytes = upstream.DefaultMaxMessageBytes
 	}
-	return &served{given: s, srv: mux.NewServer(cfg, s.Isolated), l: l}, nil
+	return &served{given: s, srv: mux.NewServer(cfg, s.Share), l: l}, nil
 }
 
 // listenUnix takes the socket a service manager passed for path, if it

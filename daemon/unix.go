@@ -32,7 +32,7 @@ func serveUnix(ctx context.Context, hub mux.Server, c net.Conn, maxStreams int, 
 	ylog.Debug("yamux connection")
 	err = socket.ServeYamux(ctx, conn, socket.YamuxConfig{MaxStreams: maxStreams, Logger: ylog},
 		func(ctx context.Context, stream net.Conn, id uint32) {
-			p := session.Peer{Transport: "yamux", Addr: fmt.Sprintf("%s stream %d", peer.Addr, id)}
+			p := session.Peer{Transport: "yamux", Addr: fmt.Sprintf("%s stream %d", peer.Addr, id), Dir: peer.Dir}
 			if err := hub.Serve(ctx, session.NewStream(stream, maxBytes), p); err != nil {
 				log.Debug("session ended", "server", hub.Name(), "error", err)
 			}
@@ -48,5 +48,6 @@ func unixPeer(c net.Conn) session.Peer {
 	if err != nil {
 		return session.Peer{Transport: "unix"}
 	}
-	return session.Peer{Transport: "unix", Addr: fmt.Sprintf("pid %d uid %d", p.PID, p.UID)}
+	dir, _ := socket.ProcessDir(p.PID) // unknown where the system does not say
+	return session.Peer{Transport: "unix", Addr: fmt.Sprintf("pid %d uid %d", p.PID, p.UID), Dir: dir}
 }

@@ -186,6 +186,7 @@ type demoStats struct {
 	Answered       int               `json:"answered"`
 	DuplicateIDs   int               `json:"duplicateIds"`
 	PID            int               `json:"pid"`
+	Dir            string            `json:"dir"`
 	ProgressTokens []json.RawMessage `json:"progressTokens"`
 	Methods        []string          `json:"methods"`
 }

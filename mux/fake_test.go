@@ -32,6 +32,7 @@ type fakeServer struct {
 	version   string
 	crashInit bool               // die on initialize, for crash loops
 	lastArgs  []string           // the Args of the last start
+	dirs      []string           // the Dir of each start
 	deaf      bool               // answer nothing at all, for liveness pings
 	era       string             // "" (legacy only), "dual" or "modern": see fakemodern_test.go
 	initGate  chan struct{}      // when set, initialize is answered once it is closed: a slow starter
@@ -49,6 +50,7 @@ func newFakeServer() *fakeServer {
 func (f *fakeServer) start(cfg upstream.Config, h upstream.Handler) (process, error) {
 	f.mu.Lock()
 	f.lastArgs = cfg.Args
+	f.dirs = append(f.dirs, cfg.Dir)
 	f.mu.Unlock()
 	p := &fakeProc{srv: f, h: h, in: make(chan []byte, 1<<16), done: make(chan struct{}), kill: make(chan string, 1)}
 	f.mu.Lock()

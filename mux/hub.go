@@ -58,6 +58,10 @@ type Config struct {
 	// declares to the server, passed through as written.
 	UpstreamCapabilities json.RawMessage
 
+	// ProjectMarkers name what makes a folder a project's root, for share =
+	// "project"; nil means DefaultProjectMarkers.
+	ProjectMarkers []string
+
 	// Protocol is the era the server is opened in: ProtocolAuto (also
 	// ""), ProtocolLegacy or ProtocolModern.
 	Protocol string
@@ -237,7 +241,17 @@ type Status struct {
 	LastExit string   `json:"last_exit,omitempty"`
 	Stderr   []string `json:"stderr,omitempty"` // the server's last stderr lines
 
-	SessionList []SessionStatus `json:"session_list"`
+	SessionList []SessionStatus  `json:"session_list"`
+	Instances   []InstanceStatus `json:"instances,omitempty"` // share = "project": one per project
+}
+
+// InstanceStatus describes one project's process (share = "project").
+type InstanceStatus struct {
+	Project  string `json:"project"`
+	State    State  `json:"state"`
+	Pid      int    `json:"pid,omitempty"`
+	Sessions int    `json:"sessions"`
+	LastExit string `json:"last_exit,omitempty"`
 }
 
 // SessionStatus describes one session.

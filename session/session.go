@@ -74,6 +74,7 @@ type Handler interface {
 type Peer struct {
 	Transport string // "unix", "yamux", "websocket", ...
 	Addr      string // "pid 123 uid 1000", "127.0.0.1:50312", ...
+	Dir       string // the working folder of the client process, when the system tells; "" otherwise
 }
 
 // The defaults of Config's zero values.

@@ -110,7 +110,8 @@ type serverConfig struct {
 	Roots                []string      // roots = ["file:///...", ...]: answered by mcpmux
 	RootsFromSessions    bool          // roots = "sessions": the union of the sessions' roots
 	DefaultLogLevel      string        // default_log_level: the level of sessions that set none; default "info"
-	Isolated             bool          // share = "isolated": one process per session; default "shared"
+	Share                string        // share: "shared" (default), "isolated" (a process per session) or "project" (a process per project)
+	ProjectMarkers       []string      // project_markers: what makes a folder a project's root; default [".git"]
 }
 
 // defaultConfigPath returns where the config is read from when no path is

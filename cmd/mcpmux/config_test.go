@@ -159,7 +159,7 @@ write_queue_bytes = "8kib"
 				ServerRequestTimeout: 5 * time.Second,
 				Roots:                []string{"file:///home/me/project"},
 				DefaultLogLevel:      "warning",
-				Isolated:             true,
+				Share:                "isolated",
 			},
 		},
 	}

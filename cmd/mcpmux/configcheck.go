@@ -266,7 +266,22 @@ func (d *decoder) supervision(path keyPath, f *fileServer, s *serverConfig) {
 	d.setCount(path.with("max_sessions"), &s.MaxSessions, f.MaxSessions, 1)
 	d.setCount(path.with("max_concurrency"), &s.MaxConcurrency, f.MaxConcurrency, 1)
 	s.Lazy = d.choice(path.with("start"), f.Start, "eager", "lazy")
-	s.Isolated = d.choice(path.with("share"), f.Share, "shared", "isolated")
+	if f.Share != nil {
+		switch share := *f.Share; share {
+		case mux.ShareShared, mux.ShareIsolated, mux.ShareProject:
+			s.Share = share
+		default:
+			d.errorf(path.with("share"), `invalid value %q: want "shared", "isolated" or "project"`, share)
+		}
+	}
+	if f.ProjectMarkers != nil {
+		for _, m := range f.ProjectMarkers {
+			if m == "" || strings.ContainsRune(m, '/') || m == "." || m == ".." {
+				d.errorf(path.with("project_markers"), "invalid marker %q: a file or folder name, such as \".git\"", m)
+			}
+		}
+		s.ProjectMarkers = f.ProjectMarkers
+	}
 }
 
 // serverRequests checks the keys of what the server asks of the sessions.

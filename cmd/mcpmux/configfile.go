@@ -71,13 +71,14 @@ type fileServer struct {
 	Start             *string `toml:"start"`
 	IdleTimeout       *string `toml:"idle_timeout" want:"duration"`
 
-	MaxSessions          *int    `toml:"max_sessions"`
-	MaxConcurrency       *int    `toml:"max_concurrency"`
-	ServerRequests       *string `toml:"server_requests"`
-	ServerRequestTimeout *string `toml:"server_request_timeout" want:"duration"`
-	Roots                any     `toml:"roots"`
-	DefaultLogLevel      *string `toml:"default_log_level"`
-	Share                *string `toml:"share"`
+	MaxSessions          *int     `toml:"max_sessions"`
+	MaxConcurrency       *int     `toml:"max_concurrency"`
+	ServerRequests       *string  `toml:"server_requests"`
+	ServerRequestTimeout *string  `toml:"server_request_timeout" want:"duration"`
+	Roots                any      `toml:"roots"`
+	DefaultLogLevel      *string  `toml:"default_log_level"`
+	Share                *string  `toml:"share"`
+	ProjectMarkers       []string `toml:"project_markers"`
 }
 
 // decodeFile decodes data strictly into a fileDoc. doc is the same file

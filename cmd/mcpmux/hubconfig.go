@@ -51,6 +51,7 @@ func hubConfig(lc listenConfig, sc serverConfig, env daemonEnv) mux.Config {
 		MaxSessions:          sc.MaxSessions,
 		MaxConcurrency:       sc.MaxConcurrency,
 		Memory:               env.memory(sc),
+		ProjectMarkers:       sc.ProjectMarkers,
 
 		ServerRequests:       sc.ServerRequests,
 		ServerRequestTimeout: sc.ServerRequestTimeout,

@@ -362,6 +362,7 @@ type stats struct {
 	Answered       int               `json:"answered"`       // responses written so far
 	DuplicateIDs   int               `json:"duplicateIds"`   // requests whose id was already in flight
 	PID            int               `json:"pid"`            // this process
+	Dir            string            `json:"dir"`            // its working folder
 	Grandchild     int               `json:"grandchild"`     // the --grandchild pid, or 0
 	ProgressTokens []json.RawMessage `json:"progressTokens"` // tokens of the last 100 requests that had one
 	Methods        []string          `json:"methods"`        // last 100 methods received, oldest first
@@ -369,6 +370,7 @@ type stats struct {
 
 func toolStats(s *server, _ *request, _ json.RawMessage) (*toolResult, error) {
 	st := stats{PID: os.Getpid(), Grandchild: s.grandchild, ProgressTokens: []json.RawMessage{}}
+	st.Dir, _ = os.Getwd()
 	s.mu.Lock()
 	st.Initialize, st.Initialized, st.Requests, st.DuplicateIDs = s.initializes, s.initialized, s.requests, s.duplicates
 	st.Cancelled = append([]json.RawMessage{}, s.cancelled...)
