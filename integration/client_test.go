@@ -187,6 +187,7 @@ type demoStats struct {
 	DuplicateIDs   int               `json:"duplicateIds"`
 	PID            int               `json:"pid"`
 	Dir            string            `json:"dir"`
+	SlowAtOnce     int               `json:"slowAtOnce"`
 	ProgressTokens []json.RawMessage `json:"progressTokens"`
 	Methods        []string          `json:"methods"`
 }

@@ -555,3 +555,29 @@ func mustRead(t *testing.T, path string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// TestRealWorldMemoryConcurrency: server-memory is not safe under
+// concurrent calls (each reads its file, adds, writes it back); three
+// clients creating entities at the same moment through one shared process
+// keep every entity with max_concurrency = 1. Without it they may lose
+// some: that count is logged, not asserted (it depends on timing).
+func TestRealWorldMemoryConcurrency(t *testing.T) {
+	rw := needRealWorld(t)
+	dir := t.TempDir()
+	d := startDaemon(t,
+		rw.server("limited", rwMemory, nil, `env = { MEMORY_FILE_PATH = "`+filepath.Join(dir, "limited.jsonl")+`" }`, `max_concurrency = 1`)+
+			rw.server("free", rwMemory, nil, `env = { MEMORY_FILE_PATH = "`+filepath.Join(dir, "free.jsonl")+`" }`), "")
+	for _, name := range []string{"limited", "free"} {
+		var got struct {
+			Created []string `json:"created"`
+			Kept    []string `json:"kept"`
+		}
+		rw.runScript(t, "memory-race.mjs", map[string]any{"target": connectTarget(d, name), "rounds": 5}, &got, nil)
+		require.Len(t, got.Created, 15)
+		if name == "limited" {
+			assert.ElementsMatch(t, got.Created, got.Kept, "every entity kept with max_concurrency = 1")
+		} else {
+			t.Logf("without max_concurrency: %d of %d entities kept", len(got.Kept), len(got.Created))
+		}
+	}
+}

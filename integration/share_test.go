@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +79,29 @@ func TestShareProject(t *testing.T) {
 	testutil.Until(t, 10*time.Second, "both instances stop after idle_timeout", func() bool { return len(instances()) == 0 })
 	for _, pid := range []int{inA.PID, inB.PID} {
 		testutil.Until(t, 5*time.Second, "the process is gone", func() bool { return gone(pid) })
+	}
+}
+
+// max_concurrency = 1: four sessions' slow calls, sent at once, reach the
+// server one at a time (the server counts how many run together); without
+// it, they overlap.
+func TestMaxConcurrencyOneAtATime(t *testing.T) {
+	d := startDaemon(t, demo("one", nil, `max_concurrency = 1`)+demo("many", nil), "")
+	for name, want := range map[string]int{"one": 1, "many": 4} {
+		clients := make([]*client, 4)
+		for i := range clients {
+			clients[i] = open(t, d.socket(name))
+		}
+		errs := make(chan error, len(clients))
+		for i, c := range clients {
+			go func() { // each waits for its own answer; the errors channel collects them
+				_, err := c.tool(strconv.Itoa(100+i), "slow", map[string]any{"ms": 300})
+				errs <- err
+			}()
+		}
+		for range clients {
+			require.NoError(t, <-errs)
+		}
+		assert.Equal(t, want, clients[0].mustStats(t).SlowAtOnce, "%s: slow calls at the server at once", name)
 	}
 }

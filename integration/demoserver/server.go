@@ -192,6 +192,9 @@ type server struct {
 	outErr   error        // first write error; later writes are skipped
 	answered atomic.Int64 // responses to requests that had an id; changed under outMu
 
+	// slowNow and slowMost count the slow calls running, now and at most.
+	slowNow, slowMost atomic.Int32
+
 	// stopReading is set by the stop_reading tool: the read loop blocks.
 	stopReading atomic.Bool
 

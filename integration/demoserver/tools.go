@@ -239,6 +239,10 @@ func toolSlow(s *server, req *request, raw json.RawMessage) (*toolResult, error)
 	}
 	total := time.Duration(*a.MS) * time.Millisecond
 	start := time.Now()
+	now := s.slowNow.Add(1)
+	defer s.slowNow.Add(-1)
+	for most := s.slowMost.Load(); now > most && !s.slowMost.CompareAndSwap(most, now); most = s.slowMost.Load() {
+	}
 	for i := 1; i <= a.Steps; i++ {
 		if !sleepUntil(req.ctx, start.Add(total*time.Duration(i)/time.Duration(a.Steps))) {
 			return nil, s.stopped(req)
@@ -363,6 +367,7 @@ type stats struct {
 	DuplicateIDs   int               `json:"duplicateIds"`   // requests whose id was already in flight
 	PID            int               `json:"pid"`            // this process
 	Dir            string            `json:"dir"`            // its working folder
+	SlowAtOnce     int               `json:"slowAtOnce"`     // the most slow calls that ran at the same time
 	Grandchild     int               `json:"grandchild"`     // the --grandchild pid, or 0
 	ProgressTokens []json.RawMessage `json:"progressTokens"` // tokens of the last 100 requests that had one
 	Methods        []string          `json:"methods"`        // last 100 methods received, oldest first
@@ -371,6 +376,7 @@ type stats struct {
 func toolStats(s *server, _ *request, _ json.RawMessage) (*toolResult, error) {
 	st := stats{PID: os.Getpid(), Grandchild: s.grandchild, ProgressTokens: []json.RawMessage{}}
 	st.Dir, _ = os.Getwd()
+	st.SlowAtOnce = int(s.slowMost.Load())
 	s.mu.Lock()
 	st.Initialize, st.Initialized, st.Requests, st.DuplicateIDs = s.initializes, s.initialized, s.requests, s.duplicates
 	st.Cancelled = append([]json.RawMessage{}, s.cancelled...)
