@@ -15,6 +15,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/socket"
+	"github.com/mcpmux/mcpmux/streamable"
 	"github.com/mcpmux/mcpmux/upstream"
 )
 
@@ -36,7 +37,7 @@ func defaultConfig() *config {
 			OutboxMax:       session.DefaultOutboxMax,
 
 			MaxStreamsPerConn: socket.DefaultMaxStreams,
-			HTTPSessionIdle:   socket.DefaultHTTPSessionIdle,
+			HTTPSessionIdle:   streamable.DefaultSessionIdle,
 		},
 	}
 }
