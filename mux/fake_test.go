@@ -135,6 +135,7 @@ func (p *fakeProc) WaitWritable(ctx context.Context) error { return nil }
 func (p *fakeProc) Kill(reason string)                     { p.crash(reason) }
 func (p *fakeProc) StderrTail() []string                   { return nil }
 func (p *fakeProc) Done() <-chan struct{}                  { return p.done }
+func (p *fakeProc) Closed() bool                           { return p.closed.Load() }
 func (p *fakeProc) Exit() upstream.Exit                    { return p.exit }
 
 func (p *fakeProc) Stop(ctx context.Context) error {

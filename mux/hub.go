@@ -103,6 +103,7 @@ type process interface {
 	Flush()
 	WaitWritable(ctx context.Context) error
 	Done() <-chan struct{}
+	Closed() bool // no more input: the process is ending, Done follows
 	Exit() upstream.Exit
 	Stop(ctx context.Context) error
 	Kill(reason string)

@@ -136,6 +136,7 @@ func (l *life) retire(proc process, exit string, tail []string) {
 	}
 	l.lastExit = exit
 	l.stderr = tail
+	l.changedLocked()
 }
 
 // startFailed records why a start did not succeed; noExec: the command
@@ -205,14 +206,22 @@ func (l *life) look() waitState {
 // *jsonrpc.Error with reason upstream_unavailable.
 func (l *life) waitReady(ctx context.Context, name string, timeout time.Duration) (process, *serverInfo, error) {
 	// The common case, on every request: the server is up. No timer.
-	if proc, info, ready := l.serving(); isClosed(ready) && proc != nil {
+	if proc, info, ready := l.serving(); isClosed(ready) && proc != nil && !proc.Closed() {
 		return proc, info, nil
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
 		w := l.look()
-		if isClosed(w.ready) && w.proc != nil {
+		// A process that takes no more input is ending (it crashed, and
+		// is winding down): wait for the next one, as for a start.
+		// Once it is gone, retire says so through changed.
+		var ending <-chan struct{}
+		if w.proc != nil && w.proc.Closed() {
+			if ending = w.proc.Done(); isClosed(ending) {
+				ending = nil
+			}
+		} else if isClosed(w.ready) && w.proc != nil {
 			return w.proc, w.info, nil
 		}
 		switch {
@@ -223,9 +232,14 @@ func (l *life) waitReady(ctx context.Context, name string, timeout time.Duration
 		case w.state == StateIdle:
 			notify(l.demand)
 		}
+		ready := w.ready
+		if w.proc != nil && w.proc.Closed() {
+			ready = nil // closed for the ending process: look again once it is gone
+		}
 		select {
-		case <-w.ready:
+		case <-ready:
 		case <-w.changed:
+		case <-ending:
 		case <-t.C:
 			msg := fmt.Sprintf("server %s is not ready", name)
 			if w.lastExit != "" {

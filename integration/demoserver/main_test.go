@@ -431,9 +431,14 @@ func TestStatsCounts(t *testing.T) {
 	s.call(`4`, "ping", "")
 	m := s.call(`5`, "tools/call", `{"name":"stats"}`)
 
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirJSON, _ := json.Marshal(dir)
 	want := fmt.Sprintf(`{"initialize":2,"initialized":1,"cancelled":[99],"aborted":[],"requests":5,"answered":4,`+
-		`"duplicateIds":0,"pid":%d,"grandchild":0,"progressTokens":["tk"],`+
-		`"methods":["initialize","initialize","notifications/initialized","notifications/cancelled","tools/call","ping","tools/call"]}`, os.Getpid())
+		`"duplicateIds":0,"pid":%d,"dir":%s,"slowAtOnce":1,"grandchild":0,"progressTokens":["tk"],`+
+		`"methods":["initialize","initialize","notifications/initialized","notifications/cancelled","tools/call","ping","tools/call"]}`, os.Getpid(), dirJSON)
 	var r toolResultJSON
 	if err := json.Unmarshal(m.Result, &r); err != nil {
 		t.Fatal(err)
