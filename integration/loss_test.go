@@ -80,3 +80,28 @@ func TestClosedClientCancels(t *testing.T) {
 	})
 	assert.Equal(t, []json.RawMessage{up}, stats.mustStats(t).Aborted, "the request the close cancelled")
 }
+
+// TestInvalidAnswerFailsItsRequest: a server answer that is not valid JSON
+// (Python's NaN, a Latin-1 byte in a string) but whose id is readable
+// fails its request with -32603 invalid_answer at once, under the
+// client's id; the line is logged, and the session and the server go on.
+func TestInvalidAnswerFailsItsRequest(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, demo("demo", nil), "")
+	c := open(t, d.socket("demo"))
+	for _, kind := range []string{"nan", "latin1"} {
+		start := time.Now()
+		m, err := c.tool(`"bad-`+kind+`"`, "invalid", map[string]string{"kind": kind})
+		took := time.Since(start)
+		require.NoError(t, err, kind)
+		e, err := errorOf(m)
+		require.NoError(t, err, "%s: an error answer: %s", kind, m.Frame)
+		assert.Equal(t, []any{-32603, "invalid_answer", "demo"}, []any{e.Code, e.Data.Reason, e.Data.Server}, kind)
+		assert.Less(t, took, time.Second, "%s: answered within a second", kind)
+		t.Logf("%s: invalid_answer after %v", kind, took.Round(time.Millisecond))
+	}
+	require.NoError(t, c.echo(`"after"`, "still served"))
+	assert.Contains(t, d.log(), "invalid answer from the server", "the line is logged")
+	assert.Contains(t, d.log(), `NaN}}`, "with what it said")
+	assert.NotContains(t, d.log(), "junk on server stdout", "an answer is no junk")
+}

@@ -40,6 +40,7 @@ const (
 	ReasonUnsupportedVersion  = "unsupported_version"
 	ReasonInvalidRequestState = "invalid_request_state"
 	ReasonMissingCapability   = "missing_capability"
+	ReasonInvalidAnswer       = "invalid_answer"
 )
 
 // Error is a JSON-RPC error that mcpmux itself emits. On the wire its data is
