@@ -40,6 +40,7 @@ const (
 	ReasonUnsupportedVersion  = "unsupported_version"
 	ReasonInvalidRequestState = "invalid_request_state"
 	ReasonMissingCapability   = "missing_capability"
+	ReasonInvalidAnswer       = "invalid_answer"
 
 	// Refusals of the web listener, each with its HTTP status.
 	ReasonForbidden      = "forbidden"       // 403: Host or Origin not allowed

@@ -195,6 +195,19 @@ func (p *fakeProc) reply(frame []byte) {
 	p.h.Flush() // the real reader does before each read that may wait
 }
 
+// replyLine hands the hub a stdout line as the real reader would: a valid
+// message, or the id of an invalid answer, or nothing (junk).
+func (p *fakeProc) replyLine(line []byte) {
+	p.replyMu.Lock()
+	defer p.replyMu.Unlock()
+	if m, err := jsonrpc.Parse(line); err == nil {
+		p.h.HandleMessage(m)
+	} else if id := jsonrpc.ResponseID(line); id != nil {
+		p.h.HandleInvalidAnswer(id, err)
+	}
+	p.h.Flush()
+}
+
 // answer plays the server: the method says what to do.
 func (p *fakeProc) answer(m *jsonrpc.Message) {
 	p.srv.mu.Lock()
@@ -248,6 +261,9 @@ func (p *fakeProc) answer(m *jsonrpc.Message) {
 			}
 		}
 		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{}`)))
+	case "nan":
+		// Python's json.dumps(float("nan")): no JSON, but the id is readable.
+		p.replyLine([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"x":NaN}}`))
 	case "hang":
 		// never answered
 	case "held":

@@ -46,6 +46,12 @@ type Handler interface {
 	// line was skipped without being held in memory; id is its top-level id
 	// when the skipping scan found one, else nil.
 	HandleTooLarge(id json.RawMessage, size int64)
+	// HandleInvalidAnswer reports a stdout line that is not a valid
+	// JSON-RPC message but has the shape of an answer whose id is
+	// readable (Python's NaN, Latin-1 bytes in a string): err says what is
+	// wrong with it. It reports whether the id was that of a request in
+	// flight, now failed; a line it does not take counts as junk.
+	HandleInvalidAnswer(id json.RawMessage, err error) bool
 	// Flush sends on what the Handler held back while it handled a run of
 	// messages that arrived together. The reader calls it before each read
 	// that may wait for the server, and once it stops reading, so held-back

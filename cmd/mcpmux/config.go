@@ -69,6 +69,8 @@ type listenConfig struct {
 	HTTPAllowRemote   bool     // http_allow_remote: serve the web listener beyond loopback; default false
 	MaxStreamsPerConn int      // max_streams_per_conn: yamux streams per Unix connection; default 256
 
+	DrainTimeout time.Duration // drain_timeout: how long a client that half-closed waits for its answers in flight; default 60s
+
 	HTTPSessionIdle time.Duration // http_session_idle: a Streamable HTTP session without requests this long ends; default 30m
 }
 

@@ -38,6 +38,7 @@ func defaultConfig() *config {
 
 			MaxStreamsPerConn: socket.DefaultMaxStreams,
 			HTTPSessionIdle:   streamable.DefaultSessionIdle,
+			DrainTimeout:      session.DefaultDrainTimeout,
 		},
 	}
 }
@@ -159,6 +160,7 @@ func (d *decoder) listen(path keyPath, f *fileListen, c *listenConfig) {
 	}
 	d.setCount(path.with("max_streams_per_conn"), &c.MaxStreamsPerConn, f.MaxStreamsPerConn, 1)
 	d.setDuration(path.with("http_session_idle"), &c.HTTPSessionIdle, f.HTTPSessionIdle, true)
+	d.setDuration(path.with("drain_timeout"), &c.DrainTimeout, f.DrainTimeout, true)
 	d.setCount(path.with("max_inflight"), &c.MaxInflight, f.MaxInflight, 1)
 	d.setSize(path.with("outbox_high_water"), &c.OutboxHighWater, f.OutboxHighWater)
 	d.setSize(path.with("outbox_max"), &c.OutboxMax, f.OutboxMax)

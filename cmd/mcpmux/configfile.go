@@ -41,6 +41,7 @@ type fileListen struct {
 	HTTPAllowRemote   *bool    `toml:"http_allow_remote"`
 	MaxStreamsPerConn *int     `toml:"max_streams_per_conn"`
 	HTTPSessionIdle   *string  `toml:"http_session_idle" want:"duration"`
+	DrainTimeout      *string  `toml:"drain_timeout" want:"duration"`
 }
 
 type fileServer struct {

@@ -43,6 +43,7 @@ func hubConfig(lc listenConfig, sc serverConfig, env daemonEnv) mux.Config {
 			MaxInflight:     lc.MaxInflight,
 			OutboxHighWater: lc.OutboxHighWater,
 			OutboxMax:       lc.OutboxMax,
+			DrainTimeout:    lc.DrainTimeout,
 		},
 		StartTimeout:         sc.StartTimeout,
 		InitializeTimeout:    sc.InitTimeout,

@@ -139,6 +139,8 @@ func tools() []tool {
 		{"notify", "Sends the given notification to the client, then answers ok.",
 			schema([]string{"method"}, property{"method", "string", "notification method, e.g. notifications/tools/list_changed"},
 				property{"params", "object", "notification params"}), toolNotify},
+		{"invalid", "Answers with a line that is not valid JSON-RPC but whose id is readable: a NaN (kind nan, the default, as Python's json writes one) or a Latin-1 byte in a string (kind latin1).",
+			schema(nil, property{"kind", "string", "nan or latin1"}), toolInvalid},
 	}
 }
 
@@ -401,6 +403,22 @@ func toolStats(s *server, _ *request, _ json.RawMessage) (*toolResult, error) {
 
 // toolStopReading answers, then makes the read loop block for good before
 // its next line: the server stays up but accepts no more input.
+// toolInvalid writes its own answer, broken on purpose.
+func toolInvalid(s *server, req *request, raw json.RawMessage) (*toolResult, error) {
+	a := struct {
+		Kind string `json:"kind"`
+	}{Kind: "nan"}
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	body := `{"content":[{"type":"text","text":"score"}],"structuredContent":{"score":NaN}}`
+	if a.Kind == "latin1" {
+		body = "{\"content\":[{\"type\":\"text\",\"text\":\"caf\xe9\"}]}"
+	}
+	s.writeLine(envelope(req.id, "result", []byte(body)), true)
+	return nil, errNoResponse
+}
+
 func toolStopReading(s *server, _ *request, _ json.RawMessage) (*toolResult, error) {
 	s.stopReading.Store(true)
 	return textResult("ok"), nil
