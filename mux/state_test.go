@@ -277,5 +277,7 @@ type countingMemory struct {
 	seen bool
 }
 
-func (m *countingMemory) SendsRequests() bool     { return m.seen }
-func (m *countingMemory) RememberRequests() error { m.told.Add(1); return nil }
+func (m *countingMemory) SendsRequests() bool                      { return m.seen }
+func (m *countingMemory) RememberRequests() error                  { m.told.Add(1); return nil }
+func (m *countingMemory) Description() (string, []byte)            { return "", nil }
+func (m *countingMemory) RememberDescription(string, []byte) error { return nil }

@@ -129,6 +129,7 @@ func (s *server) startUp(stderr io.Writer) (code int, ok bool) {
 			return 3, false
 		}
 	}
+	time.Sleep(s.opts.startDelay) // the slow start being simulated, not a synchronisation
 	s.logf("ready, pid %d", os.Getpid())
 	return 0, true
 }
