@@ -400,7 +400,8 @@ func (h *harness) sessionWith(version, caps string) *testClient {
 	require.Equal(h.t, jsonrpc.KindResult, m.Kind, "initialize answer: %s", m.Frame)
 	// A ping round trip proves the notification was handled: the session is ready.
 	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, `{"jsonrpc":"2.0","id":"ready?","method":"ping"}`)
-	require.Equal(h.t, `"ready?"`, string(c.recv().ID))
+	m = c.recv()
+	require.Equal(h.t, `"ready?"`, string(m.ID), "%s", m.Frame)
 	return c
 }
 

@@ -194,7 +194,7 @@ func TestLogLevelsPerSession(t *testing.T) {
 	h.srv.current().crash("exited") // come back with logging
 	eventually(t, "logging capability", func() bool {
 		r := h.hub.describedServer()
-		return r != nil && r.has("logging") && h.Status().State == StateReady
+		return h.srv.started() == 2 && r != nil && r.has("logging") && h.Status().State == StateReady
 	})
 	debug, quietOne := h.session("2025-11-25"), h.session("2025-11-25")
 	debug.send(`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}`)
