@@ -134,6 +134,24 @@ func (l *life) publish(info *serverInfo) (prev *serverInfo, remembered bool) {
 	return prev, remembered
 }
 
+// readyNow is the common case, on every request: the server is up.
+func (l *life) readyNow() (process, *serverInfo, bool) {
+	proc, info, ready := l.serving()
+	return proc, info, isClosed(ready) && proc != nil && !proc.Closed()
+}
+
+// describedNow is description's answer when it needs no waiting.
+func (l *life) describedNow() (*serverInfo, bool) {
+	w := l.look()
+	if w.info == nil || w.state == StateFailed || w.noExec != "" {
+		return nil, false
+	}
+	if w.state == StateIdle {
+		notify(l.demand)
+	}
+	return w.info, true
+}
+
 // description is what a session's initialize or server/discover is
 // answered from: the ready server's; while it starts (or restarts), the
 // last one it gave, or Memory's, at once (the session's requests wait for
@@ -141,12 +159,8 @@ func (l *life) publish(info *serverInfo) (prev *serverInfo, remembered bool) {
 // server's once it is ready. A server that is failed or cannot be
 // started at all is refused as in waitReady.
 func (l *life) description(ctx context.Context, name string, timeout time.Duration) (*serverInfo, error) {
-	w := l.look()
-	if w.info != nil && w.state != StateFailed && w.noExec == "" {
-		if w.state == StateIdle {
-			notify(l.demand)
-		}
-		return w.info, nil
+	if info, ok := l.describedNow(); ok {
+		return info, nil
 	}
 	_, info, err := l.waitReady(ctx, name, timeout)
 	return info, err
@@ -235,8 +249,7 @@ func (l *life) look() waitState {
 // description. A failed server, or none ready within timeout, is a
 // *jsonrpc.Error with reason upstream_unavailable.
 func (l *life) waitReady(ctx context.Context, name string, timeout time.Duration) (process, *serverInfo, error) {
-	// The common case, on every request: the server is up. No timer.
-	if proc, info, ready := l.serving(); isClosed(ready) && proc != nil && !proc.Closed() {
+	if proc, info, ok := l.readyNow(); ok {
 		return proc, info, nil
 	}
 	t := time.NewTimer(timeout)

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -126,13 +127,30 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 }
 
 // description is what a session's initialize or discover is answered from.
-func (h *Hub) description(c *client) (*serverInfo, error) {
-	return h.life.description(c.ctx, h.cfg.Name, h.cfg.StartTimeout)
+func (h *Hub) description(c *client) (info *serverInfo, err error) {
+	if info, ok := h.life.describedNow(); ok {
+		return info, nil
+	}
+	err = c.sess.Await(c.ctx, func(ctx context.Context) error {
+		info, err = h.life.description(ctx, h.cfg.Name, h.cfg.StartTimeout)
+		return err
+	})
+	return info, err
 }
 
-// waitReady waits, for a session, until the server is ready.
-func (h *Hub) waitReady(c *client) (process, *serverInfo, error) {
-	return h.life.waitReady(c.ctx, h.cfg.Name, h.cfg.StartTimeout)
+// waitReady waits, for a session, until the server is ready. The wait
+// holds up the session's reading, so it watches for the client leaving
+// meanwhile (session.Await): a session that leaves while its server
+// starts is gone at once.
+func (h *Hub) waitReady(c *client) (proc process, info *serverInfo, err error) {
+	if proc, info, ok := h.life.readyNow(); ok {
+		return proc, info, nil
+	}
+	err = c.sess.Await(c.ctx, func(ctx context.Context) error {
+		proc, info, err = h.life.waitReady(ctx, h.cfg.Name, h.cfg.StartTimeout)
+		return err
+	})
+	return proc, info, err
 }
 
 // fwd is how a request is forwarded, beyond the request itself.

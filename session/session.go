@@ -125,6 +125,9 @@ type Session struct {
 	out      *outbox.Queue // to the client; its writer goroutine is Run's
 	inflight atomic.Int64  // requests in flight, counted by Begin and End
 	ended    chan struct{} // 1-buffered: a request ended
+
+	ahead   *readAhead     // a frame being read ahead (Await); the read loop's alone
+	aheadWG sync.WaitGroup // the read ahead's goroutine
 }
 
 // New returns a session over t; Run starts it.
@@ -224,6 +227,7 @@ func (s *Session) Run(ctx context.Context, h Handler) error {
 	s.closeWith(err)
 	cancel()
 	wg.Wait()
+	s.aheadWG.Wait() // the transport is closed: its read has returned
 	if errors.Is(s.err, io.EOF) || errors.Is(s.err, net.ErrClosed) {
 		return nil
 	}
@@ -322,7 +326,7 @@ func (s *Session) readLoop(ctx context.Context, h Handler) error {
 		// wait: the next read, or the wait for room, which the answers to
 		// those very requests may be what ends.
 		room := s.hasRoom()
-		if !room || !s.t.Buffered() {
+		if !room || s.ahead != nil || !s.t.Buffered() { // a read ahead owns the transport's buffer
 			h.Flush()
 		}
 		if !room {
@@ -333,7 +337,7 @@ func (s *Session) readLoop(ctx context.Context, h Handler) error {
 		if err := h.WaitRoom(ctx); err != nil {
 			return err
 		}
-		frame, tag, err := s.t.ReadFrame()
+		frame, tag, err := s.next(ctx)
 		s.bytesIn.Add(int64(len(frame)))
 		var tooLarge *jsonrpc.TooLargeError
 		switch {
