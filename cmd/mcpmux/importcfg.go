@@ -37,8 +37,13 @@ func newImportCmd() *cobra.Command {
 
 Comments and trailing commas are allowed. Servers reached by URL are listed
 as not imported: mcpmux runs stdio servers. Values that refer to variables
-(${input:...}, ${env:...}, ${workspaceFolder}) are kept as they are, with a
-"# check:" comment: mcpmux does not expand them.
+(${input:...}, ${env:...}) are kept as they are, with a "# check:" comment:
+mcpmux does not expand them.
+
+The entries of a project's config (a project's .mcp.json, .vscode/mcp.json or
+.cursor/mcp.json, and the "projects" of ~/.claude.json) get share = "project":
+the editor ran them in the project's folder, so mcpmux runs one per project,
+in its root; ${workspaceFolder} becomes {project}, that root.
 
   mcpmux import ~/.cursor/mcp.json >> ~/.config/mcpmux/mux.toml`,
 		Args: cobra.ExactArgs(1),
@@ -96,13 +101,36 @@ type importedServer struct {
 	Notes   []string            // comments above the table
 	Checks  map[string][]string // "check:" comments above a line: "command", "args", "cwd" or "env.NAME"
 	CwdNote string              // a cwd line written commented out, when the cwd cannot be used as it is
+	Share   string              // "project" for an entry of a project's config; "" otherwise
 }
 
 // importSource is one object of servers: name -> entry.
 type importSource struct {
 	origin  string // "" or "project PATH" (Claude Code's ~/.claude.json)
+	project string // what makes its entries a project's, when they are: they get share = "project"
 	entries map[string]json.RawMessage
 }
+
+// projectFile says what makes file a project's config (its servers run in
+// the project's folder, which the file does not name), or "" for a user's
+// or an application's config.
+func projectFile(file string) string {
+	dir, base := filepath.Dir(file), filepath.Base(file)
+	home, _ := os.UserHomeDir()
+	switch {
+	case base == ".mcp.json":
+		return "a project's .mcp.json"
+	case filepath.Base(dir) == ".vscode" && (base == "mcp.json" || base == "settings.json"):
+		return "a VS Code workspace's " + base
+	case filepath.Base(dir) == ".cursor" && base == "mcp.json" && filepath.Dir(dir) != home:
+		return "a Cursor project's mcp.json"
+	}
+	return ""
+}
+
+// workspaceRefs are the editors' names for the project's folder, which
+// share = "project" calls {project}.
+var workspaceRefs = []string{"${workspaceFolder}", "${workspaceRoot}", "${PWD}", "${CLAUDE_PROJECT_DIR}"}
 
 const importExpected = `expected a JSON object with "mcpServers" (Claude Desktop, Claude Code, Cursor), ` +
 	`"projects" holding "mcpServers" (Claude Code's ~/.claude.json), "servers" (VS Code's mcp.json) ` +
@@ -129,6 +157,13 @@ func importServers(data []byte, file string) (*importResult, error) {
 	}
 	if len(res.Kinds) == 0 {
 		return nil, fmt.Errorf("import %s: no MCP servers found: %s", file, importExpected)
+	}
+	if scope := projectFile(file); scope != "" {
+		for i := range sources {
+			if sources[i].project == "" {
+				sources[i].project = scope
+			}
+		}
 	}
 	taken := map[string]*importedServer{}
 	for _, src := range sources {
@@ -196,7 +231,7 @@ func projectSources(raw json.RawMessage) ([]importSource, error) {
 		if err != nil {
 			return nil, fmt.Errorf("\"projects\".%q.\"mcpServers\" %w", p, err)
 		}
-		sources = append(sources, importSource{origin: "project " + p, entries: entries})
+		sources = append(sources, importSource{origin: "project " + p, project: "that project's entry", entries: entries})
 	}
 	return sources, nil
 }
@@ -208,13 +243,22 @@ func (res *importResult) add(src importSource, orig string, taken map[string]*im
 	if src.origin != "" {
 		label += " (" + src.origin + ")"
 	}
-	s, skip := convertEntry(orig, src.entries[orig])
+	raw := src.entries[orig]
+	if src.project != "" {
+		for _, ref := range workspaceRefs {
+			raw = bytes.ReplaceAll(raw, []byte(ref), []byte("{project}"))
+		}
+	}
+	s, skip := convertEntry(orig, raw)
 	if skip != "" {
 		res.Skipped = append(res.Skipped, label+" "+skip)
 		return
 	}
 	if src.origin != "" {
 		s.Notes = append(s.Notes, "from Claude Code's "+src.origin)
+	}
+	if src.project != "" {
+		s.shareByProject(src.project)
 	}
 	name := sanitizeServerName(orig)
 	if prev := taken[name]; prev != nil && sameServer(prev, &s) {
@@ -409,6 +453,25 @@ func (s *importedServer) convertCwd(cwd string) {
 	}
 }
 
+// shareByProject makes an entry of a project's config one process per
+// project: the editor started it in the project's folder, which the entry
+// does not name, and behind one daemon it would run in the daemon's.
+func (s *importedServer) shareByProject(scope string) {
+	s.Share = "project"
+	s.Notes = append(s.Notes, fmt.Sprintf(`share = "project" (%s): one process per project, run in its root, `+
+		`the nearest folder with .git at or above where mcpmux connect starts; {project} names it in args and env`, scope))
+	cwd := s.Cwd
+	if cwd == "" {
+		cwd = strings.TrimPrefix(s.CwdNote, "cwd = ")
+	}
+	s.Cwd, s.CwdNote = "", ""
+	delete(s.Checks, "cwd")
+	if cwd != "" && cwd != `"{project}"` && cwd != "{project}" {
+		s.Notes = append(s.Notes, fmt.Sprintf(`check: its cwd %s is left out: share = "project" runs it in the project's root; `+
+			`name another folder in its args, with {project}, if it needs one`, cwd))
+	}
+}
+
 // noteTheRest notes what the entry says that mcpmux does not take.
 func (s *importedServer) noteTheRest(e map[string]json.RawMessage) {
 	if f, ok := entryText(e, "envFile"); ok && f != "" {
@@ -591,6 +654,9 @@ func (s *importedServer) TOML() string {
 			quoted[i] = tomlString(a)
 		}
 		b.WriteString("args = [" + strings.Join(quoted, ", ") + "]\n")
+	}
+	if s.Share != "" {
+		b.WriteString("share = " + tomlString(s.Share) + "\n")
 	}
 	checks("cwd")
 	switch {

@@ -20,6 +20,7 @@ type importedAs struct {
 	Args    []string
 	Env     map[string]string
 	Cwd     string
+	Share   string
 }
 
 // TestImportFormats converts each editor's format and checks the TOML
@@ -94,23 +95,27 @@ args = ["run", "-i", "--rm", "ghcr.io/github/github-mcp-server"]
 GITHUB_PERSONAL_ACCESS_TOKEN = "${GITHUB_TOKEN}"
 
 # from Claude Code's project /home/me/app
+# share = "project" (that project's entry): one process per project, run in its root, the nearest folder with .git at or above where mcpmux connect starts; {project} names it in args and env
 [servers.db]
 command = "uvx"
 args = ["mcp-server-sqlite", "--db-path", "app.db"]
+share = "project"
 
 # from Claude Code's project /home/me/site
+# share = "project" (that project's entry): one process per project, run in its root, the nearest folder with .git at or above where mcpmux connect starts; {project} names it in args and env
 # renamed: "github" is taken; clients connect with: mcpmux connect github-site
 [servers.github-site]
 command = "npx"
 args = ["-y", "@modelcontextprotocol/server-github"]
+share = "project"
 
 # not imported: "github" (project /home/me/app) is the same as [servers.github]
 # not imported: "sentry" (project /home/me/site) is a URL server (https://mcp.sentry.dev/mcp); mcpmux serves stdio servers
 `,
 			servers: []importedAs{
-				{Name: "db", Command: "uvx", Args: []string{"mcp-server-sqlite", "--db-path", "app.db"}},
+				{Name: "db", Command: "uvx", Args: []string{"mcp-server-sqlite", "--db-path", "app.db"}, Share: "project"},
 				{Name: "github", Command: "docker", Args: []string{"run", "-i", "--rm", "ghcr.io/github/github-mcp-server"}, Env: map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"}},
-				{Name: "github-site", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-github"}},
+				{Name: "github-site", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-github"}, Share: "project"},
 			},
 		},
 		{
@@ -281,10 +286,50 @@ args = ["mcp-server-time", "--local-timezone=Europe/Paris"]
 			require.NoError(t, err, "output:\n%s", got)
 			var servers []importedAs
 			for _, s := range cfg.Servers {
-				servers = append(servers, importedAs{s.Name, s.Command, s.Args, s.Env, s.Cwd})
+				servers = append(servers, importedAs{s.Name, s.Command, s.Args, s.Env, s.Cwd, s.Share})
 			}
 			assert.Equal(t, tt.servers, servers, "output:\n%s", got)
 		})
+	}
+}
+
+// TestImportProjectFiles: the entries of a project's config (Claude Code's
+// .mcp.json, a VS Code workspace's or a Cursor project's mcp.json) get
+// share = "project", with the editors' names for the project's folder in
+// {project}; a user's config does not.
+func TestImportProjectFiles(t *testing.T) {
+	home, err := os.UserHomeDir()
+	require.NoError(t, err)
+	entry := `{"command": "code-search", "args": ["--root", "${workspaceFolder}"], "env": {"INDEX": "${workspaceFolder}/.index"}, "cwd": "${workspaceFolder}"}`
+	for _, tt := range []struct {
+		file, key string
+		project   bool
+	}{
+		{"/src/app/.mcp.json", "mcpServers", true},
+		{"/src/app/.vscode/mcp.json", "servers", true},
+		{"/src/app/.cursor/mcp.json", "mcpServers", true},
+		{filepath.Join(home, ".cursor", "mcp.json"), "mcpServers", false},
+		{filepath.Join(home, ".config", "Code", "User", "mcp.json"), "servers", false},
+		{filepath.Join(home, ".claude.json"), "mcpServers", false},
+	} {
+		res, err := importServers([]byte(`{"`+tt.key+`": {"search": `+entry+`}}`), tt.file)
+		require.NoError(t, err, tt.file)
+		got := res.TOML()
+		cfg, err := parseConfig([]byte(got), "imported.toml", "/cfg")
+		require.NoError(t, err, "output:\n%s", got)
+		require.Len(t, cfg.Servers, 1)
+		s := cfg.Servers[0]
+		if !tt.project {
+			assert.Empty(t, s.Share, "%s is not a project's", tt.file)
+			assert.Contains(t, got, "${workspaceFolder} is kept as written", tt.file)
+			continue
+		}
+		assert.Equal(t, "project", s.Share, "%s: output:\n%s", tt.file, got)
+		assert.Equal(t, []string{"--root", "{project}"}, s.Args, tt.file)
+		assert.Equal(t, map[string]string{"INDEX": "{project}/.index"}, s.Env, tt.file)
+		assert.Empty(t, s.Cwd, "the project's root is its folder")
+		assert.Contains(t, got, `# share = "project" (a `, tt.file)
+		assert.NotContains(t, got, "# check:", "%s: nothing left to check:\n%s", tt.file, got)
 	}
 }
 
