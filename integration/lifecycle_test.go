@@ -100,11 +100,12 @@ func TestCrashMidRequest(t *testing.T) {
 
 // TestJunkTolerated: non-JSON lines on the server's stdout are logged and
 // dropped; up to max_junk_lines in a row the server keeps running, one more
-// and it is restarted.
+// and it is restarted, with an error naming the key. A startup banner, even
+// one longer than max_junk_lines, is no junk.
 func TestJunkTolerated(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t,
-		demo("banner", []string{"--banner", "3"})+demo("flood", nil, "max_junk_lines = 5"), "")
+		demo("banner", []string{"--banner", "15"})+demo("flood", nil, "max_junk_lines = 5"), "")
 
 	t.Run("a banner and junk mid-session", func(t *testing.T) {
 		c := open(t, d.socket("banner"))
@@ -119,11 +120,12 @@ func TestJunkTolerated(t *testing.T) {
 		st := c.mustStats(t)
 		assert.Equal(t, first.PID, st.PID, "no restart")
 		assert.Equal(t, 1, st.Initialize)
-		// 3 banner lines before the handshake, 3 from the tool.
-		testutil.Eventually(t, 2*time.Second, "six junk lines logged", func() (bool, error) {
-			return junkLogged(d.log(), "banner") >= 6, nil
+		// 15 banner lines before the handshake, 3 junk lines from the tool.
+		testutil.Eventually(t, 2*time.Second, "three junk lines logged", func() (bool, error) {
+			return junkLogged(d.log(), "banner") >= 3, nil
 		})
-		assert.Equal(t, 6, junkLogged(d.log(), "banner"))
+		assert.Equal(t, 3, junkLogged(d.log(), "banner"))
+		assert.Equal(t, 15, strings.Count(d.log(), `msg="startup banner on server stdout, dropped" server=banner`))
 		assert.NotContains(t, d.log(), "server=banner pid="+fmt.Sprint(first.PID)+" exit=")
 	})
 
@@ -135,6 +137,7 @@ func TestJunkTolerated(t *testing.T) {
 		e, err := errorOf(m)
 		require.NoError(t, err, "the request in flight when the server is killed fails")
 		assert.Equal(t, answer{jsonrpc.CodeInternalError, jsonrpc.ReasonUpstreamExited, "1"}, answer{e.Code, e.Data.Reason, string(m.ID)})
+		assert.Contains(t, e.Message, "max_junk_lines = 5", "the error names the key")
 		require.NoError(t, c.echo("2", "restarted"))
 		st := c.mustStats(t)
 		assert.NotEqual(t, first.PID, st.PID, "restarted")

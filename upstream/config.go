@@ -50,6 +50,7 @@ const (
 	DefaultTermGrace       = 2 * time.Second
 	DefaultMaxMessageBytes = 16 << 20
 	DefaultMaxJunkLines    = 10
+	DefaultBannerBytes     = 64 << 10
 	DefaultStderrTailLines = 20
 )
 
@@ -111,6 +112,10 @@ type Config struct {
 	// messages are tolerated; one more kills the server (ReasonJunkOutput).
 	// 0 means DefaultMaxJunkLines; negative tolerates none.
 	MaxJunkLines int
+	// BannerBytes is how many bytes of such lines are tolerated before the
+	// server's first message (a startup banner) without counting as junk;
+	// 0 means DefaultBannerBytes, negative none.
+	BannerBytes int
 	// WriteQueueBytes is the soft bound on bytes queued for stdin: above it
 	// WaitWritable blocks, and Send refuses what would take the queue past
 	// twice this. 0 means twice MaxMessageBytes; it should be at least that,
@@ -196,6 +201,11 @@ func (c Config) withDefaults() Config {
 		c.MaxJunkLines = DefaultMaxJunkLines
 	} else if c.MaxJunkLines < 0 {
 		c.MaxJunkLines = 0
+	}
+	if c.BannerBytes == 0 {
+		c.BannerBytes = DefaultBannerBytes
+	} else if c.BannerBytes < 0 {
+		c.BannerBytes = 0
 	}
 	if c.WriteQueueBytes == 0 {
 		c.WriteQueueBytes = 2 * c.MaxMessageBytes

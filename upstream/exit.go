@@ -32,6 +32,7 @@ type Exit struct {
 	Code   int    // exit code, -1 if signalled
 	Signal string // the signal that ended it, e.g. "killed", "terminated"; "" if it exited
 	Reason string // ReasonExited, ReasonStopped, ReasonStalled, ...
+	Detail string // what made mcpmux end it, in words, naming the config key; "" when the reason says it all
 	Err    error  // a failure of wait itself; a non-zero exit status is not one
 }
 
@@ -45,7 +46,11 @@ func (e Exit) String() string {
 		s = "exit status " + strconv.Itoa(e.Code)
 	}
 	if e.Reason != "" && e.Reason != ReasonExited {
-		s += " (" + e.Reason + ")"
+		if e.Detail != "" {
+			s += " (" + e.Reason + ": " + e.Detail + ")"
+		} else {
+			s += " (" + e.Reason + ")"
+		}
 	}
 	if e.Err != nil {
 		s += ": " + e.Err.Error()

@@ -86,6 +86,7 @@ type Process struct {
 	mu       sync.Mutex
 	closed   bool        // Send refuses; closing is closed; stdin is closed
 	reason   string      // why mcpmux ended the process; the first one set wins
+	detail   string      // Exit.Detail
 	stopping bool        // a Stop call drives the escalation
 	dead     bool        // the leader has exited: no more signals to its group
 	backstop *time.Timer // with a reaper: SIGKILL to the group if the reaper does not act on a kill request
@@ -586,6 +587,15 @@ func (p *Process) await(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// setDetail says in words why mcpmux is about to end the process.
+func (p *Process) setDetail(d string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reason == "" {
+		p.detail = d
+	}
+}
+
 // end records why mcpmux is ending the process. The first reason wins, and
 // none is recorded once the leader has exited on its own.
 func (p *Process) end(reason string) {
@@ -811,7 +821,7 @@ func (p *Process) exitFrom(waitErr error) Exit {
 	}
 	p.mu.Lock()
 	if p.reason != "" {
-		e.Reason = p.reason
+		e.Reason, e.Detail = p.reason, p.detail
 	}
 	p.mu.Unlock()
 	return e

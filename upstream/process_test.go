@@ -440,11 +440,13 @@ func TestEscapedGrandchildDoesNotHoldDone(t *testing.T) {
 }
 
 // Junk lines under the limit are logged and dropped, and a valid message in
-// between resets the count.
+// between resets the count. Without a banner allowance the lines before
+// the first message count too.
 func TestJunkBelowLimitTolerated(t *testing.T) {
 	t.Parallel()
 	cfg := fakeConfig(t, "junk-banner", "2")
 	cfg.MaxJunkLines = 2
+	cfg.BannerBytes = -1
 	p, rec, logs := start(t, cfg)
 	rec.waitReady(t)
 	call(t, p, rec, 1, "ping")
@@ -464,6 +466,34 @@ func TestJunkBelowLimitTolerated(t *testing.T) {
 	}
 }
 
+// A banner before the first message, here 15 lines (more than
+// max_junk_lines), is no junk; the lines after the first message are.
+func TestStartupBannerTolerated(t *testing.T) {
+	t.Parallel()
+	cfg := fakeConfig(t, "junk-banner", "15")
+	cfg.MaxJunkLines = 20
+	p, rec, logs := start(t, cfg)
+	rec.waitReady(t)
+	call(t, p, rec, 1, "ping")
+	assert.Len(t, logs.records("startup banner on server stdout, dropped"), 15)
+	junk := logs.records("junk on server stdout, dropped")
+	require.Len(t, junk, 15, "the lines after the first message")
+	assert.Equal(t, `{"not":"jsonrpc"}`, junk[0].Attrs["preview"])
+}
+
+// A banner larger than BannerBytes: what does not fit counts as junk.
+func TestStartupBannerBounded(t *testing.T) {
+	t.Parallel()
+	cfg := fakeConfig(t, "junk-banner", "15")
+	cfg.MaxJunkLines = 3
+	cfg.BannerBytes = 100 // three of the 28-byte lines
+	p, _, logs := start(t, cfg)
+	waitDone(t, p)
+	assert.Equal(t, upstream.ReasonJunkOutput, p.Exit().Reason)
+	assert.Len(t, logs.records("startup banner on server stdout, dropped"), 3)
+	assert.Len(t, logs.records("junk on server stdout, dropped"), 4, "one more than tolerated")
+}
+
 func TestJunkFloodKills(t *testing.T) {
 	t.Parallel()
 	eachMode(t, testJunkFloodKills)
@@ -475,7 +505,9 @@ func testJunkFloodKills(t *testing.T, reaper []string) {
 	cfg.Reaper = reaper
 	p, rec, logs := start(t, cfg)
 	waitDone(t, p)
-	assert.Equal(t, upstream.Exit{Code: -1, Signal: "killed", Reason: upstream.ReasonJunkOutput}, p.Exit())
+	assert.Equal(t, upstream.Exit{Code: -1, Signal: "killed", Reason: upstream.ReasonJunkOutput,
+		Detail: "more than max_junk_lines = 5 stdout lines in a row were not JSON-RPC"}, p.Exit())
+	assert.Contains(t, p.Exit().String(), "max_junk_lines", "the key to change is named")
 	assert.Empty(t, rec.methods())
 
 	junk := logs.records("junk on server stdout, dropped")

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
@@ -29,7 +30,8 @@ func (p *Process) readFrames() (flood bool) {
 	// Whatever ends the reading (EOF, a junk flood), what the handler held
 	// back goes out.
 	defer p.h.Flush()
-	junk := 0 // junk lines in a row
+	junk := 0                   // junk lines in a row
+	banner := p.cfg.BannerBytes // what is left of the banner allowance, until the first message
 	for {
 		if !r.HasLine() {
 			// The run of messages read so far is handled; the next read
@@ -48,10 +50,18 @@ func (p *Process) readFrames() (flood bool) {
 		}
 		m, err := jsonrpc.Parse(frame)
 		if err == nil {
-			junk = 0
+			junk, banner = 0, 0
 			p.h.HandleMessage(m)
 			continue
 		}
+		if len(frame) <= banner {
+			// Before its first message a server may print a banner (a
+			// version, a greeting, what it serves): not junk, up to a bound.
+			banner -= len(frame)
+			p.log.Info("startup banner on server stdout, dropped", "preview", preview(frame))
+			continue
+		}
+		banner = 0
 		if id := jsonrpc.ResponseID(frame); id != nil && p.h.HandleInvalidAnswer(id, err) {
 			// An answer, if a broken one: the server speaks the protocol,
 			// so this is no junk (and no reason to restart it).
@@ -62,7 +72,9 @@ func (p *Process) readFrames() (flood bool) {
 		junk++
 		p.log.Warn("junk on server stdout, dropped", "preview", preview(frame), "error", err, "in_a_row", junk)
 		if junk > p.cfg.MaxJunkLines {
+			detail := fmt.Sprintf("more than max_junk_lines = %d stdout lines in a row were not JSON-RPC", p.cfg.MaxJunkLines)
 			p.log.Warn("too many junk lines in a row; killing the server", "max_junk_lines", p.cfg.MaxJunkLines)
+			p.setDetail(detail)
 			p.Kill(ReasonJunkOutput)
 			return true
 		}
