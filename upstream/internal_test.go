@@ -67,10 +67,12 @@ func TestConfigDefaults(t *testing.T) {
 		TermGrace:       DefaultTermGrace,
 		MaxMessageBytes: DefaultMaxMessageBytes,
 		MaxJunkLines:    DefaultMaxJunkLines,
+		BannerBytes:     DefaultBannerBytes,
 		WriteQueueBytes: 2 * DefaultMaxMessageBytes,
 	}, c)
 
-	c = Config{Command: "x", MaxJunkLines: -1, MaxMessageBytes: 100}.withDefaults()
+	c = Config{Command: "x", MaxJunkLines: -1, BannerBytes: -1, MaxMessageBytes: 100}.withDefaults()
 	assert.Equal(t, 0, c.MaxJunkLines, "negative tolerates none")
+	assert.Equal(t, 0, c.BannerBytes, "negative tolerates none")
 	assert.Equal(t, 200, c.WriteQueueBytes)
 }
