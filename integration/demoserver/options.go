@@ -29,6 +29,7 @@ type options struct {
 	stderrNoise    bool          // one stderr line per request
 	maxLine        int           // longest stdin line accepted, in bytes
 	startDelay     time.Duration // sleep this long before the first read, as a slow start does
+	strictCaps     bool          // refuse an initialize whose client capabilities have members it does not know
 }
 
 // parseOptions reads the words of mode (the value of DEMO_MODE) and then
@@ -48,6 +49,7 @@ func parseOptions(args []string, mode string, stderr io.Writer) (options, error)
 	fs.BoolVar(&o.stderrNoise, "stderr-noise", false, "write a stderr line for every request")
 	fs.StringVar(&o.crashIfExists, "crash-if-exists", "", "exit with code 3 at start while the file at `PATH` exists")
 	fs.IntVar(&o.maxLine, "max-line", defaultMaxLine, "longest stdin line accepted, in `bytes`")
+	fs.BoolVar(&o.strictCaps, "strict-capabilities", false, "refuse an initialize whose capabilities have fields beyond roots.listChanged, sampling {}, elicitation {} and experimental, as the Java SDK does")
 	fs.DurationVar(&o.startDelay, "start-delay", 0, "sleep `DURATION` before reading stdin, as a server slow to start")
 
 	var envArgs []string

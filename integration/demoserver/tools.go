@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,9 +53,15 @@ func (s *server) initialize(req *request) (any, error) {
 		return nil, &rpcError{Code: codeInvalidRequest, Message: "already initialized"}
 	}
 	var p struct {
-		ProtocolVersion string `json:"protocolVersion"`
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
 	}
 	_ = json.Unmarshal(req.params, &p) // missing or odd params just get the latest version
+	if s.opts.strictCaps {
+		if err := strictCapabilities(p.Capabilities); err != nil {
+			return nil, &rpcError{Code: codeInvalidParams, Message: "Unrecognized field in ClientCapabilities: " + err.Error()}
+		}
+	}
 	version := latestVersion
 	for _, v := range protocolVersions {
 		if v == p.ProtocolVersion {
@@ -66,6 +73,26 @@ func (s *server) initialize(req *request) (any, error) {
 		Capabilities    json.RawMessage `json:"capabilities"`
 		ServerInfo      implementation  `json:"serverInfo"`
 	}{version, json.RawMessage(capabilities), implementation{"mcpmux-demo", "0.1.0"}}, nil
+}
+
+// strictCapabilities decodes a client's capabilities as a server that
+// knows only the 2024 shapes and refuses the rest (the Java SDK's Jackson
+// mapping) does.
+func strictCapabilities(raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var caps struct {
+		Experimental map[string]any `json:"experimental"`
+		Roots        *struct {
+			ListChanged bool `json:"listChanged"`
+		} `json:"roots"`
+		Sampling    *struct{} `json:"sampling"`
+		Elicitation *struct{} `json:"elicitation"`
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	return d.Decode(&caps)
 }
 
 type implementation struct {
