@@ -25,22 +25,6 @@ const (
 	autostartTimeout = 15 * time.Second
 )
 
-// stateDir is where a started daemon logs: $XDG_STATE_HOME/mcpmux, else
-// ~/.local/state/mcpmux.
-func stateDir(getenv func(string) string) (string, error) {
-	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "mcpmux"), nil
-	}
-	home := getenv("HOME")
-	if home == "" {
-		var err error
-		if home, err = os.UserHomeDir(); err != nil {
-			return "", fmt.Errorf("no state folder: %w", err)
-		}
-	}
-	return filepath.Join(home, ".local", "state", "mcpmux"), nil
-}
-
 // answers reports whether a daemon of this user answers on path. A
 // socket folder or a listener that is not this user's is an error, not a
 // missing daemon: nothing is started in its place and nothing sent to it.
