@@ -132,6 +132,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.start(ctx, s)
 	}
 	d.closeUnused()
+	if d.cfg.Ready != nil {
+		d.cfg.Ready()
+	}
 	d.log.Info("mcpmux serving", "version", d.cfg.Version, "socket_dir", d.cfg.SocketDir, "servers", len(ls.servers))
 
 	var intake sync.WaitGroup // the control endpoint and the web listener

@@ -87,7 +87,7 @@ func ensureDaemon(ctx context.Context, cfg *config, sock string) error {
 	if err != nil {
 		return fmt.Errorf("find the mcpmux executable: %w", err)
 	}
-	cmd := exec.Command(exe, "serve", "--config", cfg.Path)
+	cmd := exec.Command(exe, "serve", "--config", cfg.Path, "--"+autostartedFlag)
 	cmd.Stderr = logf // stdin and stdout stay /dev/null: the daemon's stdout is unused
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

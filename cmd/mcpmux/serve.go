@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,6 +30,9 @@ func newServeCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	load := configFlag(cmd)
+	var autostarted bool
+	cmd.Flags().BoolVar(&autostarted, autostartedFlag, false, "started by `mcpmux connect` (auto-start)")
+	cmd.Flags().MarkHidden(autostartedFlag)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := load()
 		if err != nil {
@@ -38,7 +42,7 @@ func newServeCmd() *cobra.Command {
 		if note := cfg.Listen.SocketDirNote; note != "" {
 			log.Warn("the usual socket folder cannot be used: "+note, "socket_dir", cfg.Listen.SocketDir)
 		}
-		env := daemonEnv{environ: os.Environ(), stderr: cmd.ErrOrStderr()}
+		env := daemonEnv{environ: os.Environ(), stderr: cmd.ErrOrStderr(), autostarted: autostarted}
 		env.state, _ = stateDir(os.Getenv) // none: nothing is remembered
 		if exe, err := os.Executable(); err != nil {
 			log.Warn("cannot find the mcpmux executable to run reapers; a server will outlive a killed mcpmux", "error", err)
@@ -61,8 +65,14 @@ type daemonEnv struct {
 	stderr    io.Writer
 	reaper    []string
 	inherited map[string]*socket.Listener // sockets passed by systemd socket activation, by path
-	state     string                      // the state folder, where mcpmux remembers things of servers; "" none
+	state     string                      // the state folder, where mcpmux remembers things of servers and records where it serves; "" none
+	// autostarted: `mcpmux connect` started this daemon, holding the
+	// auto-start lock, and says so with the hidden flag autostartedFlag.
+	autostarted bool
 }
+
+// autostartedFlag is the hidden flag of serve that auto-start passes.
+const autostartedFlag = "autostarted"
 
 // reaperMode, as the first argument, makes the mcpmux binary a reaper
 // (upstream.RunReaper) instead of a command: each server runs under one, so
@@ -76,6 +86,9 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
+	ready, gone := announce(cfg, env, log)
+	dcfg.Ready = ready
+	defer gone()
 	d, err := daemon.New(dcfg)
 	if err != nil {
 		return err
@@ -95,6 +108,37 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 		return fmt.Errorf("[listen] http = %q: %w", we.Addr, we.Err)
 	}
 	return err
+}
+
+// announce returns what the daemon calls once it serves (ready: write its
+// record in the state folder) and what serve calls when it returns (gone:
+// remove it). Without a state folder or a config file there is no record.
+func announce(cfg *config, env daemonEnv, log *slog.Logger) (ready, gone func()) {
+	if env.state == "" || cfg.Path == "" {
+		return nil, func() {}
+	}
+	rec := daemonRecord{
+		Config:      cfg.Path,
+		SocketDir:   cfg.Listen.SocketDir,
+		Pid:         os.Getpid(),
+		Version:     mcpmuxVersion(),
+		Autostarted: env.autostarted,
+	}
+	var wrote bool
+	ready = func() {
+		rec.Started = time.Now().Round(time.Second)
+		if err := writeRecord(env.state, rec); err != nil {
+			log.Warn("cannot record where this daemon serves; clients find it from the config file only", "error", err)
+			return
+		}
+		wrote = true
+	}
+	gone = func() {
+		if wrote {
+			removeRecord(env.state, cfg.Path, rec.Pid)
+		}
+	}
+	return ready, gone
 }
 
 // reloadOnHangUp reloads the daemon at every SIGHUP until ctx is done.
@@ -123,6 +167,7 @@ func runConfig(cfg *config, env daemonEnv, log *slog.Logger) (daemon.Config, err
 		IdleExit:          cfg.Daemon.IdleExit,
 		Inherited:         env.inherited,
 		Version:           mcpmuxVersion(),
+		ConfigFile:        cfg.Path,
 		ResidentBytes:     residentBytes,
 		Logger:            log,
 		Reload: func() (daemon.Reloaded, error) {
