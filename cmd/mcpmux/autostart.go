@@ -44,11 +44,11 @@ func answers(ctx context.Context, path string) (bool, error) {
 
 // ensureDaemon returns once a daemon answers on sock, starting one when
 // none does.
-func ensureDaemon(ctx context.Context, cfg *config, sock string) error {
+func ensureDaemon(ctx context.Context, t *target, sock string) error {
 	if ok, err := answers(ctx, sock); ok || err != nil {
 		return err
 	}
-	dir := cfg.Listen.SocketDir
+	dir, cfg := t.dir, t.cfg
 	if err := socket.PrepareDir(dir); err != nil {
 		return err
 	}

@@ -28,18 +28,18 @@ func newConnectCmd() *cobra.Command {
 		Short: "Bridge stdin/stdout to the shared server NAME (for clients that can only spawn a command)",
 		Args:  cobra.ExactArgs(1),
 	}
-	load := configFlag(cmd)
+	find := daemonFlag(cmd)
 	cmd.Flags().DurationVar(&drain, "drain", 5*time.Second, "after stdin closes, how long to wait for the answers still due")
 	cmd.Flags().BoolVar(&viaYamux, "yamux", false, "speak yamux on the socket (first byte 0x00) and run the session on one stream")
 	cmd.Flags().BoolVar(&noAutostart, "no-autostart", false, "do not start a daemon when none answers")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cfg, err := load()
+		t, err := find(cmd.Context(), cmd.ErrOrStderr())
 		if err != nil {
 			return err
 		}
-		path := filepath.Join(cfg.Listen.SocketDir, args[0]+".sock")
-		if cfg.Daemon.Autostart && !noAutostart {
-			if err := ensureDaemon(cmd.Context(), cfg, path); err != nil {
+		path := filepath.Join(t.dir, args[0]+".sock")
+		if t.autostart() && !noAutostart {
+			if err := ensureDaemon(cmd.Context(), t, path); err != nil {
 				return fmt.Errorf("no mcpmux daemon is serving %s, and starting one failed: %w", path, err)
 			}
 		}
