@@ -56,11 +56,13 @@ type daemonStatus struct {
 	} `json:"servers"`
 }
 
-func status(tb testing.TB, cfg string) daemonStatus {
+func status(tb testing.TB, cfg string, env ...string) daemonStatus {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	out, err := mcpmux(ctx, "status", "--json", "--config", cfg).Output()
+	cmd := mcpmux(ctx, "status", "--json", "--config", cfg)
+	cmd.Env = append(cmd.Environ(), env...)
+	out, err := cmd.Output()
 	require.NoError(tb, err, "mcpmux status --json")
 	var st daemonStatus
 	require.NoError(tb, json.Unmarshal(out, &st), "status: %s", out)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -37,12 +36,13 @@ func newConnectCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		path := filepath.Join(t.dir, args[0]+".sock")
-		if t.autostart() && !noAutostart {
-			if err := ensureDaemon(cmd.Context(), t, path); err != nil {
-				return fmt.Errorf("no mcpmux daemon is serving %s, and starting one failed: %w", path, err)
-			}
+		if err := t.checkServer(args[0]); err != nil {
+			return err
 		}
+		if err := reach(cmd.Context(), t, args[0], t.autostart() && !noAutostart); err != nil {
+			return err
+		}
+		path := t.socket(args[0])
 		return bridge(cmd.Context(), path, viaYamux, drain, cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	return cmd

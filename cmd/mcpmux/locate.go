@@ -110,3 +110,24 @@ func warnConfig(w io.Writer, path string, err error, rec *daemonRecord) {
 func (t *target) autostart() bool {
 	return t.cfg != nil && t.cfg.Daemon.Autostart
 }
+
+// socket is the path of server name's socket.
+func (t *target) socket(name string) string {
+	return filepath.Join(t.dir, name+".sock")
+}
+
+// checkServer refuses a server the config file does not have, naming the
+// ones it has. With a file that does not load, the daemon says (reach).
+func (t *target) checkServer(name string) error {
+	if t.cfg == nil || t.cfg.server(name) != nil {
+		return nil
+	}
+	names := make([]string, len(t.cfg.Servers))
+	for i, s := range t.cfg.Servers {
+		names[i] = s.Name
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("no server named %q: %s configures no server", name, t.path)
+	}
+	return fmt.Errorf("no server named %q in %s; it configures: %s", name, t.path, strings.Join(names, ", "))
+}

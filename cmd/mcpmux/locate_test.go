@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +96,44 @@ func TestBrokenConfigKeepsClients(t *testing.T) {
 	}
 	_, _, err = runCLIErr(t.Context(), "status", "--config", path)
 	assert.ErrorContains(t, err, filepath.Join(dir, "elsewhere"), "no daemon: the file says where to look")
+}
+
+// TestConnectNotServed: a connect to a server the running daemon does not
+// serve says what it serves: a server added to the file but not reloaded,
+// or, while the file does not load, any name it does not serve.
+func TestConnectNotServed(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	state, err := stateDir(os.Getenv)
+	require.NoError(t, err)
+	dir := testutil.ShortDir(t)
+	path := filepath.Join(dir, "mux.toml")
+	good := "[listen]\nsocket_dir = \"s\"\n\n[servers.idle]\ncommand = \"sleep\"\nargs = [\"60\"]\nstdin_grace = \"0s\"\nterm_grace = \"1s\"\n"
+	require.NoError(t, os.WriteFile(path, []byte(good), 0o600))
+	cfg, err := loadConfig(path)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	var log testutil.Buffer
+	go func() {
+		served <- serve(ctx, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}, stderr: &log, state: state}, newLogger(cfg, &log))
+	}()
+	defer func() {
+		cancel()
+		assert.NoError(t, <-served)
+	}()
+	testutil.Until(t, 10*time.Second, "the daemon has written its record", func() bool {
+		_, ok := readRecord(state, path)
+		return ok
+	})
+	sockets := filepath.Join(dir, "s")
+
+	require.NoError(t, os.WriteFile(path, []byte(good+"\n[servers.more]\ncommand = \"sleep\"\n"), 0o600))
+	_, _, err = runCLIErr(ctx, "connect", "--config", path, "more")
+	assert.EqualError(t, err, "the mcpmux daemon on "+sockets+" (pid "+strconv.Itoa(os.Getpid())+
+		") does not serve more; it serves idle; more is in "+path+": run `mcpmux reload` to serve it")
+
+	require.NoError(t, os.WriteFile(path, []byte(good+"\n[servers.more]\ncomand = \"sleep\"\n"), 0o600))
+	_, errOut, err := runCLIErr(ctx, "connect", "--config", path, "more")
+	assert.ErrorContains(t, err, "does not serve more; it serves idle", "a broken file: the daemon says")
+	assert.Contains(t, errOut, "servers.more.comand: unknown key")
 }

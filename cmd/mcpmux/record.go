@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -127,4 +128,20 @@ func recordsServing(state, socketDir string) []daemonRecord {
 func processExists(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// describe names the daemon of a record in a few words, for messages.
+func (r daemonRecord) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pid %d", r.Pid)
+	if r.Autostarted {
+		b.WriteString(", auto-started by `mcpmux connect`")
+	}
+	if !r.Started.IsZero() {
+		fmt.Fprintf(&b, " at %s", r.Started.Format("2006-01-02 15:04:05"))
+	}
+	if r.Config != "" {
+		fmt.Fprintf(&b, ", config %s", r.Config)
+	}
+	return b.String()
 }

@@ -5,13 +5,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/internal/testutil"
+	"github.com/mcpmux/mcpmux/socket"
 )
 
 // TestRecords: a record is found by any name of its config file, a record
@@ -87,4 +90,31 @@ func TestServeRecords(t *testing.T) {
 	}
 	_, ok := readRecord(state, path)
 	assert.False(t, ok, "the record is removed when the daemon stops")
+}
+
+// TestAlreadyServed: a serve refused because another daemon holds the
+// socket folder names that daemon from its record, and says whether it
+// serves the same config.
+func TestAlreadyServed(t *testing.T) {
+	state := t.TempDir()
+	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local)
+	require.NoError(t, writeRecord(state, daemonRecord{Config: "/c/mux.toml", SocketDir: "/run/s", Pid: os.Getpid(), Started: started, Autostarted: true}))
+	inUse := &daemon.InUseError{Path: "/run/s"}
+	tests := []struct {
+		config, dir, want string
+	}{
+		{"/c/mux.toml", "/run/s", "another mcpmux is already serving /run/s (pid " + strconv.Itoa(os.Getpid()) +
+			", auto-started by `mcpmux connect` at 2026-01-02 03:04:05, config /c/mux.toml): it serves this config already; " +
+			"`mcpmux status` shows it, or stop it (kill " + strconv.Itoa(os.Getpid()) + ") to run serve yourself"},
+		{"/other/mux.toml", "/run/s", "another mcpmux is already serving /run/s (pid " + strconv.Itoa(os.Getpid()) +
+			", auto-started by `mcpmux connect` at 2026-01-02 03:04:05, config /c/mux.toml): it serves another config; " +
+			"stop it (kill " + strconv.Itoa(os.Getpid()) + "), or give this config another socket_dir"},
+		{"/c/mux.toml", "/run/t", "another mcpmux is already serving /run/s"}, // no record serves there
+	}
+	for _, tt := range tests {
+		cfg := &config{Path: tt.config, Listen: listenConfig{SocketDir: tt.dir}}
+		err := alreadyServed(inUse, cfg, daemonEnv{state: state})
+		assert.EqualError(t, err, tt.want, "config %s in %s", tt.config, tt.dir)
+		assert.ErrorIs(t, err, socket.ErrInUse)
+	}
 }

@@ -86,8 +86,16 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
+	release, err := startLock(ctx, cfg, env)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ready, gone := announce(cfg, env, log)
-	dcfg.Ready = ready
+	dcfg.Ready = func() {
+		ready()
+		release() // the sockets are open: a connect now finds them
+	}
 	defer gone()
 	d, err := daemon.New(dcfg)
 	if err != nil {
@@ -101,7 +109,10 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	stop()
 	wg.Wait()
 	var we *daemon.WebError
+	var inUse *daemon.InUseError
 	switch {
+	case errors.As(err, &inUse):
+		return alreadyServed(inUse, cfg, env)
 	case errors.Is(err, socket.ErrNotLoopback): // "localhost" bound beyond loopback
 		return notLoopback(cfg.Listen)
 	case errors.As(err, &we):
@@ -110,12 +121,50 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	return err
 }
 
+// startLock takes the auto-start lock of the socket folder for a daemon
+// started by hand, until it has opened its sockets (release), so that a
+// connect started at the same moment waits for it instead of starting a
+// second daemon. A daemon started by connect runs under that connect's
+// hold of the lock already.
+func startLock(ctx context.Context, cfg *config, env daemonEnv) (release func(), err error) {
+	if env.autostarted {
+		return func() {}, nil
+	}
+	if err := socket.PrepareDir(cfg.Listen.SocketDir); err != nil {
+		return nil, err
+	}
+	unlock, err := lockFile(ctx, filepath.Join(cfg.Listen.SocketDir, autostartLock))
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(unlock) }, nil
+}
+
+// alreadyServed words the refusal of a daemon whose socket folder another
+// one serves, naming that one from its record when it left one.
+func alreadyServed(e *daemon.InUseError, cfg *config, env daemonEnv) error {
+	if env.state == "" {
+		return e
+	}
+	recs := recordsServing(env.state, cfg.Listen.SocketDir)
+	if len(recs) == 0 {
+		return e
+	}
+	r := recs[0]
+	if canonicalConfig(r.Config) == canonicalConfig(cfg.Path) {
+		return fmt.Errorf("%w (%s): it serves this config already; `mcpmux status` shows it, or stop it (kill %d) to run serve yourself",
+			e, r.describe(), r.Pid)
+	}
+	return fmt.Errorf("%w (%s): it serves another config; stop it (kill %d), or give this config another socket_dir", e, r.describe(), r.Pid)
+}
+
 // announce returns what the daemon calls once it serves (ready: write its
 // record in the state folder) and what serve calls when it returns (gone:
 // remove it). Without a state folder or a config file there is no record.
 func announce(cfg *config, env daemonEnv, log *slog.Logger) (ready, gone func()) {
 	if env.state == "" || cfg.Path == "" {
-		return nil, func() {}
+		return func() {}, func() {}
 	}
 	rec := daemonRecord{
 		Config:      cfg.Path,
