@@ -52,7 +52,13 @@ type daemonStatus struct {
 		Pid      int    `json:"pid"`
 		Restarts int    `json:"restarts"`
 		Sessions int    `json:"sessions"`
+		Inflight int    `json:"inflight"`
 		LastExit string `json:"last_exit"`
+
+		SessionList []struct {
+			Client   string `json:"client"`
+			Protocol string `json:"protocol"`
+		} `json:"session_list"`
 	} `json:"servers"`
 }
 

@@ -127,7 +127,12 @@ func (t *target) checkServer(name string) error {
 		names[i] = s.Name
 	}
 	if len(names) == 0 {
-		return fmt.Errorf("no server named %q: %s configures no server", name, t.path)
+		return &unknownServerError{fmt.Sprintf("no server named %q: %s configures no server", name, t.path)}
 	}
-	return fmt.Errorf("no server named %q in %s; it configures: %s", name, t.path, strings.Join(names, ", "))
+	return &unknownServerError{fmt.Sprintf("no server named %q in %s; it configures: %s", name, t.path, strings.Join(names, ", "))}
 }
+
+// unknownServerError: the config file has no server of that name.
+type unknownServerError struct{ msg string }
+
+func (e *unknownServerError) Error() string { return e.msg }
