@@ -82,11 +82,16 @@ func (d *dialer) dial(ctx context.Context, t *target) (net.Conn, string, error) 
 			return nil, "", err
 		}
 	}
-	if err := reach(ctx, t, d.name, d.autostart && t.autostart()); err != nil {
-		return nil, "", err
-	}
 	path := t.socket(d.name)
 	conn, err := socket.Dial(ctx, path)
+	if err != nil && !errors.Is(err, socket.ErrUnsafeDir) && !errors.Is(err, socket.ErrForeignPeer) {
+		// No daemon answers there yet: wait for one that is starting, or
+		// start one, then try again.
+		if err := reach(ctx, t, d.name, d.autostart && t.autostart()); err != nil {
+			return nil, path, err
+		}
+		conn, err = socket.Dial(ctx, path)
+	}
 	if errors.Is(err, socket.ErrUnsafeDir) || errors.Is(err, socket.ErrForeignPeer) {
 		return nil, path, err // refused before a byte was sent: nothing to do with a daemon of ours
 	}
