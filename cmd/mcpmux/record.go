@@ -123,6 +123,17 @@ func recordsServing(state, socketDir string) []daemonRecord {
 	return out
 }
 
+// pruneRecords removes the records of daemons whose process is gone (a
+// daemon killed without its chance to remove its own).
+func pruneRecords(state string) {
+	paths, _ := filepath.Glob(filepath.Join(state, recordsDir, "*.json"))
+	for _, p := range paths {
+		if r, ok := readRecordFile(p); ok && !processExists(r.Pid) {
+			os.Remove(p)
+		}
+	}
+}
+
 // processExists reports whether a process with pid exists (it may be
 // another user's).
 func processExists(pid int) bool {

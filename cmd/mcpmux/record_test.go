@@ -52,6 +52,17 @@ func TestRecords(t *testing.T) {
 	assert.False(t, ok, "a record whose process is gone is not returned")
 	_, err := os.Stat(recordPath(state, config))
 	assert.True(t, os.IsNotExist(err), "and it is removed: %v", err)
+
+	// pruneRecords removes the stale records of other config files and
+	// keeps the live ones.
+	other := filepath.Join(dir, "other.toml")
+	require.NoError(t, writeRecord(state, daemonRecord{Config: other, SocketDir: "/run/t", Pid: cmd.Process.Pid}))
+	require.NoError(t, writeRecord(state, me))
+	pruneRecords(state)
+	_, err = os.Stat(recordPath(state, other))
+	assert.True(t, os.IsNotExist(err), "the stale record is pruned: %v", err)
+	_, ok = readRecord(state, config)
+	assert.True(t, ok, "the live record stays")
 }
 
 // TestServeRecords: serve writes its record once it serves and removes it

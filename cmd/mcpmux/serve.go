@@ -176,6 +176,7 @@ func announce(cfg *config, env daemonEnv, log *slog.Logger) (ready, gone func())
 	var wrote bool
 	ready = func() {
 		rec.Started = time.Now().Round(time.Second)
+		pruneRecords(env.state)
 		if err := writeRecord(env.state, rec); err != nil {
 			log.Warn("cannot record where this daemon serves; clients find it from the config file only", "error", err)
 			return
