@@ -203,6 +203,11 @@ func TestConnectReconnects(t *testing.T) {
 			lose: func(t *testing.T, d *daemon) { d.kill() },
 		},
 		{
+			name: "over yamux, the daemon is killed and connect starts one",
+			args: []string{"--yamux"},
+			lose: func(t *testing.T, d *daemon) { d.kill() },
+		},
+		{
 			name: "a reload replaces the server",
 			lose: func(t *testing.T, d *daemon) {
 				text, err := os.ReadFile(d.path)
