@@ -132,9 +132,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.start(ctx, s)
 	}
 	d.closeUnused()
-	if d.cfg.Ready != nil {
-		d.cfg.Ready()
-	}
 	d.log.Info("mcpmux serving", "version", d.cfg.Version, "socket_dir", d.cfg.SocketDir, "servers", len(ls.servers))
 
 	var intake sync.WaitGroup // the control endpoint and the web listener
@@ -182,6 +179,9 @@ func (d *Daemon) open() (ls listeners, err error) {
 	ls.control, err = d.listenUnix(filepath.Join(dir, ControlSocket), dir)
 	if err != nil {
 		return ls, err
+	}
+	if d.cfg.Ready != nil {
+		d.cfg.Ready() // before any server's socket answers
 	}
 	defer func() {
 		if err != nil {

@@ -14,7 +14,8 @@ import (
 	"time"
 )
 
-// A daemon says where it serves: once its listeners are open it writes a
+// A daemon says where it serves: once it holds its socket folder (its
+// control socket), before any server's socket opens, it writes a
 // record in the state folder, daemons/KEY.json, KEY a digest of its config
 // file's path, and removes it when it stops. The commands that talk to the
 // daemon of a config file (connect, status, logs, restart) read it, so

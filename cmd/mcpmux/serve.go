@@ -94,7 +94,7 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	ready, gone := announce(cfg, env, log)
 	dcfg.Ready = func() {
 		ready()
-		release() // the sockets are open: a connect now finds them
+		release() // the folder is this daemon's: a connect now waits for it
 	}
 	defer gone()
 	d, err := daemon.New(dcfg)
@@ -122,10 +122,10 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 }
 
 // startLock takes the auto-start lock of the socket folder for a daemon
-// started by hand, until it has opened its sockets (release), so that a
-// connect started at the same moment waits for it instead of starting a
-// second daemon. A daemon started by connect runs under that connect's
-// hold of the lock already.
+// started by hand, until it holds the folder (its control socket; then
+// release), so that a connect started at the same moment waits for it
+// instead of starting a second daemon. A daemon started by connect runs
+// under that connect's hold of the lock already.
 func startLock(ctx context.Context, cfg *config, env daemonEnv) (release func(), err error) {
 	if env.autostarted {
 		return func() {}, nil
