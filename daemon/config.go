@@ -46,6 +46,14 @@ type Config struct {
 	// Version is reported by GET /status and, unless a server's own is set,
 	// sent to the servers in clientInfo.
 	Version string
+	// ConfigFile names the file the configuration came from, for GET
+	// /status; "" when none.
+	ConfigFile string
+	// Ready, when not nil, is called once on Run's goroutine as soon as
+	// the control socket is taken (the socket folder is this daemon's), before
+	// any server's socket opens: the place to say where the daemon serves,
+	// so that whoever reaches a server's socket can already read it.
+	Ready func()
 	// ResidentBytes reports the daemon's resident set size for GET /status;
 	// nil reports 0.
 	ResidentBytes func() uint64

@@ -180,6 +180,9 @@ func (d *Daemon) open() (ls listeners, err error) {
 	if err != nil {
 		return ls, err
 	}
+	if d.cfg.Ready != nil {
+		d.cfg.Ready() // before any server's socket answers
+	}
 	defer func() {
 		if err != nil {
 			ls.control.Close()

@@ -330,3 +330,25 @@ func TestNewChecks(t *testing.T) {
 		})
 	}
 }
+
+// TestReady: Ready is called once, when the control socket is taken and
+// before any server's socket opens; GET /status names the config file.
+func TestReady(t *testing.T) {
+	dir := filepath.Join(testutil.ShortDir(t), "s")
+	type seen struct{ control, server bool }
+	calls := make(chan seen, 2)
+	r := start(t, daemon.Config{
+		SocketDir:  dir,
+		Servers:    []daemon.Server{fake(t, "a", "a")},
+		ConfigFile: "/etc/mux.toml",
+		Ready: func() {
+			_, cerr := os.Stat(filepath.Join(dir, daemon.ControlSocket))
+			_, serr := os.Stat(filepath.Join(dir, "a.sock"))
+			calls <- seen{cerr == nil, serr == nil}
+		},
+	})
+	st := r.status(t)
+	assert.Equal(t, "/etc/mux.toml", st.Config, "GET /status names the config file")
+	require.Len(t, calls, 1, "Ready is called once")
+	assert.Equal(t, seen{true, false}, <-calls, "Ready comes with the control socket, before a server's")
+}

@@ -153,25 +153,27 @@ func TestConnectNoDaemon(t *testing.T) {
 
 // TestConnectSessionEnds: a client such as an editor keeps connect's stdin
 // open for as long as it lives, so the bridge must exit on its own when the
-// session ends from the other side: the daemon going away (non-zero, one
-// line naming the socket) or a SIGTERM to connect itself (exit 0, quietly).
+// session ends for good: the daemon going away with --reconnect 0
+// (non-zero, one line naming the socket) or a SIGTERM to connect itself
+// (exit 0, quietly). TestConnectReconnects has the bridge that stays.
 func TestConnectSessionEnds(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
+		args     []string
 		end      func(d *daemon, connect *exec.Cmd)
 		wantCode int
 		wantErr  bool // one line on stderr naming the socket
 	}{
-		{"the daemon stops", func(d *daemon, _ *exec.Cmd) { d.stop() }, 1, true},
-		{"connect gets SIGTERM", func(_ *daemon, c *exec.Cmd) { c.Process.Signal(syscall.SIGTERM) }, 0, false},
+		{"the daemon stops, --reconnect 0", []string{"--reconnect", "0"}, func(d *daemon, _ *exec.Cmd) { d.stop() }, 1, true},
+		{"connect gets SIGTERM", nil, func(_ *daemon, c *exec.Cmd) { c.Process.Signal(syscall.SIGTERM) }, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := startDaemon(t, demo("demo", nil), "")
 			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 			defer cancel()
-			cmd := mcpmux(ctx, "connect", "--config", d.path, "demo")
+			cmd := mcpmux(ctx, append(append([]string{"connect", "--config", d.path}, tt.args...), "demo")...)
 			stdin, err := cmd.StdinPipe()
 			require.NoError(t, err)
 			defer stdin.Close() // only after connect has exited
@@ -219,7 +221,7 @@ func connectHasFlag(tb testing.TB, flag string) bool {
 
 // TestConnectDrain: at stdin EOF the bridge waits for the answers still due,
 // but no longer than --drain; a request it gives up on is cancelled upstream
-// when it hangs up.
+// when it hangs up, and the bridge exits non-zero, saying so.
 func TestConnectDrain(t *testing.T) {
 	d := startDaemon(t, demo("demo", nil), "")
 	slow := func(ms int) string {
@@ -260,7 +262,9 @@ func TestConnectDrain(t *testing.T) {
 		before := stats.mustStats(t)
 
 		r := runConnect(t, d.path, initializeLine+"\n"+slow(5000)+"\n", "--drain", "100ms", "demo")
-		require.Equal(t, 0, r.code, "exit code; stderr: %s", r.stderr)
+		assert.NotEqual(t, 0, r.code, "an answer still due when the drain expired")
+		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "exactly one line: %q", r.stderr)
+		assert.Contains(t, r.stderr, "--drain 100ms passed with 1 answer still due")
 		assert.Less(t, r.elapsed, 3*time.Second, "connect must not wait for the 5 s call")
 		msgs := parseLines(t, r.stdout)
 		require.Len(t, msgs, 1, "only the initialize answer: %s", r.stdout)

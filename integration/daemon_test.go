@@ -210,9 +210,17 @@ type connectRun struct {
 // waits for it to exit.
 func runConnect(tb testing.TB, cfg string, stdin string, args ...string) connectRun {
 	tb.Helper()
+	return runMcpmux(tb, nil, stdin, append([]string{"connect", "--config", cfg}, args...)...)
+}
+
+// runMcpmux runs mcpmux with args, env added to its environment, and
+// stdin, and waits for it to exit.
+func runMcpmux(tb testing.TB, env []string, stdin string, args ...string) connectRun {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	cmd := mcpmux(ctx, append([]string{"connect", "--config", cfg}, args...)...)
+	cmd := mcpmux(ctx, args...)
+	cmd.Env = append(cmd.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -225,8 +233,8 @@ func runConnect(tb testing.TB, cfg string, stdin string, args ...string) connect
 	case errors.As(err, &exit):
 		r.code = exit.ExitCode()
 	default:
-		tb.Fatalf("run mcpmux connect: %v", err)
+		tb.Fatalf("run mcpmux %s: %v", args[0], err)
 	}
-	require.NoError(tb, ctx.Err(), "mcpmux connect did not exit within %v; stderr: %s", runTimeout, r.stderr)
+	require.NoError(tb, ctx.Err(), "mcpmux %s did not exit within %v; stderr: %s", args[0], runTimeout, r.stderr)
 	return r
 }

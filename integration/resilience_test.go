@@ -52,15 +52,23 @@ type daemonStatus struct {
 		Pid      int    `json:"pid"`
 		Restarts int    `json:"restarts"`
 		Sessions int    `json:"sessions"`
+		Inflight int    `json:"inflight"`
 		LastExit string `json:"last_exit"`
+
+		SessionList []struct {
+			Client   string `json:"client"`
+			Protocol string `json:"protocol"`
+		} `json:"session_list"`
 	} `json:"servers"`
 }
 
-func status(tb testing.TB, cfg string) daemonStatus {
+func status(tb testing.TB, cfg string, env ...string) daemonStatus {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	out, err := mcpmux(ctx, "status", "--json", "--config", cfg).Output()
+	cmd := mcpmux(ctx, "status", "--json", "--config", cfg)
+	cmd.Env = append(cmd.Environ(), env...)
+	out, err := cmd.Output()
 	require.NoError(tb, err, "mcpmux status --json")
 	var st daemonStatus
 	require.NoError(tb, json.Unmarshal(out, &st), "status: %s", out)

@@ -41,6 +41,7 @@ const (
 	ReasonInvalidRequestState = "invalid_request_state"
 	ReasonMissingCapability   = "missing_capability"
 	ReasonInvalidAnswer       = "invalid_answer"
+	ReasonDaemonGone          = "daemon_gone" // written by `mcpmux connect`: its session with the daemon ended with the request in flight
 
 	// Refusals of the web listener, each with its HTTP status.
 	ReasonForbidden      = "forbidden"       // 403: Host or Origin not allowed

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -24,22 +27,6 @@ const (
 	autostartLock    = ".autostart.lock"
 	autostartTimeout = 15 * time.Second
 )
-
-// stateDir is where a started daemon logs: $XDG_STATE_HOME/mcpmux, else
-// ~/.local/state/mcpmux.
-func stateDir(getenv func(string) string) (string, error) {
-	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "mcpmux"), nil
-	}
-	home := getenv("HOME")
-	if home == "" {
-		var err error
-		if home, err = os.UserHomeDir(); err != nil {
-			return "", fmt.Errorf("no state folder: %w", err)
-		}
-	}
-	return filepath.Join(home, ".local", "state", "mcpmux"), nil
-}
 
 // answers reports whether a daemon of this user answers on path. A
 // socket folder or a listener that is not this user's is an error, not a
@@ -58,34 +45,110 @@ func answers(ctx context.Context, path string) (bool, error) {
 	return true, nil
 }
 
-// ensureDaemon returns once a daemon answers on sock, starting one when
-// none does.
-func ensureDaemon(ctx context.Context, cfg *config, sock string) error {
-	if ok, err := answers(ctx, sock); ok || err != nil {
+// notServedError: a daemon holds the socket folder but does not serve the
+// server asked for; it says what it serves.
+type notServedError struct{ msg string }
+
+func (e *notServedError) Error() string { return e.msg }
+
+// reach returns once a daemon answers on the socket of server name. A
+// daemon that is starting is waited for; with autostart, one is started
+// when none runs. Many connects started at once start exactly one, and a
+// `serve` started by hand takes the same lock while it opens its sockets.
+func reach(ctx context.Context, t *target, name string, autostart bool) error {
+	sock := t.socket(name)
+	ok, err := answers(ctx, sock)
+	if ok || err != nil {
 		return err
 	}
-	dir := cfg.Listen.SocketDir
-	if err := socket.PrepareDir(dir); err != nil {
+	if running, err := awaitServing(ctx, t, name); running || err != nil {
 		return err
 	}
-	unlock, err := lockFile(ctx, filepath.Join(dir, autostartLock))
+	if !autostart {
+		return fmt.Errorf("no mcpmux daemon is serving %s", sock)
+	}
+	if err := socket.PrepareDir(t.dir); err != nil {
+		return err
+	}
+	unlock, err := lockFile(ctx, filepath.Join(t.dir, autostartLock))
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if ok, err := answers(ctx, sock); ok || err != nil { // another connect started it while we waited
+	// Another connect, or a serve, may have started one while we waited.
+	if ok, err := answers(ctx, sock); ok || err != nil {
 		return err
 	}
-	if ok, err := answers(ctx, filepath.Join(dir, daemon.ControlSocket)); ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("the mcpmux daemon on %s does not serve %s (is it running another config?)", dir, filepath.Base(sock))
+	if running, err := awaitServing(ctx, t, name); running || err != nil {
+		return err
 	}
-	if cfg.Path == "" {
-		return errors.New("cannot start a daemon without a config file")
+	if err := startDaemon(ctx, t.cfg, sock); err != nil {
+		return fmt.Errorf("no mcpmux daemon is serving %s, and starting one failed: %w", sock, err)
 	}
+	return nil
+}
 
+// awaitServing waits for the daemon that holds t's socket folder, if one
+// does, to serve name. A daemon opens its control socket first and answers
+// on it once every server's socket is open, so its status says what it
+// serves. running is false when no daemon holds the folder.
+func awaitServing(ctx context.Context, t *target, name string) (running bool, err error) {
+	if ok, err := answers(ctx, filepath.Join(t.dir, daemon.ControlSocket)); !ok || err != nil {
+		return false, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, autostartTimeout)
+	defer cancel()
+	var st daemon.Status
+	if err := control(sctx, t.dir, http.MethodGet, "/status", &st); err != nil {
+		return true, fmt.Errorf("a daemon holds %s but does not answer: %w", t.dir, err)
+	}
+	if !slices.ContainsFunc(st.Servers, func(s mux.Status) bool { return s.Name == name }) {
+		return true, notServed(t, st, name)
+	}
+	// It serves name: its socket is open, or a reload is putting it back.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		ok, err := answers(ctx, t.socket(name))
+		switch {
+		case ok || err != nil:
+			return true, err
+		case time.Now().After(deadline):
+			return true, fmt.Errorf("the daemon on %s lists %s but does not answer on %s", t.dir, name, t.socket(name))
+		}
+		select {
+		case <-ctx.Done():
+			return true, context.Cause(ctx)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// notServed says what the daemon on t's folder serves instead of name.
+func notServed(t *target, st daemon.Status, name string) error {
+	names := make([]string, len(st.Servers))
+	for i, s := range st.Servers {
+		names[i] = s.Name
+	}
+	serves := "no server"
+	if len(names) > 0 {
+		serves = strings.Join(names, ", ")
+	}
+	hint := ""
+	switch {
+	case st.Config != "" && canonicalConfig(st.Config) != canonicalConfig(t.path):
+		hint = fmt.Sprintf(" (it runs %s, not %s)", st.Config, t.path)
+	case t.cfg != nil && t.cfg.server(name) != nil:
+		hint = fmt.Sprintf("; %s is in %s: run `mcpmux reload` to serve it", name, t.path)
+	}
+	return &notServedError{fmt.Sprintf("the mcpmux daemon on %s (pid %d) does not serve %s; it serves %s%s", t.dir, st.Pid, name, serves, hint)}
+}
+
+// startDaemon starts `mcpmux serve` for cfg, in a session of its own and
+// logging to the state folder, and returns once it answers on sock.
+func startDaemon(ctx context.Context, cfg *config, sock string) error {
+	if cfg == nil || cfg.Path == "" {
+		return errors.New("cannot start a daemon without a config file that loads")
+	}
 	state, err := stateDir(os.Getenv)
 	if err != nil {
 		return err
@@ -103,7 +166,7 @@ func ensureDaemon(ctx context.Context, cfg *config, sock string) error {
 	if err != nil {
 		return fmt.Errorf("find the mcpmux executable: %w", err)
 	}
-	cmd := exec.Command(exe, "serve", "--config", cfg.Path)
+	cmd := exec.Command(exe, "serve", "--config", cfg.Path, "--"+autostartedFlag)
 	cmd.Stderr = logf // stdin and stdout stay /dev/null: the daemon's stdout is unused
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

@@ -116,6 +116,16 @@ type serverConfig struct {
 	ProjectMarkers       []string      // project_markers: what makes a folder a project's root; default [".git"]
 }
 
+// server is the [servers.NAME] table named name; nil when there is none.
+func (c *config) server(name string) *serverConfig {
+	for i := range c.Servers {
+		if c.Servers[i].Name == name {
+			return &c.Servers[i]
+		}
+	}
+	return nil
+}
+
 // defaultConfigPath returns where the config is read from when no path is
 // given: $MCPMUX_CONFIG, else $XDG_CONFIG_HOME/mcpmux/mux.toml, else
 // $HOME/.config/mcpmux/mux.toml. As the XDG spec asks, a relative

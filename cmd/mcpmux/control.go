@@ -75,16 +75,16 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show the daemon's servers: state, pid, uptime, restarts, sessions, last exit, last stderr lines",
 		Args:  cobra.NoArgs,
 	}
-	load := configFlag(cmd)
+	find := daemonFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list each server's sessions too")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := load()
+		t, err := find(cmd.Context(), cmd.ErrOrStderr())
 		if err != nil {
 			return err
 		}
 		var st daemon.Status
-		if err := control(cmd.Context(), cfg.Listen.SocketDir, http.MethodGet, "/status", &st); err != nil {
+		if err := control(cmd.Context(), t.dir, http.MethodGet, "/status", &st); err != nil {
 			return err
 		}
 		out := cmd.OutOrStdout()
@@ -176,14 +176,14 @@ func newLogsCmd() *cobra.Command {
 		Short: "Show a server's recent stderr lines and mcpmux's events for it (-f follows)",
 		Args:  cobra.ExactArgs(1),
 	}
-	load := configFlag(cmd)
+	find := daemonFlag(cmd)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cfg, err := load()
+		t, err := find(cmd.Context(), cmd.ErrOrStderr())
 		if err != nil {
 			return err
 		}
-		c, path := controlClient(cfg.Listen.SocketDir)
+		c, path := controlClient(t.dir)
 		c.Timeout = 0 // following has no end
 		u := "http://mcpmux/servers/" + args[0] + "/logs"
 		if follow {
@@ -253,14 +253,14 @@ func newRestartCmd() *cobra.Command {
 		Short: "Restart a server (sessions stay attached), or bring back a failed one",
 		Args:  cobra.ExactArgs(1),
 	}
-	load := configFlag(cmd)
+	find := daemonFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cfg, err := load()
+		t, err := find(cmd.Context(), cmd.ErrOrStderr())
 		if err != nil {
 			return err
 		}
 		var reply map[string]string
-		if err := control(cmd.Context(), cfg.Listen.SocketDir, http.MethodPost, "/servers/"+args[0]+"/restart", &reply); err != nil {
+		if err := control(cmd.Context(), t.dir, http.MethodPost, "/servers/"+args[0]+"/restart", &reply); err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(cmd.OutOrStdout(), "restarting %s\n", args[0])

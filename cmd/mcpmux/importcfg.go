@@ -314,6 +314,9 @@ func convertEntry(name string, raw json.RawMessage) (s importedServer, skip stri
 	if skip := s.convertArgs(e["args"]); skip != "" {
 		return s, skip
 	}
+	if name, ok := s.connectsToMcpmux(); ok {
+		return s, fmt.Sprintf("already runs `mcpmux connect %s`: it is a client of mcpmux, and as a server of mcpmux it would connect to itself", name)
+	}
 	if skip := s.convertEnv(e["env"]); skip != "" {
 		return s, skip
 	}
@@ -363,6 +366,23 @@ func stdioCommand(e map[string]json.RawMessage) (command, skip string) {
 		return "", "has no command"
 	}
 	return command, ""
+}
+
+// connectsToMcpmux reports whether the server is mcpmux's own bridge
+// (mcpmux [flags] connect [flags] NAME), and the server it reaches.
+func (s *importedServer) connectsToMcpmux() (name string, ok bool) {
+	if filepath.Base(s.Command) != "mcpmux" {
+		return "", false
+	}
+	i := slices.IndexFunc(s.Args, func(a string) bool { return !strings.HasPrefix(a, "-") })
+	if i < 0 || s.Args[i] != "connect" {
+		return "", false
+	}
+	name = "NAME"
+	if last := s.Args[len(s.Args)-1]; len(s.Args) > i+1 && !strings.HasPrefix(last, "-") {
+		name = last
+	}
+	return name, true
 }
 
 func (s *importedServer) check(key, msg string) { s.Checks[key] = append(s.Checks[key], msg) }

@@ -119,6 +119,27 @@ share = "project"
 			},
 		},
 		{
+			name: "entries that already run mcpmux connect",
+			file: `{"mcpServers": {
+  "memory": {"command": "mcpmux", "args": ["connect", "memory"]},
+  "pinned": {"command": "/usr/local/bin/mcpmux", "args": ["connect", "--config", "/etc/mux.toml", "github"]},
+  "spelled": {"command": "mcpmux connect fs"},
+  "status": {"command": "mcpmux", "args": ["status"]}
+}}`,
+			want: `# mcpmux import config.json (mcpServers): 1 server.
+# Append to mux.toml; read the "check:" comments first.
+
+[servers.status]
+command = "mcpmux"
+args = ["status"]
+
+# not imported: "memory" already runs ` + "`mcpmux connect memory`" + `: it is a client of mcpmux, and as a server of mcpmux it would connect to itself
+# not imported: "pinned" already runs ` + "`mcpmux connect github`" + `: it is a client of mcpmux, and as a server of mcpmux it would connect to itself
+# not imported: "spelled" already runs ` + "`mcpmux connect fs`" + `: it is a client of mcpmux, and as a server of mcpmux it would connect to itself
+`,
+			servers: []importedAs{{Name: "status", Command: "mcpmux", Args: []string{"status"}}},
+		},
+		{
 			name: "Cursor with URL servers and odd names",
 			file: `{"mcpServers": {
   "Linear": {"url": "https://mcp.linear.app/sse"},

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,6 +30,9 @@ func newServeCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	load := configFlag(cmd)
+	var autostarted bool
+	cmd.Flags().BoolVar(&autostarted, autostartedFlag, false, "started by `mcpmux connect` (auto-start)")
+	cmd.Flags().MarkHidden(autostartedFlag)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := load()
 		if err != nil {
@@ -38,7 +42,7 @@ func newServeCmd() *cobra.Command {
 		if note := cfg.Listen.SocketDirNote; note != "" {
 			log.Warn("the usual socket folder cannot be used: "+note, "socket_dir", cfg.Listen.SocketDir)
 		}
-		env := daemonEnv{environ: os.Environ(), stderr: cmd.ErrOrStderr()}
+		env := daemonEnv{environ: os.Environ(), stderr: cmd.ErrOrStderr(), autostarted: autostarted}
 		env.state, _ = stateDir(os.Getenv) // none: nothing is remembered
 		if exe, err := os.Executable(); err != nil {
 			log.Warn("cannot find the mcpmux executable to run reapers; a server will outlive a killed mcpmux", "error", err)
@@ -61,8 +65,14 @@ type daemonEnv struct {
 	stderr    io.Writer
 	reaper    []string
 	inherited map[string]*socket.Listener // sockets passed by systemd socket activation, by path
-	state     string                      // the state folder, where mcpmux remembers things of servers; "" none
+	state     string                      // the state folder, where mcpmux remembers things of servers and records where it serves; "" none
+	// autostarted: `mcpmux connect` started this daemon, holding the
+	// auto-start lock, and says so with the hidden flag autostartedFlag.
+	autostarted bool
 }
+
+// autostartedFlag is the hidden flag of serve that auto-start passes.
+const autostartedFlag = "autostarted"
 
 // reaperMode, as the first argument, makes the mcpmux binary a reaper
 // (upstream.RunReaper) instead of a command: each server runs under one, so
@@ -76,6 +86,17 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
+	release, err := startLock(ctx, cfg, env)
+	if err != nil {
+		return err
+	}
+	defer release()
+	ready, gone := announce(cfg, env, log)
+	dcfg.Ready = func() {
+		ready()
+		release() // the folder is this daemon's: a connect now waits for it
+	}
+	defer gone()
 	d, err := daemon.New(dcfg)
 	if err != nil {
 		return err
@@ -88,13 +109,86 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 	stop()
 	wg.Wait()
 	var we *daemon.WebError
+	var inUse *daemon.InUseError
 	switch {
+	case errors.As(err, &inUse):
+		return alreadyServed(inUse, cfg, env)
 	case errors.Is(err, socket.ErrNotLoopback): // "localhost" bound beyond loopback
 		return notLoopback(cfg.Listen)
 	case errors.As(err, &we):
 		return fmt.Errorf("[listen] http = %q: %w", we.Addr, we.Err)
 	}
 	return err
+}
+
+// startLock takes the auto-start lock of the socket folder for a daemon
+// started by hand, until it holds the folder (its control socket; then
+// release), so that a connect started at the same moment waits for it
+// instead of starting a second daemon. A daemon started by connect runs
+// under that connect's hold of the lock already.
+func startLock(ctx context.Context, cfg *config, env daemonEnv) (release func(), err error) {
+	if env.autostarted {
+		return func() {}, nil
+	}
+	if err := socket.PrepareDir(cfg.Listen.SocketDir); err != nil {
+		return nil, err
+	}
+	unlock, err := lockFile(ctx, filepath.Join(cfg.Listen.SocketDir, autostartLock))
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(unlock) }, nil
+}
+
+// alreadyServed words the refusal of a daemon whose socket folder another
+// one serves, naming that one from its record when it left one.
+func alreadyServed(e *daemon.InUseError, cfg *config, env daemonEnv) error {
+	if env.state == "" {
+		return e
+	}
+	recs := recordsServing(env.state, cfg.Listen.SocketDir)
+	if len(recs) == 0 {
+		return e
+	}
+	r := recs[0]
+	if canonicalConfig(r.Config) == canonicalConfig(cfg.Path) {
+		return fmt.Errorf("%w (%s): it serves this config already; `mcpmux status` shows it, or stop it (kill %d) to run serve yourself",
+			e, r.describe(), r.Pid)
+	}
+	return fmt.Errorf("%w (%s): it serves another config; stop it (kill %d), or give this config another socket_dir", e, r.describe(), r.Pid)
+}
+
+// announce returns what the daemon calls once it serves (ready: write its
+// record in the state folder) and what serve calls when it returns (gone:
+// remove it). Without a state folder or a config file there is no record.
+func announce(cfg *config, env daemonEnv, log *slog.Logger) (ready, gone func()) {
+	if env.state == "" || cfg.Path == "" {
+		return func() {}, func() {}
+	}
+	rec := daemonRecord{
+		Config:      cfg.Path,
+		SocketDir:   cfg.Listen.SocketDir,
+		Pid:         os.Getpid(),
+		Version:     mcpmuxVersion(),
+		Autostarted: env.autostarted,
+	}
+	var wrote bool
+	ready = func() {
+		rec.Started = time.Now().Round(time.Second)
+		pruneRecords(env.state)
+		if err := writeRecord(env.state, rec); err != nil {
+			log.Warn("cannot record where this daemon serves; clients find it from the config file only", "error", err)
+			return
+		}
+		wrote = true
+	}
+	gone = func() {
+		if wrote {
+			removeRecord(env.state, cfg.Path, rec.Pid)
+		}
+	}
+	return ready, gone
 }
 
 // reloadOnHangUp reloads the daemon at every SIGHUP until ctx is done.
@@ -123,6 +217,7 @@ func runConfig(cfg *config, env daemonEnv, log *slog.Logger) (daemon.Config, err
 		IdleExit:          cfg.Daemon.IdleExit,
 		Inherited:         env.inherited,
 		Version:           mcpmuxVersion(),
+		ConfigFile:        cfg.Path,
 		ResidentBytes:     residentBytes,
 		Logger:            log,
 		Reload: func() (daemon.Reloaded, error) {

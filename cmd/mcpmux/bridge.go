@@ -1,0 +1,492 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/socket"
+)
+
+// The bridge of `mcpmux connect`: the client's stdin and stdout on one
+// side, a session with the daemon (a link) on the other, lines passed
+// through byte for byte. A link can end under a client that is still there
+// (the daemon restarted or upgraded, or it closed the session because the
+// server was replaced or came back with another protocol): the bridge then
+// answers the requests that were in flight on it with their own ids,
+// reaches a daemon again (starting one, as auto-start does), replays to
+// the new session what the client said to set up the old one, tells the
+// client that the lists may have changed, and goes on. The client's stdout
+// is never closed in between.
+//
+// Goroutines: run's, which owns the links and writes to stdout whenever
+// no link is up; one socket reader per link, which copies the daemon's
+// lines to stdout while its link is up (run waits for each); and the
+// stdin reader, which is not waited for (see run).
+
+// bridge is one `mcpmux connect` session.
+type bridge struct {
+	name      string        // the server
+	drain     time.Duration // --drain
+	reconnect time.Duration // --reconnect: how long to try to reach a daemon again; 0: not at all
+	// dial reaches a daemon and opens a session on the server's socket;
+	// path names the socket, for messages.
+	dial   func(ctx context.Context) (conn net.Conn, path string, err error)
+	stderr io.Writer
+	out    *bufio.Writer // stdout; see the goroutines above for who writes it
+
+	slot    slot           // the link up, for the stdin reader
+	mem     memory         // what the client said that a new session must hear again
+	readers sync.WaitGroup // the socket readers
+	replays int            // ids of replayed requests made so far; run's goroutine only
+}
+
+// link is one session with the daemon.
+type link struct {
+	conn net.Conn
+	path string
+	br   *bufio.Reader // the socket reader's (before the link is up, the replay's)
+	bw   *bufio.Writer // the stdin reader's (before the link is up, the replay's)
+	t    tracker       // the requests forwarded on this link and not answered
+	// swallow holds the ids of the requests the bridge replayed, whose
+	// answers are not the client's; the replay fills it before the socket
+	// reader starts, which alone uses it from then on.
+	swallow map[string]bool
+	changed []string   // tools, prompts, resources: the lists to tell the client of once the link is up
+	ended   chan error // 1-buffered: why the socket reader stopped
+}
+
+func newLink(conn net.Conn, path string) *link {
+	l := &link{
+		conn:    conn,
+		path:    path,
+		br:      bufio.NewReaderSize(conn, 64<<10),
+		bw:      bufio.NewWriterSize(conn, 64<<10),
+		swallow: map[string]bool{},
+		ended:   make(chan error, 1),
+	}
+	l.t.init()
+	return l
+}
+
+// write queues one line for the daemon. A failed write means the link is
+// going: closing the connection makes sure its reader sees it too.
+func (l *link) write(p []byte) {
+	if _, err := l.bw.Write(p); err != nil {
+		l.conn.Close()
+	}
+}
+
+func (l *link) flush() {
+	if err := l.bw.Flush(); err != nil {
+		l.conn.Close()
+	}
+}
+
+// refusal is the daemon refusing the session (too_many_sessions): its
+// error line, which the requests in flight are answered with.
+type refusal struct {
+	frame   []byte // the error response, id null
+	message string
+	reason  string
+}
+
+func (r *refusal) Error() string { return fmt.Sprintf("%s (%s)", r.message, r.reason) }
+
+// stdoutError is a write to the client that failed: the client is gone.
+type stdoutError struct{ err error }
+
+func (e *stdoutError) Error() string { return "write stdout: " + e.err.Error() }
+
+// run bridges stdin and stdout over first, and over the links that follow
+// it, until stdin ends and the answers due are in (nil), ctx ends (nil),
+// or the bridge gives up.
+func (b *bridge) run(ctx context.Context, first *link, stdin io.Reader) error {
+	defer b.readers.Wait()
+	defer b.slot.end()
+	if err := b.up(first); err != nil {
+		return err
+	}
+	stdinDone := make(chan error, 1)
+	// The stdin reader is deliberately not waited for: a read from a
+	// blocking stdin cannot be interrupted, and a client may keep its end
+	// open after a signal arrived or the bridge gave up. It ends at stdin
+	// EOF, once the slot says the bridge is over, or with the process,
+	// which exits once run returns.
+	go func() { stdinDone <- b.readStdin(stdin) }()
+	l := first
+	for {
+		select {
+		case err := <-stdinDone:
+			return b.finish(ctx, l, err)
+		case <-ctx.Done():
+			b.stop(l)
+			return nil
+		case cause := <-l.ended:
+			next, err := b.recover(ctx, l, cause, stdinDone)
+			if next == nil {
+				return err
+			}
+			l = next
+		}
+	}
+}
+
+// up tells the client what changed, starts the link's socket reader and
+// hands the link to the stdin reader.
+func (b *bridge) up(l *link) error {
+	for _, kind := range l.changed {
+		n, _ := jsonrpc.Notification("notifications/"+kind+"/list_changed", nil)
+		b.out.Write(append(n, '\n'))
+	}
+	if err := b.out.Flush(); err != nil {
+		l.conn.Close()
+		return &stdoutError{err}
+	}
+	b.readers.Go(func() { l.ended <- b.readSocket(l) })
+	b.slot.set(l)
+	return nil
+}
+
+// stop ends the link up for good.
+func (b *bridge) stop(l *link) {
+	b.slot.end()
+	l.conn.Close()
+	l.ended <- <-l.ended // keep the reason for whoever else waits
+}
+
+// teardown retires a link whose socket reader has stopped: the stdin
+// reader waits for the next link, and the requests that were in flight
+// are answered now, with their ids. It returns how many were.
+func (b *bridge) teardown(l *link, cause error) int {
+	b.slot.clear()
+	l.conn.Close()
+	ids := l.t.close()
+	var refused *refusal
+	errors.As(cause, &refused)
+	for _, id := range ids {
+		b.out.Write(append(b.inFlightError(id, refused), '\n'))
+	}
+	b.out.Flush() // a client that is gone shows at the next write of a link
+	return len(ids)
+}
+
+// inFlightError answers a request that was in flight on a lost link: with
+// the daemon's own refusal when it refused the session, else daemon_gone.
+func (b *bridge) inFlightError(id []byte, refused *refusal) []byte {
+	if refused != nil {
+		if m, err := jsonrpc.Parse(refused.frame); err == nil {
+			return m.WithID(id)
+		}
+	}
+	msg := "the mcpmux daemon closed the session with this request in flight"
+	if b.reconnect > 0 {
+		msg += "; mcpmux connect is reconnecting"
+	}
+	e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg, Reason: jsonrpc.ReasonDaemonGone, Server: b.name}
+	return e.Response(id)
+}
+
+// recover retires a lost link and reaches the daemon again. next is nil
+// when the bridge is over, err then saying why (nil: stdin ended or ctx
+// did while there was nothing left to answer).
+func (b *bridge) recover(ctx context.Context, l *link, cause error, stdinDone <-chan error) (next *link, err error) {
+	b.teardown(l, cause)
+	var refused *refusal
+	var out *stdoutError
+	switch {
+	case errors.As(cause, &out):
+		return nil, out
+	case errors.As(cause, &refused):
+		return nil, fmt.Errorf("server %s refused the session on %s: %w", b.name, l.path, refused)
+	case b.reconnect <= 0:
+		return nil, lost(l.path, cause)
+	}
+	fmt.Fprintf(b.stderr, "mcpmux: %v; reconnecting (for up to %s)\n", lost(l.path, cause), b.reconnect)
+	start := time.Now()
+	next, err = b.redial(ctx, stdinDone)
+	if next == nil {
+		return nil, err
+	}
+	if err := b.up(next); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(b.stderr, "mcpmux: reconnected to %s after %s\n", next.path, time.Since(start).Round(time.Millisecond))
+	return next, nil
+}
+
+// lost says how a link ended.
+func lost(path string, cause error) error {
+	if cause == nil {
+		return fmt.Errorf("the daemon closed the session on %s", path)
+	}
+	return fmt.Errorf("session on %s: %w", path, unwrapSyscall(cause))
+}
+
+// Reconnection backoff: the first attempt at once, then waits from
+// redialFirst doubling to redialMax, each with jitter.
+const (
+	redialFirst = 50 * time.Millisecond
+	redialMax   = 2 * time.Second
+)
+
+// redial reaches a daemon again within the reconnect bound. next is nil
+// when it gave up (err says why), when ctx ended, or when stdin ended
+// meanwhile (there is nothing left to send, and nothing was due: the lost
+// link's requests have been answered).
+func (b *bridge) redial(ctx context.Context, stdinDone <-chan error) (next *link, err error) {
+	dctx, cancel := context.WithTimeout(ctx, b.reconnect)
+	defer cancel()
+	wait := redialFirst
+	for attempt := 1; ; attempt++ {
+		l, err := b.attempt(dctx)
+		if err == nil {
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		if finalDialError(err) || dctx.Err() != nil {
+			return nil, fmt.Errorf("gave up reconnecting to server %s after %d attempts in %s: %w", b.name, attempt, b.reconnect, err)
+		}
+		pause := time.NewTimer(wait/2 + rand.N(wait/2+1))
+		select {
+		case <-pause.C:
+		case <-dctx.Done():
+			pause.Stop()
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("gave up reconnecting to server %s after %d attempts in %s: %w", b.name, attempt, b.reconnect, err)
+		case err := <-stdinDone:
+			pause.Stop()
+			if err != nil {
+				return nil, fmt.Errorf("read stdin: %w", err)
+			}
+			return nil, nil
+		}
+		wait = min(2*wait, redialMax)
+	}
+}
+
+// attempt opens one new link and replays the client's session on it.
+func (b *bridge) attempt(ctx context.Context) (*link, error) {
+	conn, path, err := b.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := newLink(conn, path)
+	if err := b.replay(ctx, l); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// finalDialError reports whether reaching the daemon again is pointless:
+// a socket folder or a daemon of another user, or a server the config no
+// longer has.
+func finalDialError(err error) bool {
+	var unknown *unknownServerError
+	return errors.Is(err, socket.ErrUnsafeDir) || errors.Is(err, socket.ErrForeignPeer) || errors.As(err, &unknown)
+}
+
+// finish is the end of stdin: it waits, at most drain, for the answers
+// still due on the link up, then hangs up.
+func (b *bridge) finish(ctx context.Context, l *link, stdinErr error) error {
+	if stdinErr != nil {
+		b.stop(l)
+		return fmt.Errorf("read stdin: %w", stdinErr)
+	}
+	timer := time.NewTimer(b.drain)
+	defer timer.Stop()
+	select {
+	case <-l.t.idle():
+	case <-ctx.Done():
+	case <-timer.C:
+		if n := l.t.count(); n > 0 {
+			b.stop(l)
+			return fmt.Errorf("--drain %s passed with %d %s still due from %s; hanging up", b.drain, n, plural(n, "answer", "answers"), l.path)
+		}
+	case cause := <-l.ended:
+		if n := b.teardown(l, cause); n > 0 {
+			return fmt.Errorf("%v with %d %s still due (answered with %s errors)", lost(l.path, cause), n, plural(n, "answer", "answers"), jsonrpc.ReasonDaemonGone)
+		}
+		return nil
+	}
+	b.stop(l)
+	return nil
+}
+
+// slot holds the link up, for the stdin reader, which waits in get while
+// there is none.
+type slot struct {
+	mu   sync.Mutex
+	cur  *link
+	over bool
+	wake chan struct{} // closed while cur is set or the bridge is over
+}
+
+// get returns the link up, waiting for one; nil once the bridge is over.
+func (s *slot) get() *link {
+	for {
+		l, over, wake := s.look()
+		if l != nil || over {
+			return l
+		}
+		<-wake
+	}
+}
+
+func (s *slot) look() (l *link, over bool, wake chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wake == nil {
+		s.wake = make(chan struct{})
+	}
+	return s.cur, s.over, s.wake
+}
+
+func (s *slot) set(l *link) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.over {
+		return
+	}
+	if s.wake == nil {
+		s.wake = make(chan struct{})
+	}
+	if s.cur == nil {
+		close(s.wake)
+	}
+	s.cur = l
+}
+
+func (s *slot) clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil && !s.over {
+		s.cur, s.wake = nil, make(chan struct{})
+	}
+}
+
+func (s *slot) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.over {
+		return
+	}
+	if s.wake == nil {
+		s.wake = make(chan struct{})
+	}
+	if s.cur == nil {
+		close(s.wake)
+	}
+	s.cur, s.over = nil, true
+}
+
+// tracker knows which requests forwarded on a link are still unanswered.
+// Once closed (the link is lost) it takes no more.
+type tracker struct {
+	mu      sync.Mutex
+	pending map[string][]byte // id as a string -> the id
+	order   []string          // ids in the order sent, for answering them in order
+	closed  bool
+	idleCh  chan struct{} // closed while nothing is pending
+}
+
+func (t *tracker) init() {
+	t.pending = make(map[string][]byte)
+	t.idleCh = make(chan struct{})
+	close(t.idleCh)
+}
+
+// sent notes the requests of a line before it goes out; false when the
+// link is lost and the line must wait for the next one.
+func (t *tracker) sent(msgs []*jsonrpc.Message) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	for _, m := range msgs {
+		switch {
+		case m.Kind == jsonrpc.KindNotification && m.Method == "notifications/cancelled":
+			// A cancelled request gets no answer: stop waiting for it.
+			if span, ok := m.ParamsPath("requestId"); ok {
+				t.settleLocked(m.Frame[span.Start:span.End])
+			}
+		case m.Kind == jsonrpc.KindRequest:
+			if len(t.pending) == 0 {
+				t.idleCh = make(chan struct{})
+			}
+			if _, dup := t.pending[string(m.ID)]; !dup {
+				t.order = append(t.order, string(m.ID))
+			}
+			t.pending[string(m.ID)] = slices.Clone(m.ID)
+		}
+	}
+	return true
+}
+
+func (t *tracker) settle(id []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.settleLocked(id)
+}
+
+func (t *tracker) settleLocked(id []byte) {
+	if _, ok := t.pending[string(id)]; !ok {
+		return
+	}
+	delete(t.pending, string(id))
+	switch {
+	case len(t.pending) == 0:
+		close(t.idleCh)
+		t.order = t.order[:0]
+	case len(t.order) > 2*len(t.pending)+64:
+		// A request that stays pending (a listen) must not make the
+		// order of the others grow for good.
+		t.order = slices.DeleteFunc(t.order, func(k string) bool { _, ok := t.pending[k]; return !ok })
+	}
+}
+
+// close takes the requests still pending, in the order they were sent,
+// and refuses new ones.
+func (t *tracker) close() [][]byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	var ids [][]byte
+	for _, k := range t.order {
+		if id, ok := t.pending[k]; ok {
+			ids = append(ids, id)
+			delete(t.pending, k)
+		}
+	}
+	if len(ids) > 0 {
+		close(t.idleCh)
+	}
+	t.order = nil
+	return ids
+}
+
+func (t *tracker) idle() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.idleCh
+}
+
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending)
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A daemon says where it serves: once it holds its socket folder (its
+// control socket), before any server's socket opens, it writes a
+// record in the state folder, daemons/KEY.json, KEY a digest of its config
+// file's path, and removes it when it stops. The commands that talk to the
+// daemon of a config file (connect, status, logs, restart) read it, so
+// they find that daemon whatever their environment, and even while the
+// file does not load.
+
+// recordsDir is the folder of the records in the state folder.
+const recordsDir = "daemons"
+
+// daemonRecord is one daemon's record.
+type daemonRecord struct {
+	Config      string    `json:"config"`     // the config file, as the daemon was given it (absolute)
+	SocketDir   string    `json:"socket_dir"` // where it serves
+	Pid         int       `json:"pid"`
+	Version     string    `json:"version"`
+	Started     time.Time `json:"started"`
+	Autostarted bool      `json:"autostarted,omitempty"` // started by `mcpmux connect`
+}
+
+// canonicalConfig is the path a config file's record is keyed by: absolute,
+// with symbolic links resolved when they can be, so that every way of
+// naming the file finds the same record.
+func canonicalConfig(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
+}
+
+// recordPath is where the record of the daemon of config is kept.
+func recordPath(state, config string) string {
+	sum := sha256.Sum256([]byte(canonicalConfig(config)))
+	return filepath.Join(state, recordsDir, hex.EncodeToString(sum[:])[:20]+".json")
+}
+
+// writeRecord writes r for r.Config, replacing the file in one rename so
+// that no reader sees half of it.
+func writeRecord(state string, r daemonRecord) error {
+	path := recordPath(state, r.Config)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("daemon record: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("daemon record: %w", err)
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("daemon record: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("daemon record: %w", err)
+	}
+	return nil
+}
+
+// removeRecord removes the record of config if it is still pid's: another
+// daemon of the same file may have written its own since.
+func removeRecord(state, config string, pid int) {
+	path := recordPath(state, config)
+	if r, ok := readRecordFile(path); ok && r.Pid == pid {
+		os.Remove(path)
+	}
+}
+
+// readRecord reads the record of the daemon of config. One whose process
+// is gone is removed and not returned.
+func readRecord(state, config string) (daemonRecord, bool) {
+	path := recordPath(state, config)
+	r, ok := readRecordFile(path)
+	if !ok {
+		return r, false
+	}
+	if !processExists(r.Pid) {
+		os.Remove(path)
+		return r, false
+	}
+	return r, true
+}
+
+func readRecordFile(path string) (daemonRecord, bool) {
+	var r daemonRecord
+	b, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(b, &r) != nil || r.Pid <= 0 || !filepath.IsAbs(r.SocketDir) {
+		return daemonRecord{}, false
+	}
+	return r, true
+}
+
+// recordsServing are the records of live daemons that serve in socketDir,
+// newest first.
+func recordsServing(state, socketDir string) []daemonRecord {
+	paths, _ := filepath.Glob(filepath.Join(state, recordsDir, "*.json"))
+	var out []daemonRecord
+	for _, p := range paths {
+		if r, ok := readRecordFile(p); ok && r.SocketDir == socketDir && processExists(r.Pid) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b daemonRecord) int { return b.Started.Compare(a.Started) })
+	return out
+}
+
+// pruneRecords removes the records of daemons whose process is gone (a
+// daemon killed without its chance to remove its own).
+func pruneRecords(state string) {
+	paths, _ := filepath.Glob(filepath.Join(state, recordsDir, "*.json"))
+	for _, p := range paths {
+		if r, ok := readRecordFile(p); ok && !processExists(r.Pid) {
+			os.Remove(p)
+		}
+	}
+}
+
+// processExists reports whether a process with pid exists (it may be
+// another user's).
+func processExists(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// describe names the daemon of a record in a few words, for messages.
+func (r daemonRecord) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pid %d", r.Pid)
+	if r.Autostarted {
+		b.WriteString(", auto-started by `mcpmux connect`")
+	}
+	if !r.Started.IsZero() {
+		fmt.Fprintf(&b, " at %s", r.Started.Format("2006-01-02 15:04:05"))
+	}
+	if r.Config != "" {
+		fmt.Fprintf(&b, ", config %s", r.Config)
+	}
+	return b.String()
+}
