@@ -39,9 +39,13 @@ func newConnectCmd() *cobra.Command {
 		}
 		path := filepath.Join(cfg.Listen.SocketDir, args[0]+".sock")
 		if cfg.Daemon.Autostart && !noAutostart {
-			if err := ensureDaemon(cmd.Context(), cfg, path); err != nil {
+			if err := ensureDaemon(cmd.Context(), cfg, path); refusal(err) != nil {
+				return refusal(err) // another user's folder or daemon: nothing to start
+			} else if err != nil {
 				return fmt.Errorf("no mcpmux daemon is serving %s, and starting one failed: %w", path, err)
 			}
+		} else if err := autostartOff(cmd.Context(), cfg, path, noAutostart); err != nil {
+			return err
 		}
 		return bridge(cmd.Context(), path, viaYamux, drain, cmd.InOrStdin(), cmd.OutOrStdout())
 	}
@@ -62,7 +66,7 @@ func bridge(ctx context.Context, path string, viaYamux bool, drain time.Duration
 		return err // refused before a byte was sent: nothing to do with a daemon of ours
 	}
 	if err != nil {
-		return fmt.Errorf("no mcpmux daemon is serving %s: %w", path, unwrapSyscall(err))
+		return fmt.Errorf("no mcpmux daemon is serving %s: %w", path, plainDialError(err))
 	}
 	uc := conn
 	if viaYamux {

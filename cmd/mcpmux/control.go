@@ -43,7 +43,7 @@ func control(ctx context.Context, dir, method, urlPath string, out any) error {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("no mcpmux daemon answers on %s: %w", path, unwrapSyscall(err))
+		return noDaemon(path, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -182,7 +182,7 @@ func newLogsCmd() *cobra.Command {
 		}
 		resp, err := c.Do(req)
 		if err != nil {
-			return fmt.Errorf("no mcpmux daemon answers on %s: %w", path, unwrapSyscall(err))
+			return noDaemon(path, err)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
