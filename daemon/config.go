@@ -43,6 +43,10 @@ type Config struct {
 	// Reload loads the configuration again for Daemon.Reload (SIGHUP and
 	// `mcpmux reload`); nil means reloading is refused.
 	Reload func() (Reloaded, error)
+	// ConfigFile is reported by GET /status: the file this configuration
+	// was read from, so that clients can tell which config a daemon serves;
+	// "" when none.
+	ConfigFile string
 	// Version is reported by GET /status and, unless a server's own is set,
 	// sent to the servers in clientInfo.
 	Version string

@@ -21,6 +21,7 @@ var errReloadOff = errors.New("this daemon cannot load its config again")
 // Status is the body of GET /status.
 type Status struct {
 	Version    string       `json:"version"`
+	Config     string       `json:"config,omitempty"` // Config.ConfigFile
 	Pid        int          `json:"pid"`
 	Uptime     string       `json:"uptime"`
 	Goroutines int          `json:"goroutines"`
@@ -35,6 +36,7 @@ func (d *Daemon) Status() Status {
 	runtime.ReadMemStats(&ms)
 	st := Status{
 		Version:    d.cfg.Version,
+		Config:     d.cfg.ConfigFile,
 		Pid:        os.Getpid(),
 		Uptime:     time.Since(d.started).Round(time.Second).String(),
 		Goroutines: runtime.NumGoroutine(),

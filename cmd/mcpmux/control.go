@@ -124,7 +124,8 @@ func printSessions(w io.Writer, st daemon.Status) error {
 }
 
 func printStatus(w io.Writer, st daemon.Status) error {
-	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s, %d goroutines, %.1f MiB resident\n\n", st.Version, st.Pid, st.Uptime, st.Goroutines, float64(st.RSSBytes)/(1<<20))
+	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s, %d goroutines, %.1f MiB resident\n", st.Version, st.Pid, st.Uptime, st.Goroutines, float64(st.RSSBytes)/(1<<20))
+	printConfigLine(w, st)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tSTATE\tPID\tUPTIME\tPROTOCOL\tRESTARTS\tSESSIONS\tIN FLIGHT\tLAST EXIT")
 	for _, s := range st.Servers {
