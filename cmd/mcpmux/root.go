@@ -19,6 +19,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newServeCmd(), newConnectCmd(), newStatusCmd(), newRestartCmd(), newReloadCmd(), newLogsCmd(), newVersionCmd(), newImportCmd(), newClientConfigCmd(), newServiceCmd())
 	setVersionFlag(root)
+	addCompletions(root)
 	return root
 }
 
