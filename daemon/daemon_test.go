@@ -139,6 +139,44 @@ func TestReload(t *testing.T) {
 
 // TestReloadRefused: a config that does not load changes nothing, and POST
 // /reload says why.
+// TestReloadKeepsTheOthers: a reload that only restarts one server, or
+// that changes nothing, or only adds one, keeps every other server serving
+// its sessions.
+func TestReloadKeepsTheOthers(t *testing.T) {
+	a, b := fake(t, "a", "a1"), fake(t, "b", "b")
+	next := daemon.Reloaded{Servers: []daemon.Server{a, b}}
+	r := start(t, daemon.Config{
+		Servers: []daemon.Server{a, b},
+		Reload:  func() (daemon.Reloaded, error) { return next, nil },
+	})
+	cb := dial(t, r.socket("b"))
+	served := func() []string {
+		var names []string
+		for _, s := range r.status(t).Servers {
+			names = append(names, s.Name)
+		}
+		return names
+	}
+	for _, step := range []struct {
+		name    string
+		servers []daemon.Server
+		want    daemon.ReloadResult
+		served  []string
+	}{
+		{"nothing changed", []daemon.Server{a, b}, daemon.ReloadResult{}, []string{"a", "b"}},
+		{"a restarts", []daemon.Server{fake(t, "a", "a2"), b}, daemon.ReloadResult{Restarted: []string{"a"}}, []string{"a", "b"}},
+		{"c is added", []daemon.Server{fake(t, "a", "a2"), b, fake(t, "c", "c")}, daemon.ReloadResult{Added: []string{"c"}}, []string{"a", "b", "c"}},
+	} {
+		next.Servers = step.servers
+		res, err := r.d.Reload(t.Context())
+		require.NoError(t, err, step.name)
+		assert.Equal(t, step.want, res, step.name)
+		assert.Equal(t, step.served, served(), "%s: the servers served after it", step.name)
+		_, tag, err := cb.whoami(`"` + step.name + `"`)
+		assert.Equal(t, [2]any{nil, "b"}, [2]any{err, tag}, "%s: b still serves its session", step.name)
+	}
+}
+
 func TestReloadRefused(t *testing.T) {
 	r := start(t, daemon.Config{
 		Servers: []daemon.Server{fake(t, "a", "a")},
