@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -57,12 +58,17 @@ func TestStatusAndRestart(t *testing.T) {
 func TestLogs(t *testing.T) {
 	r := start(t, daemon.Config{Servers: []daemon.Server{fake(t, "a", "a")}})
 	dial(t, r.socket("a"))
-	code, body, err := r.control(http.MethodGet, "/servers/a/logs")
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusOK, code)
-	assert.Contains(t, string(body), "server ready", "the hub's events")
+	// A session may be answered before the hub has logged that the server
+	// is ready: the line comes soon after, not before.
+	testutil.Eventually(t, within, "the hub's events have server ready", func() (bool, error) {
+		code, body, err := r.control(http.MethodGet, "/servers/a/logs")
+		if err != nil || code != http.StatusOK {
+			return false, fmt.Errorf("%d %s: %v", code, body, err)
+		}
+		return strings.Contains(string(body), "server ready"), nil
+	})
 
-	code, body, err = r.control(http.MethodGet, "/servers/nope/logs")
+	code, body, err := r.control(http.MethodGet, "/servers/nope/logs")
 	require.NoError(t, err)
 	assert.Equal(t, [2]any{http.StatusNotFound, `{"error":"no server named \"nope\""}`}, [2]any{code, strings.TrimSpace(string(body))})
 
