@@ -64,8 +64,10 @@ type Server struct {
 	// servers), Version when empty, and Upstream.MaxMessageBytes when 0
 	// (to upstream.DefaultMaxMessageBytes: the sessions read with it too).
 	Hub mux.Config
-	// Isolated gives each session a process of its own (mux.Pool).
-	Isolated bool
+	// Share says how the server's processes are shared: mux.ShareShared
+	// (also ""), mux.ShareIsolated (a process per session) or
+	// mux.ShareProject (a process per project).
+	Share string
 }
 
 // Name is the server's name.

@@ -54,6 +54,7 @@ func (e *WebError) Unwrap() error { return e.Err }
 type Daemon struct {
 	cfg     Config
 	log     *slog.Logger
+	connLog *slog.Logger  // rate limited: what connections can provoke at will
 	ids     atomic.Uint64 // session ids, shared by every server
 	started time.Time
 	ran     atomic.Bool
@@ -102,6 +103,7 @@ func New(cfg Config) (*Daemon, error) {
 	return &Daemon{
 		cfg:       cfg,
 		log:       log,
+		connLog:   socket.YamuxLogger(log),
 		reloads:   make(chan reloadCall),
 		done:      make(chan struct{}),
 		servers:   map[string]*served{},
@@ -234,7 +236,7 @@ func (d *Daemon) listen(s Server) (*served, error) {
 	if cfg.Upstream.MaxMessageBytes == 0 { // the sessions' readers take their limit from the hub
 		cfg.Upstream.MaxMessageBytes = upstream.DefaultMaxMessageBytes
 	}
-	return &served{given: s, srv: mux.NewServer(cfg, s.Isolated), l: l}, nil
+	return &served{given: s, srv: mux.NewServer(cfg, s.Share), l: l}, nil
 }
 
 // listenUnix takes the socket a service manager passed for path, if it
@@ -271,7 +273,7 @@ func (d *Daemon) start(ctx context.Context, s *served) {
 	d.wg.Go(func() {
 		defer close(s.intakeDone)
 		err := socket.Serve(intakeCtx, s.l, func(ctx context.Context, c net.Conn) {
-			serveUnix(ctx, s.srv, c, d.cfg.MaxStreamsPerConn, d.log)
+			serveUnix(ctx, s.srv, c, unixOpts{maxStreams: d.cfg.MaxStreamsPerConn, log: d.log, connLog: d.connLog})
 		})
 		if err != nil {
 			d.log.Error("listener failed", "server", s.srv.Name(), "error", err)

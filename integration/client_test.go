@@ -186,6 +186,8 @@ type demoStats struct {
 	Answered       int               `json:"answered"`
 	DuplicateIDs   int               `json:"duplicateIds"`
 	PID            int               `json:"pid"`
+	Dir            string            `json:"dir"`
+	SlowAtOnce     int               `json:"slowAtOnce"`
 	ProgressTokens []json.RawMessage `json:"progressTokens"`
 	Methods        []string          `json:"methods"`
 }

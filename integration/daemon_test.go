@@ -39,6 +39,7 @@ type daemonConfig struct {
 	path    string   // the config file
 	sockets string   // socket_dir
 	servers []string // the [servers.NAME] names, in file order
+	env     []string // added to the daemon's environment
 }
 
 var serverTable = regexp.MustCompile(`(?m)^\[servers\.([A-Za-z0-9][A-Za-z0-9._-]*)\]`)
@@ -117,6 +118,9 @@ func serveConfig(tb testing.TB, cfg *daemonConfig) *daemon {
 	tb.Helper()
 	d := &daemon{daemonConfig: cfg, tb: tb, exited: make(chan struct{})}
 	d.cmd = mcpmux(context.Background(), "serve", "--config", cfg.path)
+	if len(cfg.env) > 0 {
+		d.cmd.Env = append(d.cmd.Environ(), cfg.env...)
+	}
 	d.cmd.Stdout = &d.stdout
 	d.cmd.Stderr = &d.stderr
 	d.cmd.WaitDelay = 5 * time.Second // do not hang on a pipe some stray child still holds

@@ -219,10 +219,12 @@ func TestInspectorCLI(t *testing.T) {
 		assert.Equal(t, len(sessions), count, "the status's count of sessions against its list")
 
 		// Without the right token the Inspector gets no session: a
-		// non-zero exit, the daemon's 401 in its message, nothing on stdout.
+		// non-zero exit, the daemon's 401 (its JSON-RPC body) in its
+		// message, nothing on stdout.
 		r := rw.runInspector(t, []string{url + "?token=not-the-token"}, "tools/list", "--transport", "http")
 		assert.Error(t, r.err, "mcp-inspector with a wrong token exited 0; stdout:\n%s", r.stdout)
-		assert.Contains(t, r.stderr, "Unauthorized: missing or wrong token")
+		assert.Contains(t, r.stderr, "missing or wrong token")
+		assert.Contains(t, r.stderr, `"reason":"unauthorized"`)
 		assert.Empty(t, r.stdout)
 		_, _, count, sessions = inspectorSessions(t, d, "everything")
 		assert.Equal(t, []string{"http inspector-cli", "http inspector-cli"}, sessions, "sessions after the refused run")

@@ -21,6 +21,7 @@ import (
 var bins struct {
 	mcpmux     string // the daemon and its CLI, with -race when this binary has it
 	demoserver string // the scripted MCP server
+	fakedocker string // the stand-in docker CLI, named docker in a folder of its own
 	goTool     string // the go command that built them
 }
 
@@ -48,6 +49,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// The daemons keep what they learn of servers in the state folder: one
+	// of this run's own, not the user's.
+	if err := os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state")); err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
 	if err := buildBinaries(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
 		return 1
@@ -59,7 +66,7 @@ func run(m *testing.M) int {
 	return testutil.Run(m)
 }
 
-// buildBinaries builds mcpmux and the demo server into dir. The daemon gets
+// buildBinaries builds mcpmux, the demo server and the stand-in docker into dir. The daemon gets
 // -race when this test binary has it, so that a data race in the daemon
 // fails the test that provoked it (the daemon then exits 66 at shutdown).
 // The demo server is built without it: it is not under test, and the
@@ -94,13 +101,15 @@ func buildBinaries(dir string) error {
 	bins.mcpmux = filepath.Join(dir, "mcpmux")
 	bins.demoserver = filepath.Join(dir, "demoserver")
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
+	bins.fakedocker = filepath.Join(dir, "fakebin", "docker")
+	errs := make([]error, 3)
 	if prebuilt := os.Getenv(prebuiltEnv); prebuilt != "" {
 		bins.mcpmux = prebuilt
 	} else {
 		wg.Go(func() { errs[0] = build(root, bins.mcpmux, "./cmd/mcpmux", raceEnabled) })
 	}
 	wg.Go(func() { errs[1] = build("", bins.demoserver, "github.com/mcpmux/mcpmux/integration/demoserver", false) })
+	wg.Go(func() { errs[2] = build("", bins.fakedocker, "github.com/mcpmux/mcpmux/integration/fakedocker", false) })
 	wg.Wait()
 	return errors.Join(errs...)
 }

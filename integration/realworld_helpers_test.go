@@ -143,6 +143,7 @@ const (
 	rwEverything = "@modelcontextprotocol/server-everything/dist/index.js"
 	rwMemory     = "@modelcontextprotocol/server-memory/dist/index.js"
 	rwFilesystem = "@modelcontextprotocol/server-filesystem/dist/index.js"
+	rwThinking   = "@modelcontextprotocol/server-sequential-thinking/dist/index.js"
 )
 
 // rwURLElicitation declares URL-mode elicitation to the server, which

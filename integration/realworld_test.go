@@ -10,6 +10,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -554,4 +555,64 @@ func mustRead(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// TestRealWorldMemoryConcurrency: server-memory is not safe under
+// concurrent calls (each reads its file, adds, writes it back); three
+// clients creating entities at the same moment through one shared process
+// keep every entity with max_concurrency = 1. Without it they may lose
+// some: that count is logged, not asserted (it depends on timing).
+func TestRealWorldMemoryConcurrency(t *testing.T) {
+	rw := needRealWorld(t)
+	dir := t.TempDir()
+	d := startDaemon(t,
+		rw.server("limited", rwMemory, nil, `env = { MEMORY_FILE_PATH = "`+filepath.Join(dir, "limited.jsonl")+`" }`, `max_concurrency = 1`)+
+			rw.server("free", rwMemory, nil, `env = { MEMORY_FILE_PATH = "`+filepath.Join(dir, "free.jsonl")+`" }`), "")
+	for _, name := range []string{"limited", "free"} {
+		var got struct {
+			Created []string `json:"created"`
+			Kept    []string `json:"kept"`
+		}
+		rw.runScript(t, "memory-race.mjs", map[string]any{"target": connectTarget(d, name), "rounds": 5}, &got, nil)
+		require.Len(t, got.Created, 15)
+		if name == "limited" {
+			assert.ElementsMatch(t, got.Created, got.Kept, "every entity kept with max_concurrency = 1")
+		} else {
+			t.Logf("without max_concurrency: %d of %d entities kept", len(got.Kept), len(got.Created))
+		}
+	}
+}
+
+// TestRealWorldSequentialThinkingSharing: server-sequential-thinking keeps
+// one thought history per process. Shared, a second session's first
+// thought is counted after the first session's three (its history is
+// theirs); with share = "isolated" each session has its own.
+func TestRealWorldSequentialThinkingSharing(t *testing.T) {
+	t.Parallel()
+	rw := needRealWorld(t)
+	d := startDaemon(t, rw.server("shared", rwThinking, nil, `env = { DISABLE_THOUGHT_LOGGING = "true" }`)+
+		rw.server("isolated", rwThinking, nil, `env = { DISABLE_THOUGHT_LOGGING = "true" }`, `share = "isolated"`), "")
+	think := func(c *client, n int) int {
+		t.Helper()
+		m, err := c.tool(fmt.Sprintf(`"t%d"`, n), "sequentialthinking", map[string]any{
+			"thought": fmt.Sprintf("thought %d", n), "thoughtNumber": n, "totalThoughts": 3, "nextThoughtNeeded": n < 3,
+		})
+		require.NoError(t, err)
+		text, err := resultText(m)
+		require.NoError(t, err)
+		var r struct {
+			ThoughtHistoryLength int `json:"thoughtHistoryLength"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(text), &r), text)
+		return r.ThoughtHistoryLength
+	}
+	for name, want := range map[string]int{"shared": 4, "isolated": 1} {
+		a, b := open(t, d.socket(name)), open(t, d.socket(name))
+		for n := 1; n <= 3; n++ {
+			think(a, n)
+		}
+		assert.Equal(t, want, think(b, 1), "%s: the history length a second session's first thought reports", name)
+		a.close()
+		b.close()
+	}
 }

@@ -173,6 +173,8 @@ func TestReasons(t *testing.T) {
 		jsonrpc.ReasonInvalidLevel, jsonrpc.ReasonTooManySessions, jsonrpc.ReasonBatchNotSupported, jsonrpc.ReasonUpstreamExited,
 		jsonrpc.ReasonUpstreamStalled, jsonrpc.ReasonUpstreamUnavailable, jsonrpc.ReasonTimeout, jsonrpc.ReasonNotSupported,
 		jsonrpc.ReasonMethodNotFound, jsonrpc.ReasonNoClient, jsonrpc.ReasonClientGone, jsonrpc.ReasonClientTimeout,
+		jsonrpc.ReasonForbidden, jsonrpc.ReasonUnauthorized, jsonrpc.ReasonNoSuchServer, jsonrpc.ReasonNoSession,
+		jsonrpc.ReasonShuttingDown, jsonrpc.ReasonHeaderMismatch,
 	}
 	want := []string{
 		"parse_error", "invalid_request", "message_too_large", "duplicate_id",
@@ -180,6 +182,8 @@ func TestReasons(t *testing.T) {
 		"invalid_level", "too_many_sessions", "batch_not_supported", "upstream_exited",
 		"upstream_stalled", "upstream_unavailable", "timeout", "not_supported",
 		"method_not_found", "no_client", "client_gone", "client_timeout",
+		"forbidden", "unauthorized", "no_such_server", "no_session",
+		"shutting_down", "header_mismatch",
 	}
 	assert.Equal(t, want, got, "Reason constants")
 	assert.Equal(t, []int{-32700, -32600, -32601, -32602, -32603},

@@ -17,8 +17,9 @@ const readBufferSize = 4 << 10
 // maxCapturedID bounds the id bytes kept while skipping an oversized frame.
 const maxCapturedID = 1 << 10
 
-// maxKeyBytes is the longest spelling of "id" as a member name: \u0069\u0064.
-const maxKeyBytes = len(`\u0069\u0064`)
+// maxKeyBytes is the longest spelling of a member name the scan looks for:
+// "method" (or "result") with every letter escaped.
+const maxKeyBytes = len(`\u006d\u0065\u0074\u0068\u006f\u0064`)
 
 // TooLargeError reports a frame longer than the reader's limit. The frame was
 // consumed through its newline without being held in memory; the stream is
@@ -179,6 +180,8 @@ type idScanner struct {
 	val          []byte
 	valLong      bool
 	found        int
+	method       bool // a top-level "method" member was seen
+	outcome      bool // a top-level "result" or "error" member was seen
 	lastTwo      [2]byte
 }
 
@@ -272,9 +275,14 @@ func (s *idScanner) structural(b byte) {
 	case ':':
 		if s.depth == 1 && s.afterKey {
 			s.afterKey = false
-			if s.isIDKey() {
+			switch {
+			case s.keyIs("id"):
 				s.found++
 				s.capturing, s.val, s.valLong = true, s.val[:0], false
+			case s.keyIs("method"):
+				s.method = true
+			case s.keyIs("result"), s.keyIs("error"):
+				s.outcome = true
 			}
 		}
 	case '{', '[':
@@ -291,16 +299,17 @@ func (s *idScanner) structural(b byte) {
 	}
 }
 
-// isIDKey reports whether the member name just read is "id", in any
-// spelling: Parse decodes escaped names, so "\u0069d" is an id too.
-func (s *idScanner) isIDKey() bool {
+// keyIs reports whether the member name just read is name, in any
+// spelling: Parse decodes escaped names, so "\u0069d" is an id too. Names
+// longer than maxKeyBytes are never compared.
+func (s *idScanner) keyIs(name string) bool {
 	switch {
 	case s.keyLong:
 		return false
 	case bytes.IndexByte(s.key, '\\') < 0:
-		return string(s.key) == "id"
+		return string(s.key) == name
 	}
-	return keyEquals(append(append([]byte{'"'}, s.key...), '"'), true, "id")
+	return keyEquals(append(append([]byte{'"'}, s.key...), '"'), true, name)
 }
 
 // eol reports how many line-ending bytes ended the input: those trimEOL
@@ -315,6 +324,21 @@ func (s *idScanner) eol() int {
 		return 2
 	}
 	return 1
+}
+
+// ResponseID is the id of a frame that has the shape of a response (a
+// top-level "result" or "error" member and no "method"), found by a scan
+// that needs the frame to be neither valid JSON nor valid UTF-8: the id of
+// an answer that Parse refuses, so that its request can be told. It is nil
+// when the frame has no such shape, no id, more than one, or one MCP does
+// not allow.
+func ResponseID(frame []byte) json.RawMessage {
+	var s idScanner
+	s.feed(frame)
+	if s.method || !s.outcome {
+		return nil
+	}
+	return s.id()
 }
 
 func (s *idScanner) id() json.RawMessage {

@@ -32,6 +32,7 @@ type fakeServer struct {
 	version   string
 	crashInit bool               // die on initialize, for crash loops
 	lastArgs  []string           // the Args of the last start
+	dirs      []string           // the Dir of each start
 	deaf      bool               // answer nothing at all, for liveness pings
 	era       string             // "" (legacy only), "dual" or "modern": see fakemodern_test.go
 	initGate  chan struct{}      // when set, initialize is answered once it is closed: a slow starter
@@ -49,6 +50,7 @@ func newFakeServer() *fakeServer {
 func (f *fakeServer) start(cfg upstream.Config, h upstream.Handler) (process, error) {
 	f.mu.Lock()
 	f.lastArgs = cfg.Args
+	f.dirs = append(f.dirs, cfg.Dir)
 	f.mu.Unlock()
 	p := &fakeProc{srv: f, h: h, in: make(chan []byte, 1<<16), done: make(chan struct{}), kill: make(chan string, 1)}
 	f.mu.Lock()
@@ -133,6 +135,7 @@ func (p *fakeProc) WaitWritable(ctx context.Context) error { return nil }
 func (p *fakeProc) Kill(reason string)                     { p.crash(reason) }
 func (p *fakeProc) StderrTail() []string                   { return nil }
 func (p *fakeProc) Done() <-chan struct{}                  { return p.done }
+func (p *fakeProc) Closed() bool                           { return p.closed.Load() }
 func (p *fakeProc) Exit() upstream.Exit                    { return p.exit }
 
 func (p *fakeProc) Stop(ctx context.Context) error {
@@ -192,6 +195,19 @@ func (p *fakeProc) reply(frame []byte) {
 	p.h.Flush() // the real reader does before each read that may wait
 }
 
+// replyLine hands the hub a stdout line as the real reader would: a valid
+// message, or the id of an invalid answer, or nothing (junk).
+func (p *fakeProc) replyLine(line []byte) {
+	p.replyMu.Lock()
+	defer p.replyMu.Unlock()
+	if m, err := jsonrpc.Parse(line); err == nil {
+		p.h.HandleMessage(m)
+	} else if id := jsonrpc.ResponseID(line); id != nil {
+		p.h.HandleInvalidAnswer(id, err)
+	}
+	p.h.Flush()
+}
+
 // answer plays the server: the method says what to do.
 func (p *fakeProc) answer(m *jsonrpc.Message) {
 	p.srv.mu.Lock()
@@ -245,6 +261,9 @@ func (p *fakeProc) answer(m *jsonrpc.Message) {
 			}
 		}
 		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{}`)))
+	case "nan":
+		// Python's json.dumps(float("nan")): no JSON, but the id is readable.
+		p.replyLine([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"x":NaN}}`))
 	case "hang":
 		// never answered
 	case "held":
@@ -381,7 +400,8 @@ func (h *harness) sessionWith(version, caps string) *testClient {
 	require.Equal(h.t, jsonrpc.KindResult, m.Kind, "initialize answer: %s", m.Frame)
 	// A ping round trip proves the notification was handled: the session is ready.
 	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, `{"jsonrpc":"2.0","id":"ready?","method":"ping"}`)
-	require.Equal(h.t, `"ready?"`, string(c.recv().ID))
+	m = c.recv()
+	require.Equal(h.t, `"ready?"`, string(m.ID), "%s", m.Frame)
 	return c
 }
 

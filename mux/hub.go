@@ -58,6 +58,10 @@ type Config struct {
 	// declares to the server, passed through as written.
 	UpstreamCapabilities json.RawMessage
 
+	// ProjectMarkers name what makes a folder a project's root, for share =
+	// "project"; nil means DefaultProjectMarkers.
+	ProjectMarkers []string
+
 	// Protocol is the era the server is opened in: ProtocolAuto (also
 	// ""), ProtocolLegacy or ProtocolModern.
 	Protocol string
@@ -77,6 +81,12 @@ type Memory interface {
 	// RememberRequests records that it was; an error is the caller's to
 	// log.
 	RememberRequests() error
+	// Description is the result of the server's last initialize (era
+	// "legacy") or server/discover ("modern"); nil when none is kept.
+	// Sessions are answered from it at once while the server starts.
+	Description() (era string, result []byte)
+	// RememberDescription keeps a new one; an error is the caller's to log.
+	RememberDescription(era string, result []byte) error
 }
 
 // The defaults of Config's zero values.
@@ -99,6 +109,7 @@ type process interface {
 	Flush()
 	WaitWritable(ctx context.Context) error
 	Done() <-chan struct{}
+	Closed() bool // no more input: the process is ending, Done follows
 	Exit() upstream.Exit
 	Stop(ctx context.Context) error
 	Kill(reason string)
@@ -159,7 +170,40 @@ func New(cfg Config) *Hub {
 		bridge:   eraBridge{parked: newParkedInputs()},
 	}
 	h.gates.configure(cfg.ServerRequests, cfg.Memory != nil && cfg.Memory.SendsRequests(), cfg.MaxConcurrency)
+	h.recall()
 	return h
+}
+
+// recall takes the server's description from Memory, if it keeps one
+// that the configured protocol allows: sessions are answered from it
+// until the server has started and said otherwise.
+func (h *Hub) recall() {
+	if h.cfg.Memory == nil {
+		return
+	}
+	era, raw := h.cfg.Memory.Description()
+	if raw == nil {
+		return
+	}
+	info, err := parseRemembered(era, raw)
+	switch {
+	case err != nil:
+		h.log.Warn("ignoring the remembered description of the server", "error", err)
+	case h.cfg.Protocol == ProtocolLegacy && info.era != eraLegacy, h.cfg.Protocol == ProtocolModern && info.era != eraModern:
+		h.log.Debug("ignoring the remembered description of the server: another era than the configured protocol", "era", info.era, "protocol", h.cfg.Protocol)
+	default:
+		h.life.remember(info)
+	}
+}
+
+// keep gives Memory a description that differs from what it had.
+func (h *Hub) keep(prev, info *serverInfo) {
+	if h.cfg.Memory == nil || (prev != nil && prev.same(info)) {
+		return
+	}
+	if err := h.cfg.Memory.RememberDescription(info.era.String(), info.result); err != nil {
+		h.log.Warn("could not remember the server's description", "error", err)
+	}
 }
 
 // withDefaults fills the zero values of cfg with the documented defaults;
@@ -237,7 +281,17 @@ type Status struct {
 	LastExit string   `json:"last_exit,omitempty"`
 	Stderr   []string `json:"stderr,omitempty"` // the server's last stderr lines
 
-	SessionList []SessionStatus `json:"session_list"`
+	SessionList []SessionStatus  `json:"session_list"`
+	Instances   []InstanceStatus `json:"instances,omitempty"` // share = "project": one per project
+}
+
+// InstanceStatus describes one project's process (share = "project").
+type InstanceStatus struct {
+	Project  string `json:"project"`
+	State    State  `json:"state"`
+	Pid      int    `json:"pid,omitempty"`
+	Sessions int    `json:"sessions"`
+	LastExit string `json:"last_exit,omitempty"`
 }
 
 // SessionStatus describes one session.

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -19,10 +20,11 @@ type serverInfo struct {
 	version    string          // legacy: the revision the server chose; modern: protocol.Modern
 	implInfo   json.RawMessage // serverInfo (an Implementation), nil when the server gave none
 	serverName string
+	result     json.RawMessage // the result as the server sent it, which Memory keeps
 }
 
 func parseInitResult(raw json.RawMessage) (*serverInfo, error) {
-	r := &serverInfo{era: eraLegacy}
+	r := &serverInfo{era: eraLegacy, result: raw}
 	if err := json.Unmarshal(raw, &r.raw); err != nil {
 		return nil, fmt.Errorf("InitializeResult is not an object: %w", err)
 	}
@@ -42,7 +44,7 @@ func parseInitResult(raw json.RawMessage) (*serverInfo, error) {
 // parseDiscoverResult reads a modern server's answer to server/discover; an
 // error means it is not one mcpmux can serve modern.
 func parseDiscoverResult(raw json.RawMessage) (*serverInfo, error) {
-	r := &serverInfo{era: eraModern, version: protocol.Modern}
+	r := &serverInfo{era: eraModern, version: protocol.Modern, result: raw}
 	if err := json.Unmarshal(raw, &r.raw); err != nil {
 		return nil, fmt.Errorf("DiscoverResult is not an object: %w", err)
 	}
@@ -98,6 +100,23 @@ func (r *serverInfo) hasPath(capability, member string) bool {
 	}
 	v, ok := m[member]
 	return ok && string(v) != "null" && string(v) != "false"
+}
+
+// parseRemembered reads a description Memory kept: the result of the
+// server's initialize (era "legacy") or server/discover ("modern").
+func parseRemembered(era string, raw json.RawMessage) (*serverInfo, error) {
+	switch era {
+	case eraLegacy.String():
+		return parseInitResult(raw)
+	case eraModern.String():
+		return parseDiscoverResult(raw)
+	}
+	return nil, fmt.Errorf("unknown era %q", era)
+}
+
+// same reports whether cur says of the server exactly what r did.
+func (r *serverInfo) same(cur *serverInfo) bool {
+	return r.era == cur.era && bytes.Equal(r.result, cur.result)
 }
 
 // incompatible says why sessions that negotiated against r cannot stay on a

@@ -27,19 +27,22 @@ const (
 // Invariant: ready is closed exactly while proc is an opened process and
 // info describes it; when that process goes, ready is replaced.
 type life struct {
-	mu       sync.Mutex
-	proc     process
-	state    State
-	ready    chan struct{}
-	info     *serverInfo // the last opened process's; kept across restarts
-	restarts int
-	lastExit string
-	started  time.Time
-	failedAt string          // why the server is failed, for its errors
-	noExec   string          // why the command cannot be run at all, since the last start; "" when it can
-	up       upstream.Config // how to start the server; reconfigure replaces it
-	stderr   []string        // the last process's stderr tail, once it has gone
-	changed  chan struct{}   // closed and replaced at each change of state: waiting sessions look again
+	mu    sync.Mutex
+	proc  process
+	state State
+	ready chan struct{}
+	info  *serverInfo // the last opened process's; kept across restarts
+	// remembered: info came from Memory, and no process has been opened
+	// since the daemon started.
+	remembered bool
+	restarts   int
+	lastExit   string
+	started    time.Time
+	failedAt   string          // why the server is failed, for its errors
+	noExec     string          // why the command cannot be run at all, since the last start; "" when it can
+	up         upstream.Config // how to start the server; reconfigure replaces it
+	stderr     []string        // the last process's stderr tail, once it has gone
+	changed    chan struct{}   // closed and replaced at each change of state: waiting sessions look again
 
 	// Wake-ups of Run, each 1-buffered.
 	kick     chan struct{} // restart now
@@ -107,19 +110,46 @@ func (l *life) starting(proc process) {
 	l.proc = proc
 }
 
-// publish makes an opened process the one sessions use, and returns the
-// description of the one before (nil at the first start).
-func (l *life) publish(info *serverInfo) (prev *serverInfo) {
+// remember takes a description from Memory, before any start.
+func (l *life) remember(info *serverInfo) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	prev = l.info
+	l.info, l.remembered = info, true
+}
+
+// publish makes an opened process the one sessions use, and returns the
+// description of the one before (nil at the first start, unless Memory
+// had one: remembered says so).
+func (l *life) publish(info *serverInfo) (prev *serverInfo, remembered bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	prev, remembered = l.info, l.remembered
+	l.remembered = false
 	l.info = info
 	l.state = StateReady
 	l.started = time.Now()
 	l.noExec = ""
 	close(l.ready)
 	l.changedLocked()
-	return prev
+	return prev, remembered
+}
+
+// description is what a session's initialize or server/discover is
+// answered from: the ready server's; while it starts (or restarts), the
+// last one it gave, or Memory's, at once (the session's requests wait for
+// the server as before, and a lazy server is asked to start); else the
+// server's once it is ready. A server that is failed or cannot be
+// started at all is refused as in waitReady.
+func (l *life) description(ctx context.Context, name string, timeout time.Duration) (*serverInfo, error) {
+	w := l.look()
+	if w.info != nil && w.state != StateFailed && w.noExec == "" {
+		if w.state == StateIdle {
+			notify(l.demand)
+		}
+		return w.info, nil
+	}
+	_, info, err := l.waitReady(ctx, name, timeout)
+	return info, err
 }
 
 // retire forgets a process that has ended; tail is its last stderr lines.
@@ -136,6 +166,7 @@ func (l *life) retire(proc process, exit string, tail []string) {
 	}
 	l.lastExit = exit
 	l.stderr = tail
+	l.changedLocked()
 }
 
 // startFailed records why a start did not succeed; noExec: the command
@@ -205,14 +236,22 @@ func (l *life) look() waitState {
 // *jsonrpc.Error with reason upstream_unavailable.
 func (l *life) waitReady(ctx context.Context, name string, timeout time.Duration) (process, *serverInfo, error) {
 	// The common case, on every request: the server is up. No timer.
-	if proc, info, ready := l.serving(); isClosed(ready) && proc != nil {
+	if proc, info, ready := l.serving(); isClosed(ready) && proc != nil && !proc.Closed() {
 		return proc, info, nil
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
 		w := l.look()
-		if isClosed(w.ready) && w.proc != nil {
+		// A process that takes no more input is ending (it crashed, and
+		// is winding down): wait for the next one, as for a start.
+		// Once it is gone, retire says so through changed.
+		var ending <-chan struct{}
+		if w.proc != nil && w.proc.Closed() {
+			if ending = w.proc.Done(); isClosed(ending) {
+				ending = nil
+			}
+		} else if isClosed(w.ready) && w.proc != nil {
 			return w.proc, w.info, nil
 		}
 		switch {
@@ -223,9 +262,14 @@ func (l *life) waitReady(ctx context.Context, name string, timeout time.Duration
 		case w.state == StateIdle:
 			notify(l.demand)
 		}
+		ready := w.ready
+		if w.proc != nil && w.proc.Closed() {
+			ready = nil // closed for the ending process: look again once it is gone
+		}
 		select {
-		case <-w.ready:
+		case <-ready:
 		case <-w.changed:
+		case <-ending:
 		case <-t.C:
 			msg := fmt.Sprintf("server %s is not ready", name)
 			if w.lastExit != "" {

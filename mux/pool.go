@@ -26,10 +26,20 @@ type Server interface {
 	Reconfigure(up upstream.Config)
 }
 
-// NewServer returns a Hub, or a Pool when isolated.
-func NewServer(cfg Config, isolated bool) Server {
-	if isolated {
+// How a server's processes are shared among its sessions.
+const (
+	ShareShared   = "shared"   // one process for every session (Hub)
+	ShareIsolated = "isolated" // one process per session (Pool)
+	ShareProject  = "project"  // one process per project (Projects)
+)
+
+// NewServer returns a Hub, a Pool or Projects, as share says ("" is shared).
+func NewServer(cfg Config, share string) Server {
+	switch share {
+	case ShareIsolated:
 		return NewPool(cfg)
+	case ShareProject:
+		return NewProjects(cfg)
 	}
 	return New(cfg)
 }

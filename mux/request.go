@@ -109,7 +109,7 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 			return
 		}
 	}
-	_, info, err := c.h.waitReady(c)
+	info, err := c.h.description(c)
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return
@@ -123,6 +123,11 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 	c.initializedAs(version, p.Capabilities, p.ClientInfo)
 	c.sess.Logger().Info("session initialized", "protocol", version, "client", string(p.ClientInfo), "server_era", info.era)
 	out.reply(jsonrpc.Response(m.ID, body))
+}
+
+// description is what a session's initialize or discover is answered from.
+func (h *Hub) description(c *client) (*serverInfo, error) {
+	return h.life.description(c.ctx, h.cfg.Name, h.cfg.StartTimeout)
 }
 
 // waitReady waits, for a session, until the server is ready.

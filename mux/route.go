@@ -2,6 +2,7 @@ package mux
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -59,15 +60,52 @@ func (u *upstreamHandler) HandleTooLarge(id json.RawMessage, size int64) {
 	if !ok {
 		return
 	}
-	if r.Session == 0 {
-		h.calls.wake(up, nil)
-		return
-	}
-	h.fail(r, &jsonrpc.Error{
+	h.failAnswer(up, r, &jsonrpc.Error{
 		Code:    jsonrpc.CodeInternalError,
 		Message: "the server's answer of " + strconv.FormatInt(size, 10) + " bytes is over max_message_bytes",
 		Reason:  jsonrpc.ReasonTooLarge,
 	})
+}
+
+// failAnswer fails a request taken from the table whose answer cannot be
+// delivered: mcpmux's own call wakes empty-handed, a request parked for
+// its session's retry has the retry answered with e, any other gets e.
+func (h *Hub) failAnswer(up int64, r idmap.Route, e *jsonrpc.Error) {
+	switch {
+	case r.Session == 0:
+		h.calls.wake(up, nil)
+	case isParkedID(r.ID):
+		dataOf(r).settle()
+		h.bridge.parked.settleUp(up, nil, e)
+	default:
+		h.fail(r, e)
+	}
+}
+
+// HandleInvalidAnswer fails the request whose answer the server sent as a
+// line that is not valid JSON-RPC: its session hears of it at once, rather
+// than never.
+func (u *upstreamHandler) HandleInvalidAnswer(id json.RawMessage, err error) bool {
+	h := u.h
+	up, ok := upstreamID(id)
+	if !ok {
+		return false
+	}
+	r, ok := h.reqs.Take(up)
+	if !ok {
+		return false
+	}
+	detail := err.Error()
+	var e *jsonrpc.Error
+	if errors.As(err, &e) {
+		detail = e.Message
+	}
+	h.failAnswer(up, r, &jsonrpc.Error{
+		Code:    jsonrpc.CodeInternalError,
+		Message: "the server's answer is not valid JSON-RPC: " + detail,
+		Reason:  jsonrpc.ReasonInvalidAnswer,
+	})
+	return true
 }
 
 // upstreamID reads an id mcpmux gave a request: a positive integer.

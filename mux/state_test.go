@@ -194,7 +194,7 @@ func TestLogLevelsPerSession(t *testing.T) {
 	h.srv.current().crash("exited") // come back with logging
 	eventually(t, "logging capability", func() bool {
 		r := h.hub.describedServer()
-		return r != nil && r.has("logging") && h.Status().State == StateReady
+		return h.srv.started() == 2 && r != nil && r.has("logging") && h.Status().State == StateReady
 	})
 	debug, quietOne := h.session("2025-11-25"), h.session("2025-11-25")
 	debug.send(`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}`)
@@ -277,5 +277,7 @@ type countingMemory struct {
 	seen bool
 }
 
-func (m *countingMemory) SendsRequests() bool     { return m.seen }
-func (m *countingMemory) RememberRequests() error { m.told.Add(1); return nil }
+func (m *countingMemory) SendsRequests() bool                      { return m.seen }
+func (m *countingMemory) RememberRequests() error                  { m.told.Add(1); return nil }
+func (m *countingMemory) Description() (string, []byte)            { return "", nil }
+func (m *countingMemory) RememberDescription(string, []byte) error { return nil }

@@ -330,9 +330,17 @@ func (h *Hub) startOnce(ctx context.Context) (process, error) {
 		h.exited(proc)
 		return nil, err // it names the request that failed: "initialize: server exited (exit status 1)"
 	}
-	prev := h.life.publish(info)
+	prev, remembered := h.life.publish(info)
 	h.log.Info("server ready", "pid", proc.Pid(), "protocol", info.version, "era", info.era, "name", info.serverName)
-	if prev != nil {
+	h.keep(prev, info)
+	switch {
+	case prev == nil:
+	case remembered && prev.same(info):
+		// The sessions answered from Memory were told the truth.
+	case remembered:
+		h.log.Info("server describes itself otherwise than remembered; telling its sessions")
+		h.afterRestart(prev, info)
+	default:
 		h.afterRestart(prev, info)
 	}
 	return proc, nil

@@ -34,13 +34,24 @@ var (
 	ErrSlowClient = errors.New("session: client is not reading its answers")
 	// ErrClosed: the session has ended.
 	ErrClosed = errors.New("session: closed")
+	// ErrHalfClosed is the io.EOF of a client that shut down its writing
+	// side only: it sends no more but may still read, so its requests in
+	// flight are answered first (within Config.DrainTimeout).
+	ErrHalfClosed error = halfClosed{}
 )
+
+type halfClosed struct{}
+
+func (halfClosed) Error() string { return "session: the client half-closed its connection" }
+func (halfClosed) Unwrap() error { return io.EOF }
 
 // Transport carries whole frames to and from one client.
 type Transport interface {
 	// ReadFrame returns the next frame and its tag (0 for transports
 	// without streams). A *jsonrpc.TooLargeError means a frame was skipped
 	// and the transport is still usable; any other error ends the session.
+	// At the end of the client's input it returns io.EOF, or ErrHalfClosed
+	// when the client can still read.
 	ReadFrame() (frame []byte, tag uint64, err error)
 	// Buffered reports whether the next ReadFrame has a whole frame at
 	// hand, so that it will not wait for the client.
@@ -74,6 +85,7 @@ type Handler interface {
 type Peer struct {
 	Transport string // "unix", "yamux", "websocket", ...
 	Addr      string // "pid 123 uid 1000", "127.0.0.1:50312", ...
+	Dir       string // the working folder of the client process, when the system tells; "" otherwise
 }
 
 // The defaults of Config's zero values.
@@ -81,6 +93,7 @@ const (
 	DefaultMaxInflight     = 256
 	DefaultOutboxHighWater = 1 << 20
 	DefaultOutboxMax       = 64 << 20
+	DefaultDrainTimeout    = time.Minute
 )
 
 // Config sets a session's limits.
@@ -91,7 +104,10 @@ type Config struct {
 	MaxInflight     int    // requests in flight before reading pauses; 0 means 256
 	OutboxHighWater int    // bytes queued before reading pauses; 0 means 1 MiB
 	OutboxMax       int    // bytes queued before the client is evicted; 0 means 64 MiB
-	Logger          *slog.Logger
+	// DrainTimeout bounds how long a client that half-closed waits for the
+	// answers to its requests in flight; 0 means DefaultDrainTimeout.
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 // Session is one downstream connection.
@@ -121,6 +137,9 @@ func New(cfg Config, t Transport) *Session {
 	}
 	if cfg.OutboxMax <= 0 {
 		cfg.OutboxMax = DefaultOutboxMax
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -326,6 +345,9 @@ func (s *Session) readLoop(ctx context.Context, h Handler) error {
 				Reason:  jsonrpc.ReasonTooLarge,
 			})
 			continue
+		case errors.Is(err, ErrHalfClosed):
+			s.awaitInflight(ctx)
+			return err
 		case err != nil:
 			return err
 		}
@@ -387,6 +409,31 @@ func (s *Session) waitForRoom(ctx context.Context) error {
 			return s.err
 		case <-ctx.Done():
 			return context.Cause(ctx)
+		}
+	}
+}
+
+// awaitInflight waits, for a client that half-closed, until its requests
+// in flight have been answered, DrainTimeout has passed, or the session
+// ends.
+func (s *Session) awaitInflight(ctx context.Context) {
+	n := s.Inflight()
+	if n == 0 {
+		return
+	}
+	s.log.Debug("client half-closed; answering its requests in flight first", "inflight", n)
+	t := time.NewTimer(s.cfg.DrainTimeout)
+	defer t.Stop()
+	for s.Inflight() > 0 {
+		select {
+		case <-s.ended:
+		case <-t.C:
+			s.log.Warn("closing a half-closed session with requests still in flight", "inflight", s.Inflight(), "drain_timeout", s.cfg.DrainTimeout)
+			return
+		case <-s.done:
+			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"errors"
+	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -38,9 +40,14 @@ func NewStream(conn net.Conn, maxMessageBytes int) *Stream {
 	return s
 }
 
-// ReadFrame implements Transport.
+// ReadFrame implements Transport. At the end of the input it reports
+// ErrHalfClosed when the connection is a socket whose peer shut down only
+// its writing side (it may still read), and io.EOF otherwise.
 func (s *Stream) ReadFrame() ([]byte, uint64, error) {
 	frame, err := s.r.Read()
+	if errors.Is(err, io.EOF) && s.raw != nil && !peerGone(s.raw) {
+		err = ErrHalfClosed
+	}
 	return frame, 0, err
 }
 

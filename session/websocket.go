@@ -20,8 +20,9 @@ import (
 // travel as text; the connection was closed with code 1003.
 var ErrBinaryFrame = errors.New("session: binary WebSocket frame")
 
-// ErrPongTimeout: the client answered no ping for WebSocketConfig.PongTimeout
-// while the session was waiting for its next message.
+// ErrPongTimeout: the client answered a ping with nothing for
+// WebSocketConfig.PongTimeout while the session was waiting for its next
+// message.
 var ErrPongTimeout = errors.New("session: WebSocket client answered no ping")
 
 // WebSocketConfig sets the limits and timers of a WebSocket transport. Zero
@@ -35,7 +36,7 @@ type WebSocketConfig struct {
 
 	MaxMessageBytes int           // larger messages are skipped and answered message_too_large
 	PingInterval    time.Duration // how often the client is pinged; default 30s
-	PongTimeout     time.Duration // silence, while a message is awaited, that ends the connection; default 60s
+	PongTimeout     time.Duration // how long a ping may go unanswered, while a message is awaited, before the connection ends; default 60s
 	WriteTimeout    time.Duration // how long one write may take; default 60s
 }
 
@@ -48,18 +49,19 @@ const closeGrace = time.Second
 // messages are read through without being held and reported as a
 // *jsonrpc.TooLargeError, so the session answers them and goes on.
 //
-// It pings the client every PingInterval. While the session waits for a
-// message, a client that sends nothing, not even a pong, for PongTimeout is
-// disconnected; while the session is not reading (flow control), no pong is
-// expected, since control frames are only read along with messages.
+// It pings the client every PingInterval. A client that answers a ping with
+// nothing at all, not even a pong, for PongTimeout of the time the session
+// spent waiting for a message is disconnected (pongWatch); while the
+// session is not reading (flow control), no pong is expected, since control
+// frames are only read along with messages.
 type WebSocket struct {
 	conn *websocket.Conn // reads; writes go through out
 	out  *wsWriter
 	cfg  WebSocketConfig
 
-	reading  atomic.Bool  // ReadFrame is waiting for the client
-	lastSeen atomic.Int64 // unix nanoseconds of the last sign of life while reading
-	timedOut atomic.Bool  // keepalive closed the connection
+	reading  atomic.Bool   // ReadFrame is waiting for the client
+	seen     atomic.Uint64 // signs of life read from the client: frames, pongs, bytes of a message
+	timedOut atomic.Bool   // keepalive closed the connection
 
 	done      chan struct{} // closed by Close; stops keepalive
 	closeOnce sync.Once
@@ -80,7 +82,6 @@ func NewWebSocket(conn *websocket.Conn, cfg WebSocketConfig) *WebSocket {
 		cfg.WriteTimeout = 60 * time.Second
 	}
 	w := &WebSocket{conn: conn, cfg: cfg, done: make(chan struct{}), out: newWSWriter(conn.NetConn(), cfg.WriteTimeout)}
-	w.touch()
 	conn.SetPongHandler(func(string) error {
 		w.touch()
 		return nil
@@ -103,36 +104,45 @@ func NewWebSocket(conn *websocket.Conn, cfg WebSocketConfig) *WebSocket {
 	return w
 }
 
-func (w *WebSocket) touch() { w.lastSeen.Store(time.Now().UnixNano()) }
+func (w *WebSocket) touch() { w.seen.Add(1) }
 
-// keepalive pings the client and closes the connection when a client that
-// is being read from has been silent for PongTimeout.
+// keepalive pings the client and closes the connection when a ping stays
+// unanswered for PongTimeout while the session is reading (pongWatch).
 func (w *WebSocket) keepalive() {
-	tick := time.NewTicker(min(w.cfg.PingInterval, w.cfg.PongTimeout) / 2)
+	step := min(w.cfg.PingInterval, w.cfg.PongTimeout) / 2
+	tick := time.NewTicker(step)
 	defer tick.Stop()
-	lastPing := time.Now()
+	start := time.Now() // monotonic, as every time.Now here
+	watch := newPongWatch(w.cfg.PongTimeout, step, start)
+	lastPing := start
 	for {
 		select {
 		case <-w.done:
 			return
 		case <-tick.C:
 		}
-		if w.reading.Load() && time.Since(time.Unix(0, w.lastSeen.Load())) > w.cfg.PongTimeout {
+		now := time.Now()
+		if watch.tick(now, w.seen.Load(), w.reading.Load()) {
 			w.timedOut.Store(true)
 			w.closeWith(websocket.CloseGoingAway, "no answer to pings")
 			w.conn.Close()
 			return
 		}
-		if time.Since(lastPing) < w.cfg.PingInterval {
+		if now.Sub(lastPing) < w.cfg.PingInterval {
 			continue
 		}
-		lastPing = time.Now()
-		err := w.out.writeControl(opPing, nil, time.Now().Add(w.cfg.WriteTimeout))
+		lastPing = now
+		seen := w.seen.Load() // before the write: a pong cannot come sooner
+		err := w.out.writeControl(opPing, nil, now.Add(w.cfg.WriteTimeout))
 		var ne net.Error
-		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+		switch {
+		case err == nil:
+			watch.sent(seen)
+		case !(errors.As(err, &ne) && ne.Timeout()):
 			// The connection is gone or closing; the reader or the writer
 			// reports it. A timeout only means a write of the session's
-			// holds the connection: its own deadline covers that.
+			// holds the connection: its own deadline covers that, and no
+			// ping went out to wait for.
 			return
 		}
 	}
@@ -146,7 +156,6 @@ func (w *WebSocket) ReadFrame() ([]byte, uint64, error) {
 }
 
 func (w *WebSocket) readFrame() ([]byte, error) {
-	w.touch()
 	w.reading.Store(true)
 	defer w.reading.Store(false)
 	for {

@@ -5,8 +5,8 @@
 // refuses other users on both ends (Dial is the clients' way in: it checks
 // the folder and the listener's uid before they send a byte), yamux on those
 // sockets (one session per stream), and the loopback web listener with its
-// Host, Origin and token checks, its WebSocket upgrade, and Streamable HTTP
-// (each HTTP session a transport of its own).
+// Host, Origin and token checks and its WebSocket upgrade; the listener
+// hands every other request on a server's endpoint to package streamable.
 //
 // It knows the routing layer only through small callbacks: it hands each
 // finished connection, stream or WebSocket transport to its caller, who owns

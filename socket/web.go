@@ -18,7 +18,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/streamable"
 )
 
 // ErrNotLoopback: the web listener was asked to bind an address beyond this
@@ -26,16 +28,9 @@ import (
 var ErrNotLoopback = errors.New("socket: not a loopback address")
 
 // Endpoint is what the web listener serves under one name: a server of the
-// daemon, reached at /servers/NAME.
-type Endpoint interface {
-	// Full reports that the server takes no more sessions (answered 503
-	// before the upgrade).
-	Full() bool
-	// MaxMessageBytes is the size limit of one message.
-	MaxMessageBytes() int
-	// Serve runs one session until it ends.
-	Serve(ctx context.Context, t session.Transport, peer session.Peer) error
-}
+// daemon, reached at /servers/NAME. Full is answered 503 before a
+// WebSocket upgrade (and before a new Streamable HTTP session).
+type Endpoint = streamable.Endpoint
 
 // WebConfig configures a web listener.
 type WebConfig struct {
@@ -54,7 +49,7 @@ type WebConfig struct {
 	WriteTimeout time.Duration
 
 	// HTTPSessionIdle ends a Streamable HTTP session that has had no
-	// request for this long; zero means DefaultHTTPSessionIdle.
+	// request for this long; zero means streamable.DefaultSessionIdle.
 	HTTPSessionIdle time.Duration
 
 	Logger *slog.Logger // refusals at Warn, sessions at Debug; nil discards
@@ -73,13 +68,15 @@ const shutdownTimeout = 5 * time.Second
 // Web is the web listener: one endpoint per server, at
 // http://HOST:PORT/servers/NAME. A WebSocket upgrade there carries one
 // session, one JSON-RPC message per text frame; POST, GET and DELETE there
-// are Streamable HTTP (see streamable.go), each HTTP session one session.
+// are Streamable HTTP, served by a streamable.Handler.
 //
 // Each request passes these checks, in this order: Host names a loopback
 // address or localhost (against DNS rebinding; any Host when AllowRemote),
 // and Origin is absent or allowed, else 403; the token is presented, else
 // 401; the server exists, else 404; it has room for a session, else 503
-// (for a WebSocket, and for a Streamable HTTP initialize).
+// (for a WebSocket; the Handler decides for Streamable HTTP). A plain GET
+// that asks for no event stream is told to upgrade (426). Every refusal
+// has a JSON-RPC error body naming its reason and the server.
 // The token is accepted as "Authorization: Bearer TOKEN", as "?token=TOKEN",
 // or as a Sec-WebSocket-Protocol entry "mcp.auth.TOKEN", and compared in
 // constant time. Subprotocol "mcp" is selected when the client offers it.
@@ -89,11 +86,11 @@ type Web struct {
 	log      *slog.Logger
 	tokenSum [sha256.Size]byte
 	upgrader websocket.Upgrader
+	http     *streamable.Handler
 
-	mu           sync.Mutex
-	closing      bool
-	active       sync.WaitGroup          // sessions: on hijacked connections, or HTTP sessions
-	httpSessions map[string]*httpSession // by Mcp-Session-Id
+	mu      sync.Mutex
+	closing bool
+	active  sync.WaitGroup // WebSocket sessions, on hijacked connections
 }
 
 // ListenWeb validates cfg and listens on cfg.Addr. Without AllowRemote an
@@ -134,9 +131,14 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 		CheckOrigin:     w.originAllowed, // checked before, and again by the upgrader
 		Error: func(rw http.ResponseWriter, r *http.Request, status int, reason error) {
 			w.log.Warn("refused a WebSocket handshake", "peer", r.RemoteAddr, "status", status, "error", reason)
-			http.Error(rw, http.StatusText(status), status)
+			why := jsonrpc.ReasonInvalidRequest
+			if status == http.StatusForbidden {
+				why = jsonrpc.ReasonForbidden
+			}
+			streamable.WriteError(rw, status, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "WebSocket handshake refused: " + reason.Error(), Reason: why, Server: serverOf(r.URL.Path)})
 		},
 	}
+	w.http = streamable.New(streamable.Config{SessionIdle: cfg.HTTPSessionIdle, WriteTimeout: cfg.WriteTimeout, Logger: log})
 	return w, nil
 }
 
@@ -189,11 +191,9 @@ func (w *Web) Serve(ctx context.Context) error {
 	// Sessions run on hijacked connections, which Shutdown does not track,
 	// or outlive their requests (HTTP sessions): refuse new ones, end the
 	// running ones, wait for them.
-	w.mu.Lock()
-	w.closing = true
-	w.mu.Unlock()
+	w.setClosing()
 	cancel()
-	w.closeHTTPSessions()
+	w.http.Close()
 	w.active.Wait()
 	if err != nil {
 		return fmt.Errorf("web listener on %s: %w", w.l.Addr(), err)
@@ -201,57 +201,98 @@ func (w *Web) Serve(ctx context.Context) error {
 	return nil
 }
 
+// Refusals of the listener's own checks.
+var (
+	errHost         = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Host is not a loopback address", Reason: jsonrpc.ReasonForbidden}
+	errOrigin       = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Origin not allowed", Reason: jsonrpc.ReasonForbidden}
+	errToken        = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "missing or wrong token", Reason: jsonrpc.ReasonUnauthorized}
+	errNoServer     = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no such server", Reason: jsonrpc.ReasonNoSuchServer}
+	errFull         = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server has its maximum of sessions", Reason: jsonrpc.ReasonTooManySessions}
+	errShuttingDown = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpmux is shutting down", Reason: jsonrpc.ReasonShuttingDown}
+	errUpgrade      = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "this endpoint speaks WebSocket and Streamable HTTP", Reason: jsonrpc.ReasonInvalidRequest}
+)
+
+// serverOf is the server name a path asks for, "" when it names none:
+// /servers/NAME, or /servers/NAME/mcp (some clients keep a URL's path only
+// when it ends in /mcp, the usual MCP endpoint).
+func serverOf(path string) string {
+	name, ok := strings.CutPrefix(path, ServersPath)
+	name = strings.TrimSuffix(name, "/mcp")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return ""
+	}
+	return name
+}
+
 // handle runs the checks, in order, then the session.
 func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
-	refuse := func(status int, why string, args ...any) {
-		w.log.Warn("refused a web request: "+why, append([]any{"peer", r.RemoteAddr, "status", status}, args...)...)
-		http.Error(rw, http.StatusText(status)+": "+why, status)
+	name := serverOf(r.URL.Path)
+	refuse := func(status int, e *jsonrpc.Error, args ...any) {
+		w.log.Warn("refused a web request: "+e.Message, append([]any{"peer", r.RemoteAddr, "status", status}, args...)...)
+		streamable.WriteError(rw, status, nil, e.WithServer(name))
 	}
 	if !w.cfg.AllowRemote && !isLoopbackHost(hostOnly(r.Host)) {
-		refuse(http.StatusForbidden, "Host is not a loopback address", "host", r.Host)
+		refuse(http.StatusForbidden, errHost, "host", r.Host)
 		return
 	}
 	if !w.originAllowed(r) {
-		refuse(http.StatusForbidden, "Origin not allowed", "origin", r.Header.Get("Origin"))
+		refuse(http.StatusForbidden, errOrigin, "origin", r.Header.Get("Origin"))
 		return
 	}
 	if !w.authorized(r) {
 		rw.Header().Set("WWW-Authenticate", `Bearer realm="mcpmux"`)
-		refuse(http.StatusUnauthorized, "missing or wrong token")
+		refuse(http.StatusUnauthorized, errToken)
 		return
 	}
-	name, ok := strings.CutPrefix(r.URL.Path, ServersPath)
-	// /servers/NAME/mcp is the same endpoint: some clients only keep a
-	// URL's path when it ends in /mcp, the usual MCP endpoint.
-	name = strings.TrimSuffix(name, "/mcp")
 	var ep Endpoint
-	if ok && name != "" && !strings.Contains(name, "/") {
+	ok := name != ""
+	if ok {
 		ep, ok = w.cfg.Lookup(name)
-	} else {
-		ok = false
 	}
 	if !ok {
-		refuse(http.StatusNotFound, "no such server", "path", r.URL.Path)
+		refuse(http.StatusNotFound, errNoServer, "path", r.URL.Path)
 		return
 	}
 	if !websocket.IsWebSocketUpgrade(r) {
-		w.serveStreamable(rw, r, name, ep, refuse)
+		if r.Method == http.MethodGet && r.Header.Get("Mcp-Session-Id") == "" && !streamable.Accepts(r, "text/event-stream") {
+			rw.Header().Set("Upgrade", "websocket")
+			refuse(http.StatusUpgradeRequired, errUpgrade, "server", name)
+			return
+		}
+		w.http.Serve(rw, r, name, ep)
 		return
 	}
 	if ep.Full() {
-		refuse(http.StatusServiceUnavailable, "the server has its maximum of sessions", "server", name)
+		refuse(http.StatusServiceUnavailable, errFull, "server", name)
 		return
 	}
-	w.mu.Lock()
-	if w.closing {
-		w.mu.Unlock()
-		refuse(http.StatusServiceUnavailable, "shutting down", "server", name)
+	if !w.enter() {
+		refuse(http.StatusServiceUnavailable, errShuttingDown, "server", name)
 		return
+	}
+	defer w.active.Done()
+	w.serveWebSocket(rw, r, name, ep)
+}
+
+// enter counts a WebSocket session in; false once the listener is closing.
+func (w *Web) enter() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing {
+		return false
 	}
 	w.active.Add(1)
-	w.mu.Unlock()
-	defer w.active.Done()
+	return true
+}
 
+func (w *Web) setClosing() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closing = true
+}
+
+// serveWebSocket upgrades the connection and runs its session.
+func (w *Web) serveWebSocket(rw http.ResponseWriter, r *http.Request, name string, ep Endpoint) {
 	hj := &hijacked{ResponseWriter: rw}
 	conn, err := w.upgrader.Upgrade(hj, r, nil)
 	if err != nil {

@@ -2,8 +2,10 @@ package socket_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -189,9 +191,11 @@ func TestWebChecks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(ws.log.Records())
-			got, _, _ := ws.dialWS(t, tt.path, tt.header, tt.protocols...)
+			got, _, resp := ws.dialWS(t, tt.path, tt.header, tt.protocols...)
 			assert.Equal(t, tt.want, got, "status of %s", tt.name)
 			if tt.want != http.StatusSwitchingProtocols {
+				reason, _ := refusalBody(t, resp)
+				assert.Equal(t, map[int]string{403: "forbidden", 401: "unauthorized", 404: "no_such_server"}[tt.want], reason, "data.reason of %s", tt.name)
 				recs := warnings(ws.log.Records()[before:])
 				require.Len(t, recs, 1, "one log record per refusal")
 				assert.Contains(t, recs[0].Attrs, "peer", "the refusal names the peer")
@@ -259,8 +263,10 @@ func TestWebFull(t *testing.T) {
 	ws := startWeb(t, nil)
 	ws.demo.full.Store(true)
 	before := len(ws.log.Records())
-	status, _, _ := ws.dialWS(t, "/servers/demo", bearer(testToken))
+	status, _, resp := ws.dialWS(t, "/servers/demo", bearer(testToken))
 	assert.Equal(t, http.StatusServiceUnavailable, status)
+	reason, server := refusalBody(t, resp)
+	assert.Equal(t, []string{"too_many_sessions", "demo"}, []string{reason, server})
 	recs := warnings(ws.log.Records()[before:])
 	require.Len(t, recs, 1)
 	assert.Equal(t, map[string]any{"peer": recs[0].Attrs["peer"], "status": int64(503), "server": "demo"}, recs[0].Attrs)
@@ -271,17 +277,88 @@ func TestWebFull(t *testing.T) {
 	assert.Equal(t, http.StatusSwitchingProtocols, status, "once there is room")
 }
 
-// TestWebPlainHTTP: a request that is not an upgrade gets 426.
+// refusalBody reads a refusal's body, which must be a JSON-RPC error
+// response with id null: its data.reason and data.server.
+func refusalBody(t *testing.T, resp *http.Response) (reason, server string) {
+	t.Helper()
+	require.NotNil(t, resp)
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), "a refusal's body is JSON-RPC")
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var body struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code int `json:"code"`
+			Data struct {
+				Reason string `json:"reason"`
+				Server string `json:"server"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(b, &body), "body %q", b)
+	assert.Equal(t, "2.0", body.JSONRPC)
+	assert.Equal(t, "null", string(body.ID))
+	assert.Less(t, body.Error.Code, 0)
+	return body.Error.Data.Reason, body.Error.Data.Server
+}
+
+// TestWebPlainHTTP: a GET that is neither an upgrade nor an event stream
+// gets 426; the listener's refusals of plain HTTP requests are JSON-RPC
+// bodies too, and a request that passes the checks reaches Streamable HTTP.
 func TestWebPlainHTTP(t *testing.T) {
 	ws := startWeb(t, nil)
-	req, err := http.NewRequest("GET", "http"+strings.TrimPrefix(ws.url, "ws")+"/servers/demo", nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+testToken)
+	base := "http" + strings.TrimPrefix(ws.url, "ws")
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusUpgradeRequired, resp.StatusCode)
+	tests := []struct {
+		name    string
+		method  string
+		path    string
+		headers map[string]string
+		status  int
+		reason  string
+		server  string
+	}{
+		{"plain GET", "GET", "/servers/demo", nil, http.StatusUpgradeRequired, "invalid_request", "demo"},
+		{"foreign Host", "POST", "/servers/demo", map[string]string{"Host": "evil.example"}, http.StatusForbidden, "forbidden", "demo"},
+		{"foreign Origin", "POST", "/servers/demo/mcp", map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden, "forbidden", "demo"},
+		{"no token", "POST", "/servers/demo", map[string]string{"Authorization": ""}, http.StatusUnauthorized, "unauthorized", "demo"},
+		{"unknown server", "POST", "/servers/nope", nil, http.StatusNotFound, "no_such_server", "nope"},
+		{"no server", "POST", "/elsewhere", nil, http.StatusNotFound, "no_such_server", ""},
+		{"Streamable HTTP, no session", "POST", "/servers/demo", nil, http.StatusBadRequest, "no_session", "demo"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, base+tt.path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+testToken)
+			if tt.method == "POST" {
+				req.Header.Set("Accept", "application/json, text/event-stream")
+			}
+			for k, v := range tt.headers {
+				if k == "Host" {
+					req.Host = v
+				} else if v == "" {
+					req.Header.Del(k)
+				} else {
+					req.Header.Set(k, v)
+				}
+			}
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			assert.Equal(t, tt.status, resp.StatusCode)
+			reason, server := refusalBody(t, resp)
+			assert.Equal(t, tt.reason, reason)
+			assert.Equal(t, tt.server, server)
+			if tt.status == http.StatusUpgradeRequired {
+				assert.Equal(t, "websocket", resp.Header.Get("Upgrade"))
+			}
+			if tt.status == http.StatusUnauthorized {
+				assert.Equal(t, `Bearer realm="mcpmux"`, resp.Header.Get("WWW-Authenticate"))
+			}
+		})
+	}
 }
 
 // TestWebAllowRemote: with AllowRemote any Host passes; Origin is still

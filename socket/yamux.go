@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
+
+	"github.com/mcpmux/mcpmux/internal/ratelog"
 )
 
 // YamuxPreface is the first byte of a connection that speaks yamux: the
@@ -93,28 +96,65 @@ func (c *sniffedConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// YamuxConfig configures ServeYamux.
 // DefaultMaxStreams is the streams one yamux connection may have open at
 // once when YamuxConfig.MaxStreams is zero.
 const DefaultMaxStreams = 256
 
+// YamuxConfig configures ServeYamux.
 type YamuxConfig struct {
 	// MaxStreams is how many streams may be open at once on one connection;
 	// a stream over it is closed at once (and logged). 0 means 256.
 	MaxStreams int
-	// Logger receives refusals and yamux's own log, at Warn. nil discards.
+	// ControlBurst and ControlRate bound the control frames of one
+	// connection (pings, go-aways, window updates and data frames that
+	// carry nothing): ControlBurst at once, ControlRate a second after
+	// that. A connection that sends more is closed (ErrControlFlood). 0
+	// means DefaultControlBurst and DefaultControlRate.
+	ControlBurst, ControlRate int
+	// Logger receives refusals and yamux's own log, at Warn; give every
+	// connection one made from the same YamuxLogger, so that a flood is
+	// one line and a count. nil discards.
 	Logger *slog.Logger
+}
+
+// YamuxLogger returns a logger for YamuxConfig.Logger that limits what the
+// yamux connections made from it log together (package ratelog, keyed by
+// the kind of line: yamux's lines name a stream or a header after their
+// text, which the key leaves out). Records below Info pass unlimited.
+func YamuxLogger(log *slog.Logger) *slog.Logger {
+	return slog.New(ratelog.New(log.Handler(), ratelog.Config{Key: yamuxLogKey}))
+}
+
+// yamuxLogKey is the kind of a yamux log line: its level and its text up
+// to what it says of a particular frame, error or stream, which yamux puts
+// after a colon ("[WARN] yamux: frame for missing stream: Vsn:0 ...").
+func yamuxLogKey(r slog.Record) string {
+	msg := r.Message
+	if i := strings.Index(msg, "yamux: "); i >= 0 {
+		rest := msg[i+len("yamux: "):]
+		if j := strings.Index(rest, ":"); j >= 0 {
+			msg = msg[:i+len("yamux: ")+j]
+		}
+	}
+	return r.Level.String() + " " + msg
 }
 
 // ServeYamux runs a yamux session on c, whose first byte is YamuxPreface
 // (mcpmux is the yamux server), and calls handle for each stream the client
 // opens, each in its own goroutine, with the stream's id. It returns when
-// the client hangs up (nil), ctx is done (nil), or the yamux framing breaks
-// (the error); in every case c is closed and every handler has returned.
+// the client hangs up (nil), ctx is done (nil), the client sent more control
+// frames than cfg allows (ErrControlFlood), or the yamux framing breaks (the
+// error); in every case c is closed and every handler has returned.
 // A handler owns its stream and must close it.
 func ServeYamux(ctx context.Context, c net.Conn, cfg YamuxConfig, handle func(ctx context.Context, stream net.Conn, id uint32)) error {
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.ControlBurst <= 0 {
+		cfg.ControlBurst = DefaultControlBurst
+	}
+	if cfg.ControlRate <= 0 {
+		cfg.ControlRate = DefaultControlRate
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -124,7 +164,8 @@ func ServeYamux(ctx context.Context, c net.Conn, cfg YamuxConfig, handle func(ct
 	yc.AcceptBacklog = cfg.MaxStreams
 	yc.LogOutput = nil
 	yc.Logger = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	sess, err := yamux.Server(c, yc)
+	guard := newControlGuard(c, cfg.ControlBurst, cfg.ControlRate)
+	sess, err := yamux.Server(guard, yc)
 	if err != nil {
 		c.Close()
 		return err
@@ -139,6 +180,9 @@ func ServeYamux(ctx context.Context, c net.Conn, cfg YamuxConfig, handle func(ct
 		if err != nil {
 			sess.Close()
 			handlers.Wait()
+			if guard.flooded.Load() {
+				return ErrControlFlood
+			}
 			if ctx.Err() != nil || isHangup(err) {
 				return nil
 			}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -267,4 +268,99 @@ func TestServeYamuxContext(t *testing.T) {
 	st.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err = st.Read(make([]byte, 1))
 	assert.Error(t, err, "the stream ends with the connection")
+}
+
+// yamuxFrame is one raw yamux frame header.
+func yamuxFrame(typ byte, flags uint16, stream, length uint32) []byte {
+	return []byte{0, typ, byte(flags >> 8), byte(flags), byte(stream >> 24), byte(stream >> 16), byte(stream >> 8), byte(stream),
+		byte(length >> 24), byte(length >> 16), byte(length >> 8), byte(length)}
+}
+
+// TestServeYamuxPingFlood: a client that sends pings without reading the
+// answers is closed once it passes the burst, with ErrControlFlood; the
+// daemon's goroutines (the library answers each ping from one of its own)
+// stay bounded meanwhile.
+func TestServeYamuxPingFlood(t *testing.T) {
+	server, client := unixPair(t)
+	rec := new(socket.LogRecorder)
+	before := runtime.NumGoroutine()
+	done := make(chan error, 1)
+	go func() {
+		done <- socket.ServeYamux(t.Context(), server, socket.YamuxConfig{Logger: slog.New(rec)},
+			func(_ context.Context, st net.Conn, _ uint32) { st.Close() })
+	}()
+	var flood []byte
+	for i := range 20000 {
+		flood = append(flood, yamuxFrame(2, 1, 0, uint32(i))...) // SYN ping
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		client.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		_, err := client.Write(flood)
+		wrote <- err
+	}()
+	var peak int
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, socket.ErrControlFlood)
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeYamux did not end the flood")
+	}
+	peak = runtime.NumGoroutine()
+	assert.Less(t, peak-before, 2*socket.DefaultControlBurst, "goroutines left by the flood")
+	assert.Error(t, <-wrote, "the connection is closed under the flooder")
+}
+
+// TestServeYamuxPingsWithinBudget: a client that pings now and then, as
+// yamux's keepalive does, and even a burst of pings it waits for, keeps
+// its connection.
+func TestServeYamuxPingsWithinBudget(t *testing.T) {
+	ys := startYamux(t, 0)
+	for i := range socket.DefaultControlBurst / 2 {
+		_, err := ys.client.Ping()
+		require.NoError(t, err, "ping %d", i)
+	}
+	st, err := ys.client.OpenStream()
+	require.NoError(t, err)
+	defer st.Close()
+	got, err := echoLine(st, bufio.NewReader(st), "still here")
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("%d still here", st.StreamID()), got)
+}
+
+// TestYamuxLoggerLimitsLikeLines: yamux writes a line for each frame for a
+// stream that does not exist; through YamuxLogger a run of them is one line
+// (the count follows when the interval ends).
+func TestYamuxLoggerLimitsLikeLines(t *testing.T) {
+	server, client := unixPair(t)
+	rec := new(socket.LogRecorder)
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		done <- socket.ServeYamux(ctx, server, socket.YamuxConfig{Logger: socket.YamuxLogger(slog.New(rec))},
+			func(_ context.Context, st net.Conn, _ uint32) { st.Close() })
+	}()
+	var frames []byte
+	for i := range 50 {
+		frames = append(frames, yamuxFrame(1, 0, uint32(2*i+101), 1)...) // a window update for a stream never opened
+	}
+	_, err := client.Write(frames)
+	require.NoError(t, err)
+	// A ping that is answered: every frame before it was read.
+	_, err = client.Write(yamuxFrame(2, 1, 0, 7))
+	require.NoError(t, err)
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	ack := make([]byte, 12)
+	_, err = io.ReadFull(client, ack)
+	require.NoError(t, err)
+	assert.Equal(t, yamuxFrame(2, 2, 0, 7), ack, "the ping's answer")
+	var missing []string
+	for _, r := range rec.Records() {
+		if strings.Contains(r.Msg, "frame for missing stream") {
+			missing = append(missing, r.Msg)
+		}
+	}
+	assert.Len(t, missing, 1, "one line for 50 frames for missing streams: %q", missing)
+	cancel()
+	<-done
 }

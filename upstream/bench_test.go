@@ -17,9 +17,10 @@ import (
 // counter is a Handler that signals each message it gets.
 type counter struct{ got chan struct{} }
 
-func (c counter) HandleMessage(*jsonrpc.Message)        { c.got <- struct{}{} }
-func (c counter) HandleTooLarge(json.RawMessage, int64) {}
-func (c counter) Flush()                                {}
+func (c counter) HandleMessage(*jsonrpc.Message)                  { c.got <- struct{}{} }
+func (c counter) HandleTooLarge(json.RawMessage, int64)           {}
+func (c counter) HandleInvalidAnswer(json.RawMessage, error) bool { return false }
+func (c counter) Flush()                                          {}
 
 // benchCat runs cat(1) as the server, so every frame sent comes back.
 func benchCat(b *testing.B) (*upstream.Process, counter) {

@@ -69,6 +69,7 @@ func TestMain(m *testing.M) {
 //	junk-banner N       N junk lines, one valid notification, N junk lines again, then echo
 //	junk-flood          junk lines until killed
 //	huge N              echo, but method "big" is answered with an N-byte data string, id last
+//	invalid             echo, but method "nan" is answered with a NaN, "latin1" with a Latin-1 byte
 //	ignore-eof          echo, then stays alive after stdin EOF
 //	ignore-term         ignores SIGTERM, echo, then stays alive after stdin EOF
 //	grandchild          starts a grandchild (sleeper) in its group, prints its pid to stderr, echo
@@ -110,6 +111,17 @@ func runFakeServer(mode, arg string) int {
 				return 1
 			}
 		}
+	case "invalid":
+		ready()
+		return echo(func(id json.RawMessage, method string) string {
+			switch method {
+			case "nan":
+				return `{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"x":NaN}}`
+			case "latin1":
+				return "{\"jsonrpc\":\"2.0\",\"id\":" + string(id) + ",\"result\":{\"text\":\"caf\xe9\"}}"
+			}
+			return answerEmpty(id, method)
+		})
 	case "huge":
 		ready()
 		return echo(func(id json.RawMessage, method string) string {
@@ -337,6 +349,8 @@ type recorder struct {
 	mu       sync.Mutex
 	msgs     []*jsonrpc.Message
 	tooLarge []tooLarge
+	invalid  []string             // ids of invalid answers
+	inFlight func(id string) bool // whether an invalid answer's id is taken; nil: every one
 }
 
 type tooLarge struct {
@@ -354,6 +368,22 @@ func (r *recorder) HandleTooLarge(id json.RawMessage, size int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.tooLarge = append(r.tooLarge, tooLarge{string(id), size})
+}
+
+func (r *recorder) HandleInvalidAnswer(id json.RawMessage, _ error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inFlight != nil && !r.inFlight(string(id)) {
+		return false
+	}
+	r.invalid = append(r.invalid, string(id))
+	return true
+}
+
+func (r *recorder) invalids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.invalid...)
 }
 
 // Flush implements upstream.Handler: the recorder holds nothing back.

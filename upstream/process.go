@@ -46,6 +46,12 @@ type Handler interface {
 	// line was skipped without being held in memory; id is its top-level id
 	// when the skipping scan found one, else nil.
 	HandleTooLarge(id json.RawMessage, size int64)
+	// HandleInvalidAnswer reports a stdout line that is not a valid
+	// JSON-RPC message but has the shape of an answer whose id is
+	// readable (Python's NaN, Latin-1 bytes in a string): err says what is
+	// wrong with it. It reports whether the id was that of a request in
+	// flight, now failed; a line it does not take counts as junk.
+	HandleInvalidAnswer(id json.RawMessage, err error) bool
 	// Flush sends on what the Handler held back while it handled a run of
 	// messages that arrived together. The reader calls it before each read
 	// that may wait for the server, and once it stops reading, so held-back
@@ -68,6 +74,8 @@ type Process struct {
 	reaper   bool
 	reports  *bufio.Reader
 	reportsF *os.File
+	ctr      *container        // the container the server runs in; nil for most
+	ctrKill  *containerOutcome // how the reaper's kill of it went, once reported
 
 	stdin  *os.File      // our write end, written through queue (writeLoop, or a Flush while it idles)
 	queue  *outbox.Queue // frames for stdin, newlines counted
@@ -124,6 +132,9 @@ func Start(cfg Config, h Handler) (p *Process, err error) {
 		sp.closeChildEnds()
 		if err != nil {
 			sp.closeOurEnds()
+			if sp.container != nil {
+				sp.container.cleanup()
+			}
 		}
 	}()
 	if err := sp.prepare(cfg, path); err != nil {
@@ -182,6 +193,7 @@ type spawn struct {
 	stderr    *os.File        // ours: the read end of its stderr, when we read it
 	reports   *os.File        // ours: the read end of the reaper's fd 3, with a reaper
 	copyTo    io.Writer       // StderrInherit to a writer that is not a file
+	container *container      // the container the command starts, if it does
 }
 
 // pipe returns a pipe whose read (toChild false) or write (toChild true)
@@ -230,10 +242,16 @@ func (sp *spawn) prepare(cfg Config, path string) error {
 		return err
 	}
 	sp.stdin, sp.stdout = stdinW, stdoutR
+	env := childEnv(cfg.Environ, cfg.InheritEnv, cfg.Env)
+	args, ctr, err := prepareContainer(cfg, path, env)
+	if err != nil {
+		return err
+	}
+	sp.container = ctr
 	sp.cmd = &exec.Cmd{
 		Path:        path,
-		Args:        append([]string{cfg.Command}, cfg.Args...),
-		Env:         childEnv(cfg.Environ, cfg.InheritEnv, cfg.Env),
+		Args:        append([]string{cfg.Command}, args...),
+		Env:         env,
 		Dir:         cfg.Dir,
 		Stdin:       stdinR,
 		Stdout:      stdoutW,
@@ -257,7 +275,7 @@ func (sp *spawn) underReaper(reaper []string, path string) error {
 	}
 	sp.reports = reportsR
 	sp.cmd.Path = reaper[0]
-	sp.cmd.Args = slices.Concat(reaper, []string{strconv.Itoa(os.Getpid()), "--", path}, sp.cmd.Args)
+	sp.cmd.Args = slices.Concat(reaper, []string{strconv.Itoa(os.Getpid())}, sp.container.reaperArgs(), []string{"--", path}, sp.cmd.Args)
 	sp.cmd.ExtraFiles = []*os.File{reportsW}
 	sp.cmd.SysProcAttr = reaperSysProcAttr()
 	return nil
@@ -298,6 +316,7 @@ func newProcess(cfg Config, h Handler, sp *spawn, pid int, reports *bufio.Reader
 		pid:      pid,
 		pgid:     sp.cmd.Process.Pid,
 		reaper:   sp.reports != nil,
+		ctr:      sp.container,
 		reports:  reports,
 		reportsF: sp.reports,
 		stdin:    sp.stdin,
@@ -461,6 +480,11 @@ func isClosed(c <-chan struct{}) bool {
 // included; 0 once the process is on its way out.
 func (p *Process) Queued() int { return p.queue.Bytes() }
 
+// Closed reports whether the process takes no more input: it is being
+// stopped, or its server has exited and it is winding down (reading what is
+// left in its pipes, killing its container) before Done.
+func (p *Process) Closed() bool { return isClosed(p.closing) }
+
 // Done is closed once the server has been reaped, what was left of its
 // process group has been killed, and every goroutine of this Process has
 // returned (so no Handler call follows).
@@ -616,11 +640,15 @@ func (p *Process) signal(sig syscall.Signal) {
 			return // asked already
 		}
 		_ = syscall.Kill(p.pgid, reaperKillSignal) // the reaper is ours, not yet reaped
-		p.backstop = time.AfterFunc(reaperKillGrace, func() {
+		grace := reaperKillGrace
+		if p.ctr != nil {
+			grace += containerKillTimeout // the reaper kills the container first
+		}
+		p.backstop = time.AfterFunc(grace, func() {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			if !p.dead {
-				p.log.Warn("reaper did not act on a kill request; killing its group", "grace", reaperKillGrace)
+				p.log.Warn("reaper did not act on a kill request; killing its group", "grace", grace)
 				signalGroup(p.pgid, syscall.SIGKILL)
 			}
 		})
@@ -705,10 +733,44 @@ func (p *Process) waitLoop() {
 	}
 	t.Stop()
 	p.wg.Wait()
+	p.killContainer()
 
 	p.exit = p.exitFrom(err)
 	p.log.Info("server exited", "exit", p.exit.String())
 	close(p.done)
+}
+
+// killContainer kills the container the server ran in, so that no
+// container outlives its server: the engine's daemon owns it, and neither
+// the group kill nor the reaper's sweep reaches it. A reaper has done it
+// already and said how it went; its stderr line (in the log) says why
+// when it failed.
+func (p *Process) killContainer() {
+	if p.ctr == nil {
+		return
+	}
+	defer p.ctr.cleanup()
+	id := p.ctr.id()
+	var err error
+	var outcome containerOutcome
+	if p.reaper && p.ctrKill != nil {
+		outcome = *p.ctrKill
+		err = errors.New("the reaper's kill failed (its reason is in the server's stderr)")
+	} else {
+		// No reaper, or one that was killed before it could say (by
+		// someone else, or by the backstop): do it here.
+		var gone bool
+		_, gone, err = p.ctr.kill()
+		outcome = outcomeOf(id, gone, err)
+	}
+	switch outcome {
+	case containerFailed:
+		p.log.Error("could not kill the server's container; it may still run", "container", id, "error", err)
+	case containerNone:
+		p.log.Debug("the server's container was not running", "container", id)
+	default:
+		p.log.Info("killed the server's container", "container", id)
+	}
 }
 
 // readReports reads what the dead reaper wrote after the server's pid: how
@@ -726,6 +788,9 @@ func (p *Process) readReports() {
 			p.served = &Exit{Code: n}
 		case reportSignal:
 			p.served = &Exit{Code: -1, Signal: syscall.Signal(n).String()}
+		case reportContainer:
+			o := containerOutcome(n)
+			p.ctrKill = &o
 		}
 	}
 	p.reportsF.Close()

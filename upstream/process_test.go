@@ -748,3 +748,39 @@ func TestBurstKeepsOrder(t *testing.T) {
 	assert.Equal(t, want, ids)
 	assert.Equal(t, 0, p.Queued())
 }
+
+// An answer that is not valid JSON-RPC but whose id is readable reaches
+// HandleInvalidAnswer, is logged (the line cut short) and is no junk: a
+// server that answers with NaN is not restarted however often it does.
+// A broken answer to no request in flight is junk.
+func TestInvalidAnswer(t *testing.T) {
+	t.Parallel()
+	cfg := fakeConfig(t, "invalid", "")
+	cfg.MaxJunkLines = 1
+	p, rec, logs := start(t, cfg)
+	rec.mu.Lock()
+	rec.inFlight = func(id string) bool { return id != "99" }
+	rec.mu.Unlock()
+	rec.waitReady(t)
+	for i := 1; i <= 4; i++ {
+		require.NoError(t, p.Send(request(i, []string{"nan", "latin1"}[i%2])))
+	}
+	require.Eventually(t, func() bool { return len(rec.invalids()) == 4 }, patience, 5*time.Millisecond)
+	assert.Equal(t, []string{"1", "2", "3", "4"}, rec.invalids())
+	call(t, p, rec, 5, "ping")
+	warns := logs.records("invalid answer from the server; its request fails with invalid_answer")
+	require.Len(t, warns, 4)
+	assert.Equal(t, "1", warns[0].Attrs["id"])
+	assert.Equal(t, `{"jsonrpc":"2.0","id":2,"result":{"x":NaN}}`, warns[1].Attrs["preview"])
+	assert.Equal(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"text\":\"caf\uFFFD\"}}", warns[0].Attrs["preview"], "made safe to log")
+	assert.Empty(t, logs.records("junk on server stdout, dropped"), "answers are no junk")
+
+	require.NoError(t, p.Send(request(99, "nan")))
+	require.Eventually(t, func() bool { return len(logs.records("junk on server stdout, dropped")) == 1 }, patience, 5*time.Millisecond,
+		"a broken answer to nothing in flight is junk")
+	select {
+	case <-p.Done():
+		require.FailNow(t, "the server was ended", "%v", p.Exit())
+	default:
+	}
+}

@@ -52,6 +52,13 @@ func (p *Process) readFrames() (flood bool) {
 			p.h.HandleMessage(m)
 			continue
 		}
+		if id := jsonrpc.ResponseID(frame); id != nil && p.h.HandleInvalidAnswer(id, err) {
+			// An answer, if a broken one: the server speaks the protocol,
+			// so this is no junk (and no reason to restart it).
+			p.log.Warn("invalid answer from the server; its request fails with invalid_answer",
+				"id", string(id), "preview", preview(frame), "error", err)
+			continue
+		}
 		junk++
 		p.log.Warn("junk on server stdout, dropped", "preview", preview(frame), "error", err, "in_a_row", junk)
 		if junk > p.cfg.MaxJunkLines {

@@ -99,7 +99,7 @@ func TestReaperRefusesToRunByHand(t *testing.T) {
 		fd3     *os.File
 		want    string
 	}{
-		{"no arguments", []string{reaperArg}, true, nil, "usage: PARENT_PID -- PATH ARGV0"},
+		{"no arguments", []string{reaperArg}, true, nil, "usage: PARENT_PID [--container ENGINE CIDFILE OWNDIR] -- PATH ARGV0"},
 		{"not a group leader", args, false, nil, "not the leader of its own process group"},
 		{"no fd 3", args, true, nil, "no report pipe on fd 3"},
 		{"fd 3 not a pipe", args, true, notPipe, "no report pipe on fd 3"},

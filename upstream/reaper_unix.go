@@ -25,7 +25,10 @@ import (
 //     kills the server's descendants and then the group (itself included);
 //   - when mcpmux asks (reaperKillSignal, the SIGKILL step of Process):
 //     it SIGKILLs the server and goes on as above;
-//   - when mcpmux dies: at once, with no report. A catchable parent-death
+//   - when mcpmux dies: at once, with no report.
+//
+// In every case it first kills the server's container, when the server
+// runs in one (see container.go). A catchable parent-death
 //     signal on Linux and a kqueue NOTE_EXIT watch on macOS say so at once;
 //     a getppid poll every parentPoll is the guarantee everywhere.
 //
@@ -81,18 +84,22 @@ const (
 	reportExit   = "exit"
 	reportSignal = "signal"
 	reportError  = "error"
+	// reportContainer says how the container kill went, before the exit
+	// report: one of the containerOutcome values.
+	reportContainer = "container"
 )
 
 // RunReaper is the reaper: the mcpmux binary run as Config.Reaper plus
-// these args, which Start appends: mcpmux's pid, "--", the server's
-// executable path, its argv[0] and its arguments. It returns an exit code
+// these args, which Start appends: mcpmux's pid, for a server that runs
+// in a container "--container ENGINE CIDFILE OWNDIR" (see container.go),
+// "--", the server's executable path, its argv[0] and its arguments. It returns an exit code
 // for the caller to exit with, but once the server has started it ends by
 // killing its own process group, itself included, and does not return.
 // It is internal to mcpmux: run by hand, it refuses. It is a process's
 // main in all but name (it hands its environment to the server, and on
 // Linux reads /proc), kept here because Start and it speak one protocol.
 func RunReaper(args []string) int {
-	parent, path, argv, err := parseReaperArgs(args)
+	parent, ctr, path, argv, err := parseReaperArgs(args)
 	var st unix.Stat_t
 	switch {
 	case err != nil:
@@ -143,19 +150,28 @@ func RunReaper(args []string) int {
 	_ = dupOnto(int(null.Fd()), 1)
 	null.Close()
 
-	r := &reaper{parent: parent, server: server}
+	r := &reaper{parent: parent, server: server, ctr: ctr}
 	return r.loop(sigs, parentGone)
 }
 
-func parseReaperArgs(args []string) (parent int, path string, argv []string, err error) {
-	if len(args) < 4 || args[1] != "--" {
-		return 0, "", nil, fmt.Errorf("usage: PARENT_PID -- PATH ARGV0 [ARGS...]; got %q", args)
+func parseReaperArgs(args []string) (parent int, ctr *container, path string, argv []string, err error) {
+	const usage = "usage: PARENT_PID [--container ENGINE CIDFILE OWNDIR] -- PATH ARGV0 [ARGS...]; got %q"
+	if len(args) < 1 {
+		return 0, nil, "", nil, fmt.Errorf(usage, args)
 	}
 	parent, err = strconv.Atoi(args[0])
 	if err != nil || parent <= 1 {
-		return 0, "", nil, fmt.Errorf("bad parent pid %q", args[0])
+		return 0, nil, "", nil, fmt.Errorf("bad parent pid %q", args[0])
 	}
-	return parent, args[2], args[3:], nil
+	rest := args[1:]
+	if len(rest) >= 4 && rest[0] == "--container" {
+		ctr = &container{engine: rest[1], cidfile: rest[2], ownDir: rest[3], env: os.Environ()}
+		rest = rest[4:]
+	}
+	if len(rest) < 3 || rest[0] != "--" {
+		return 0, nil, "", nil, fmt.Errorf(usage, args)
+	}
+	return parent, ctr, rest[1], rest[2:], nil
 }
 
 // reaper is the state of the reaper's one goroutine: it alone reaps, so it
@@ -163,6 +179,7 @@ func parseReaperArgs(args []string) (parent int, path string, argv []string, err
 type reaper struct {
 	parent int // mcpmux's pid
 	server int
+	ctr    *container         // the container the server runs in, if it does
 	reaped bool               // the server has been reaped: its pid is no longer ours
 	status syscall.WaitStatus // the server's, once reaped
 }
@@ -229,6 +246,7 @@ func (r *reaper) killServer() {
 // serverEnded reports the server's status to mcpmux, then kills everything
 // the server left behind, and the group.
 func (r *reaper) serverEnded() int {
+	r.killContainer(true)
 	code := 1
 	switch {
 	case r.status.Exited():
@@ -242,11 +260,36 @@ func (r *reaper) serverEnded() int {
 	return code
 }
 
-// abandon: mcpmux is gone, so nobody wants a report; kill everything.
+// abandon: mcpmux is gone, so nobody wants a report; kill everything,
+// the server's container first (mcpmux kills it itself otherwise, once the
+// server has exited).
 func (r *reaper) abandon() int {
+	r.killContainer(false)
+	if r.ctr != nil {
+		r.ctr.cleanup() // nobody else will
+	}
 	r.killServer()
 	r.end()
 	return 1
+}
+
+// killContainer kills the server's container, if it runs in one, and
+// reports how that went when mcpmux is there to hear it. The reaper does
+// it rather than mcpmux, so that it is done even when mcpmux dies at the
+// moment the server does; and before the report of the server's exit, so
+// that mcpmux says the server is gone only once its container is.
+func (r *reaper) killContainer(tell bool) {
+	if r.ctr == nil {
+		return
+	}
+	id, gone, err := r.ctr.kill()
+	outcome := outcomeOf(id, gone, err)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcpmux reaper: could not kill the server's container %s: %v\n", id, err)
+	}
+	if tell {
+		report(reportContainer, int(outcome))
+	}
 }
 
 // end kills the server's descendants (Linux), then the whole group, which

@@ -69,6 +69,8 @@ type listenConfig struct {
 	HTTPAllowRemote   bool     // http_allow_remote: serve the web listener beyond loopback; default false
 	MaxStreamsPerConn int      // max_streams_per_conn: yamux streams per Unix connection; default 256
 
+	DrainTimeout time.Duration // drain_timeout: how long a client that half-closed waits for its answers in flight; default 60s
+
 	HTTPSessionIdle time.Duration // http_session_idle: a Streamable HTTP session without requests this long ends; default 30m
 }
 
@@ -110,7 +112,8 @@ type serverConfig struct {
 	Roots                []string      // roots = ["file:///...", ...]: answered by mcpmux
 	RootsFromSessions    bool          // roots = "sessions": the union of the sessions' roots
 	DefaultLogLevel      string        // default_log_level: the level of sessions that set none; default "info"
-	Isolated             bool          // share = "isolated": one process per session; default "shared"
+	Share                string        // share: "shared" (default), "isolated" (a process per session) or "project" (a process per project)
+	ProjectMarkers       []string      // project_markers: what makes a folder a project's root; default [".git"]
 }
 
 // defaultConfigPath returns where the config is read from when no path is

@@ -36,6 +36,7 @@ outbox_max = 8388608
 http_allow_remote = true
 max_streams_per_conn = 16
 http_session_idle = "5m"
+drain_timeout = "3s"
 
 [servers.memory]
 command = "npx"
@@ -96,6 +97,7 @@ write_queue_bytes = "8kib"
 			HTTPAllowRemote:   true,
 			MaxStreamsPerConn: 16,
 			HTTPSessionIdle:   5 * time.Minute,
+			DrainTimeout:      3 * time.Second,
 		},
 		Servers: []serverConfig{
 			{
@@ -159,7 +161,7 @@ write_queue_bytes = "8kib"
 				ServerRequestTimeout: 5 * time.Second,
 				Roots:                []string{"file:///home/me/project"},
 				DefaultLogLevel:      "warning",
-				Isolated:             true,
+				Share:                "isolated",
 			},
 		},
 	}
@@ -204,6 +206,7 @@ func TestParseConfigDefaults(t *testing.T) {
 
 			MaxStreamsPerConn: 256,
 			HTTPSessionIdle:   30 * time.Minute,
+			DrainTimeout:      time.Minute,
 		}
 	}
 	daemon := daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true}

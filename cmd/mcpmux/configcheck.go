@@ -15,6 +15,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/socket"
+	"github.com/mcpmux/mcpmux/streamable"
 	"github.com/mcpmux/mcpmux/upstream"
 )
 
@@ -36,7 +37,8 @@ func defaultConfig() *config {
 			OutboxMax:       session.DefaultOutboxMax,
 
 			MaxStreamsPerConn: socket.DefaultMaxStreams,
-			HTTPSessionIdle:   socket.DefaultHTTPSessionIdle,
+			HTTPSessionIdle:   streamable.DefaultSessionIdle,
+			DrainTimeout:      session.DefaultDrainTimeout,
 		},
 	}
 }
@@ -158,6 +160,7 @@ func (d *decoder) listen(path keyPath, f *fileListen, c *listenConfig) {
 	}
 	d.setCount(path.with("max_streams_per_conn"), &c.MaxStreamsPerConn, f.MaxStreamsPerConn, 1)
 	d.setDuration(path.with("http_session_idle"), &c.HTTPSessionIdle, f.HTTPSessionIdle, true)
+	d.setDuration(path.with("drain_timeout"), &c.DrainTimeout, f.DrainTimeout, true)
 	d.setCount(path.with("max_inflight"), &c.MaxInflight, f.MaxInflight, 1)
 	d.setSize(path.with("outbox_high_water"), &c.OutboxHighWater, f.OutboxHighWater)
 	d.setSize(path.with("outbox_max"), &c.OutboxMax, f.OutboxMax)
@@ -266,7 +269,22 @@ func (d *decoder) supervision(path keyPath, f *fileServer, s *serverConfig) {
 	d.setCount(path.with("max_sessions"), &s.MaxSessions, f.MaxSessions, 1)
 	d.setCount(path.with("max_concurrency"), &s.MaxConcurrency, f.MaxConcurrency, 1)
 	s.Lazy = d.choice(path.with("start"), f.Start, "eager", "lazy")
-	s.Isolated = d.choice(path.with("share"), f.Share, "shared", "isolated")
+	if f.Share != nil {
+		switch share := *f.Share; share {
+		case mux.ShareShared, mux.ShareIsolated, mux.ShareProject:
+			s.Share = share
+		default:
+			d.errorf(path.with("share"), `invalid value %q: want "shared", "isolated" or "project"`, share)
+		}
+	}
+	if f.ProjectMarkers != nil {
+		for _, m := range f.ProjectMarkers {
+			if m == "" || strings.ContainsRune(m, '/') || m == "." || m == ".." {
+				d.errorf(path.with("project_markers"), "invalid marker %q: a file or folder name, such as \".git\"", m)
+			}
+		}
+		s.ProjectMarkers = f.ProjectMarkers
+	}
 }
 
 // serverRequests checks the keys of what the server asks of the sessions.

@@ -41,6 +41,7 @@ type fileListen struct {
 	HTTPAllowRemote   *bool    `toml:"http_allow_remote"`
 	MaxStreamsPerConn *int     `toml:"max_streams_per_conn"`
 	HTTPSessionIdle   *string  `toml:"http_session_idle" want:"duration"`
+	DrainTimeout      *string  `toml:"drain_timeout" want:"duration"`
 }
 
 type fileServer struct {
@@ -71,13 +72,14 @@ type fileServer struct {
 	Start             *string `toml:"start"`
 	IdleTimeout       *string `toml:"idle_timeout" want:"duration"`
 
-	MaxSessions          *int    `toml:"max_sessions"`
-	MaxConcurrency       *int    `toml:"max_concurrency"`
-	ServerRequests       *string `toml:"server_requests"`
-	ServerRequestTimeout *string `toml:"server_request_timeout" want:"duration"`
-	Roots                any     `toml:"roots"`
-	DefaultLogLevel      *string `toml:"default_log_level"`
-	Share                *string `toml:"share"`
+	MaxSessions          *int     `toml:"max_sessions"`
+	MaxConcurrency       *int     `toml:"max_concurrency"`
+	ServerRequests       *string  `toml:"server_requests"`
+	ServerRequestTimeout *string  `toml:"server_request_timeout" want:"duration"`
+	Roots                any      `toml:"roots"`
+	DefaultLogLevel      *string  `toml:"default_log_level"`
+	Share                *string  `toml:"share"`
+	ProjectMarkers       []string `toml:"project_markers"`
 }
 
 // decodeFile decodes data strictly into a fileDoc. doc is the same file

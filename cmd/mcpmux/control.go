@@ -139,6 +139,19 @@ func printStatus(w io.Writer, st daemon.Status) error {
 		return err
 	}
 	for _, s := range st.Servers {
+		if len(s.Instances) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s runs one process per project:\n", s.Name)
+		for _, in := range s.Instances {
+			pid := "-"
+			if in.Pid > 0 {
+				pid = fmt.Sprint(in.Pid)
+			}
+			fmt.Fprintf(w, "  %s  %s  pid %s  %d sessions\n", in.Project, in.State, pid, in.Sessions)
+		}
+	}
+	for _, s := range st.Servers {
 		if len(s.Stderr) == 0 {
 			continue
 		}

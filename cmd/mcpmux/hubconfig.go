@@ -43,6 +43,7 @@ func hubConfig(lc listenConfig, sc serverConfig, env daemonEnv) mux.Config {
 			MaxInflight:     lc.MaxInflight,
 			OutboxHighWater: lc.OutboxHighWater,
 			OutboxMax:       lc.OutboxMax,
+			DrainTimeout:    lc.DrainTimeout,
 		},
 		StartTimeout:         sc.StartTimeout,
 		InitializeTimeout:    sc.InitTimeout,
@@ -51,6 +52,7 @@ func hubConfig(lc listenConfig, sc serverConfig, env daemonEnv) mux.Config {
 		MaxSessions:          sc.MaxSessions,
 		MaxConcurrency:       sc.MaxConcurrency,
 		Memory:               env.memory(sc),
+		ProjectMarkers:       sc.ProjectMarkers,
 
 		ServerRequests:       sc.ServerRequests,
 		ServerRequestTimeout: sc.ServerRequestTimeout,

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -34,6 +35,53 @@ func (m serverMemory) RememberRequests() error {
 	err := os.WriteFile(filepath.Join(m.dir, sendsRequestsFile), nil, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return nil
+	}
+	return err
+}
+
+// descriptionFile keeps the server's last initialize or discover result.
+const descriptionFile = "description.json"
+
+type description struct {
+	Era    string          `json:"era"`
+	Result json.RawMessage `json:"result"`
+}
+
+func (m serverMemory) Description() (era string, result []byte) {
+	b, err := os.ReadFile(filepath.Join(m.dir, descriptionFile))
+	if err != nil {
+		return "", nil
+	}
+	var d description
+	if json.Unmarshal(b, &d) != nil || len(d.Result) == 0 {
+		return "", nil // the hub would only refuse it; a new one replaces it
+	}
+	return d.Era, d.Result
+}
+
+// RememberDescription writes the file whole or not at all: a daemon that
+// dies halfway leaves the old one.
+func (m serverMemory) RememberDescription(era string, result []byte) error {
+	b, err := json.Marshal(description{Era: era, Result: result})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(m.dir, descriptionFile+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(m.dir, descriptionFile))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
 	}
 	return err
 }

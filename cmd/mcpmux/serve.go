@@ -158,7 +158,7 @@ func runConfig(cfg *config, env daemonEnv, log *slog.Logger) (daemon.Config, err
 func servers(cfg *config, lc listenConfig, env daemonEnv) []daemon.Server {
 	out := make([]daemon.Server, len(cfg.Servers))
 	for i, sc := range cfg.Servers {
-		out[i] = daemon.Server{Hub: hubConfig(lc, sc, env), Isolated: sc.Isolated}
+		out[i] = daemon.Server{Hub: hubConfig(lc, sc, env), Share: sc.Share}
 	}
 	return out
 }

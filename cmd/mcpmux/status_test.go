@@ -22,6 +22,7 @@ func TestPrintStatusShowsEras(t *testing.T) {
 				{ID: 2, Transport: "http", Peer: "127.0.0.1:5000", Client: "go", Protocol: "2026-07-28", Era: "modern", Age: "1s", Inflight: 1},
 			}},
 		{Name: "idle", State: mux.StateIdle},
+		{Name: "code", State: "project", Instances: []mux.InstanceStatus{{Project: "/src/a", State: mux.StateReady, Pid: 42, Sessions: 2}}},
 	}}
 	var out bytes.Buffer
 	require.NoError(t, printStatus(&out, st))
@@ -40,6 +41,7 @@ func TestPrintStatusShowsEras(t *testing.T) {
 	assert.Equal(t, "idle idle - - - 0 0 0 -", find("idle "))
 	assert.Contains(t, out.String(), "SERVER  SESSION")
 	assert.Equal(t, []string{"mcpmux v1, pid 7, up 1m, 0 goroutines, 0.0 MiB resident", "config /etc/mux.toml", ""}, lines[:3], "the head names the daemon's config")
+	assert.Equal(t, "/src/a ready pid 42 2 sessions", find("/src/a"), "a project instance")
 	assert.Equal(t, []string{"modern 1 unix - claude 2025-06-18 (legacy) 5s 0", "modern 2 http 127.0.0.1:5000 go 2026-07-28 (modern) 1s 1"},
 		[]string{find("modern 1"), find("modern 2")})
 }

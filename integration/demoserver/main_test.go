@@ -308,7 +308,7 @@ func TestToolsList(t *testing.T) {
 			t.Errorf("tool %s: incomplete entry", tool.Name)
 		}
 	}
-	want := []string{"echo", "add", "slow", "crash", "junk", "huge", "stderr", "stop_reading", "stats", "notify"}
+	want := []string{"echo", "add", "slow", "crash", "junk", "huge", "stderr", "stop_reading", "stats", "notify", "invalid"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("tool names = %v, want %v", names, want)
 	}
@@ -431,9 +431,14 @@ func TestStatsCounts(t *testing.T) {
 	s.call(`4`, "ping", "")
 	m := s.call(`5`, "tools/call", `{"name":"stats"}`)
 
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirJSON, _ := json.Marshal(dir)
 	want := fmt.Sprintf(`{"initialize":2,"initialized":1,"cancelled":[99],"aborted":[],"requests":5,"answered":4,`+
-		`"duplicateIds":0,"pid":%d,"grandchild":0,"progressTokens":["tk"],`+
-		`"methods":["initialize","initialize","notifications/initialized","notifications/cancelled","tools/call","ping","tools/call"]}`, os.Getpid())
+		`"duplicateIds":0,"pid":%d,"dir":%s,"slowAtOnce":1,"grandchild":0,"progressTokens":["tk"],`+
+		`"methods":["initialize","initialize","notifications/initialized","notifications/cancelled","tools/call","ping","tools/call"]}`, os.Getpid(), dirJSON)
 	var r toolResultJSON
 	if err := json.Unmarshal(m.Result, &r); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // modeEnv names the environment variable that selects misbehaviour without
@@ -17,16 +18,17 @@ const defaultMaxLine = 64 << 20
 
 // options is what the flags and DEMO_MODE ask for.
 type options struct {
-	banner         int    // junk lines printed to stdout before reading
-	ignoreEOF      bool   // stay up after stdin ends
-	ignoreSigterm  bool   // signal.Ignore(SIGTERM)
-	grandchild     bool   // spawn a grandchild process at start
-	grandchildOnly bool   // be that grandchild: ignore SIGTERM, sleep forever
-	noRead         bool   // never read stdin
-	crashAfter     int    // exit(3) after this many answers; 0 means never
-	crashIfExists  string // exit(3) at start while this file exists
-	stderrNoise    bool   // one stderr line per request
-	maxLine        int    // longest stdin line accepted, in bytes
+	banner         int           // junk lines printed to stdout before reading
+	ignoreEOF      bool          // stay up after stdin ends
+	ignoreSigterm  bool          // signal.Ignore(SIGTERM)
+	grandchild     bool          // spawn a grandchild process at start
+	grandchildOnly bool          // be that grandchild: ignore SIGTERM, sleep forever
+	noRead         bool          // never read stdin
+	crashAfter     int           // exit(3) after this many answers; 0 means never
+	crashIfExists  string        // exit(3) at start while this file exists
+	stderrNoise    bool          // one stderr line per request
+	maxLine        int           // longest stdin line accepted, in bytes
+	startDelay     time.Duration // sleep this long before the first read, as a slow start does
 }
 
 // parseOptions reads the words of mode (the value of DEMO_MODE) and then
@@ -46,6 +48,7 @@ func parseOptions(args []string, mode string, stderr io.Writer) (options, error)
 	fs.BoolVar(&o.stderrNoise, "stderr-noise", false, "write a stderr line for every request")
 	fs.StringVar(&o.crashIfExists, "crash-if-exists", "", "exit with code 3 at start while the file at `PATH` exists")
 	fs.IntVar(&o.maxLine, "max-line", defaultMaxLine, "longest stdin line accepted, in `bytes`")
+	fs.DurationVar(&o.startDelay, "start-delay", 0, "sleep `DURATION` before reading stdin, as a server slow to start")
 
 	var envArgs []string
 	for _, word := range strings.Split(mode, ",") {

@@ -129,6 +129,7 @@ func (s *server) startUp(stderr io.Writer) (code int, ok bool) {
 			return 3, false
 		}
 	}
+	time.Sleep(s.opts.startDelay) // the slow start being simulated, not a synchronisation
 	s.logf("ready, pid %d", os.Getpid())
 	return 0, true
 }
@@ -191,6 +192,9 @@ type server struct {
 	stdout   io.Writer
 	outErr   error        // first write error; later writes are skipped
 	answered atomic.Int64 // responses to requests that had an id; changed under outMu
+
+	// slowNow and slowMost count the slow calls running, now and at most.
+	slowNow, slowMost atomic.Int32
 
 	// stopReading is set by the stop_reading tool: the read loop blocks.
 	stopReading atomic.Bool

@@ -139,6 +139,8 @@ func tools() []tool {
 		{"notify", "Sends the given notification to the client, then answers ok.",
 			schema([]string{"method"}, property{"method", "string", "notification method, e.g. notifications/tools/list_changed"},
 				property{"params", "object", "notification params"}), toolNotify},
+		{"invalid", "Answers with a line that is not valid JSON-RPC but whose id is readable: a NaN (kind nan, the default, as Python's json writes one) or a Latin-1 byte in a string (kind latin1).",
+			schema(nil, property{"kind", "string", "nan or latin1"}), toolInvalid},
 	}
 }
 
@@ -239,6 +241,10 @@ func toolSlow(s *server, req *request, raw json.RawMessage) (*toolResult, error)
 	}
 	total := time.Duration(*a.MS) * time.Millisecond
 	start := time.Now()
+	now := s.slowNow.Add(1)
+	defer s.slowNow.Add(-1)
+	for most := s.slowMost.Load(); now > most && !s.slowMost.CompareAndSwap(most, now); most = s.slowMost.Load() {
+	}
 	for i := 1; i <= a.Steps; i++ {
 		if !sleepUntil(req.ctx, start.Add(total*time.Duration(i)/time.Duration(a.Steps))) {
 			return nil, s.stopped(req)
@@ -362,6 +368,8 @@ type stats struct {
 	Answered       int               `json:"answered"`       // responses written so far
 	DuplicateIDs   int               `json:"duplicateIds"`   // requests whose id was already in flight
 	PID            int               `json:"pid"`            // this process
+	Dir            string            `json:"dir"`            // its working folder
+	SlowAtOnce     int               `json:"slowAtOnce"`     // the most slow calls that ran at the same time
 	Grandchild     int               `json:"grandchild"`     // the --grandchild pid, or 0
 	ProgressTokens []json.RawMessage `json:"progressTokens"` // tokens of the last 100 requests that had one
 	Methods        []string          `json:"methods"`        // last 100 methods received, oldest first
@@ -369,6 +377,8 @@ type stats struct {
 
 func toolStats(s *server, _ *request, _ json.RawMessage) (*toolResult, error) {
 	st := stats{PID: os.Getpid(), Grandchild: s.grandchild, ProgressTokens: []json.RawMessage{}}
+	st.Dir, _ = os.Getwd()
+	st.SlowAtOnce = int(s.slowMost.Load())
 	s.mu.Lock()
 	st.Initialize, st.Initialized, st.Requests, st.DuplicateIDs = s.initializes, s.initialized, s.requests, s.duplicates
 	st.Cancelled = append([]json.RawMessage{}, s.cancelled...)
@@ -393,6 +403,22 @@ func toolStats(s *server, _ *request, _ json.RawMessage) (*toolResult, error) {
 
 // toolStopReading answers, then makes the read loop block for good before
 // its next line: the server stays up but accepts no more input.
+// toolInvalid writes its own answer, broken on purpose.
+func toolInvalid(s *server, req *request, raw json.RawMessage) (*toolResult, error) {
+	a := struct {
+		Kind string `json:"kind"`
+	}{Kind: "nan"}
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	body := `{"content":[{"type":"text","text":"score"}],"structuredContent":{"score":NaN}}`
+	if a.Kind == "latin1" {
+		body = "{\"content\":[{\"type\":\"text\",\"text\":\"caf\xe9\"}]}"
+	}
+	s.writeLine(envelope(req.id, "result", []byte(body)), true)
+	return nil, errNoResponse
+}
+
 func toolStopReading(s *server, _ *request, _ json.RawMessage) (*toolResult, error) {
 	s.stopReading.Store(true)
 	return textResult("ok"), nil

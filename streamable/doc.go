@@ -1,0 +1,20 @@
+// Package streamable owns mcpmux's Streamable HTTP transport: the HTTP
+// handling of POST, GET and DELETE on a server's endpoint once the web
+// listener's checks have passed, and the sessions it makes of them.
+//
+// In the 2025 binding (MCP 2025-03-26 to 2025-11-25) an initialize request
+// starts an HTTP session, named by Mcp-Session-Id on every later request;
+// each HTTP session is one session.Transport that an Endpoint serves like
+// any other session. The transport only places frames on streams: each POST
+// that carries requests gets an SSE stream whose number is the tag of the
+// frame it hands to the session, and every frame that comes back goes on
+// the stream its tag names (tag 0: the session's GET stream); the last frame
+// for a tag ends its stream. It keeps no ids, progress tokens or
+// cancellations of its own: what belongs where is the router's to say, by
+// the tag. Streams keep their last events for Last-Event-ID resumption,
+// within bounds, and a session with no request for its idle time ends.
+//
+// Every refusal it makes is a JSON-RPC error body (application/json) with
+// data.reason and data.server, under the HTTP status the transport's
+// specification gives.
+package streamable

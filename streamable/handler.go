@@ -1,0 +1,385 @@
+package streamable
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/protocol"
+	"github.com/mcpmux/mcpmux/session"
+)
+
+// Header names of the transport.
+const (
+	headerSessionID       = "Mcp-Session-Id"
+	headerProtocolVersion = "Mcp-Protocol-Version"
+	headerLastEventID     = "Last-Event-Id"
+)
+
+// Defaults of Config.
+const (
+	DefaultSessionIdle  = 30 * time.Minute
+	DefaultWriteTimeout = 60 * time.Second
+)
+
+// Endpoint is what a Handler serves a request to: one server of the
+// daemon.
+type Endpoint interface {
+	// Full reports that the server takes no more sessions (a new HTTP
+	// session is answered 503).
+	Full() bool
+	// MaxMessageBytes is the size limit of one message.
+	MaxMessageBytes() int
+	// Serve runs one session until it ends.
+	Serve(ctx context.Context, t session.Transport, peer session.Peer) error
+}
+
+// Config configures a Handler. Zero values mean the defaults.
+type Config struct {
+	// SessionIdle ends an HTTP session that has had no request for this
+	// long; zero means DefaultSessionIdle.
+	SessionIdle time.Duration
+	// WriteTimeout bounds each write to a stream; zero means
+	// DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// Logger gets refusals at Warn and sessions at Debug; nil discards.
+	Logger *slog.Logger
+}
+
+// Handler serves Streamable HTTP requests on the endpoints of a web
+// listener, which has checked Host, Origin, the token and the server name
+// before it calls Serve. It owns the sessions it starts: Close ends them
+// and waits for them.
+type Handler struct {
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context // the sessions'; cancelled by Close
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	closing  bool
+	sessions map[string]*transport // by Mcp-Session-Id
+	active   sync.WaitGroup        // the sessions' goroutines
+}
+
+// New returns a Handler with no sessions.
+func New(cfg Config) *Handler {
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Handler{cfg: cfg, log: log, ctx: ctx, cancel: cancel, sessions: make(map[string]*transport)}
+}
+
+// Serve answers one request for server on ep: POST, GET or DELETE.
+func (h *Handler) Serve(rw http.ResponseWriter, r *http.Request, server string, ep Endpoint) {
+	switch r.Method {
+	case http.MethodPost:
+		h.post(rw, r, server, ep)
+	case http.MethodGet:
+		h.get(rw, r, server)
+	case http.MethodDelete:
+		h.delete(rw, r, server)
+	default:
+		rw.Header().Set("Allow", "GET, POST, DELETE")
+		h.refuse(rw, r, server, errMethod, "method", r.Method)
+	}
+}
+
+// Close refuses new sessions, ends every session (their requests still in
+// flight are cancelled at the server by the session's end) and returns
+// once their goroutines have.
+func (h *Handler) Close() {
+	all := h.closeRegistry()
+	h.cancel()
+	for _, t := range all {
+		t.Close()
+	}
+	h.active.Wait()
+}
+
+// closeRegistry refuses new sessions and takes the registered ones.
+func (h *Handler) closeRegistry() map[string]*transport {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closing = true
+	all := h.sessions
+	h.sessions = make(map[string]*transport)
+	return all
+}
+
+// body is a POST's message, read and checked.
+type body struct {
+	frame    []byte           // compacted to one line, numbers and strings byte for byte
+	batch    bool             // a JSON array
+	requests int              // requests in it
+	msg      *jsonrpc.Message // the message, when not a batch
+}
+
+func (b *body) initialize() bool {
+	return !b.batch && b.msg.Kind == jsonrpc.KindRequest && b.msg.Method == "initialize"
+}
+
+// errClientLeft: the client went away while its body was read.
+var errClientLeft = &refusal{}
+
+// readBody reads and checks a POST's body within limit bytes.
+func readBody(r *http.Request, limit int) (*body, *refusal) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
+	switch {
+	case err != nil:
+		return nil, errClientLeft
+	case len(raw) > limit:
+		return nil, &refusal{status: http.StatusRequestEntityTooLarge, err: &jsonrpc.Error{
+			Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("message over the limit of %d bytes", limit), Reason: jsonrpc.ReasonTooLarge,
+		}}
+	case !jsonrpc.Valid(raw):
+		return nil, &refusal{status: http.StatusBadRequest, err: &jsonrpc.Error{
+			Code: jsonrpc.CodeParseError, Message: "parse error: not valid UTF-8 JSON", Reason: jsonrpc.ReasonParseError,
+		}}
+	}
+	var compact bytes.Buffer
+	json.Compact(&compact, raw)
+	b := &body{frame: compact.Bytes(), batch: jsonrpc.IsBatch(compact.Bytes())}
+	if !b.batch {
+		m, err := jsonrpc.Parse(b.frame)
+		if err != nil {
+			var e *jsonrpc.Error
+			errors.As(err, &e)
+			return nil, &refusal{status: http.StatusBadRequest, id: m.ID, err: e}
+		}
+		b.msg = m
+		if m.Kind == jsonrpc.KindRequest {
+			b.requests = 1
+		}
+		return b, nil
+	}
+	elems, err := jsonrpc.SplitBatch(b.frame)
+	if err != nil {
+		var e *jsonrpc.Error
+		errors.As(err, &e)
+		return nil, &refusal{status: http.StatusBadRequest, err: e}
+	}
+	for _, el := range elems {
+		// An element that does not parse is answered inside the batch,
+		// by the session.
+		if m, err := jsonrpc.Parse(el); err == nil && m.Kind == jsonrpc.KindRequest {
+			b.requests++
+		}
+	}
+	return b, nil
+}
+
+// post serves one POST: its checks, then its message.
+func (h *Handler) post(rw http.ResponseWriter, r *http.Request, server string, ep Endpoint) {
+	if !Accepts(r, "application/json") || !Accepts(r, "text/event-stream") {
+		h.refuse(rw, r, server, errNotAcceptable)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			h.refuse(rw, r, server, errContentType)
+			return
+		}
+	}
+	b, f := readBody(r, ep.MaxMessageBytes())
+	switch {
+	case f == errClientLeft:
+		return
+	case f != nil:
+		h.refuse(rw, r, server, f)
+		return
+	}
+	h.postSession(rw, r, server, ep, b)
+}
+
+// postSession serves a POST of the 2025 binding: an initialize starts a
+// session, anything else names one.
+func (h *Handler) postSession(rw http.ResponseWriter, r *http.Request, server string, ep Endpoint, b *body) {
+	var t *transport
+	var f *refusal
+	if b.initialize() && r.Header.Get(headerSessionID) == "" {
+		t, f = h.newSession(r, server, ep)
+		if f == nil {
+			rw.Header().Set(headerSessionID, t.id)
+		}
+	} else {
+		t, f = h.sessionOf(r, server)
+	}
+	if f != nil {
+		h.refuse(rw, r, server, f)
+		return
+	}
+	t.enter()
+	defer t.leave()
+
+	if b.requests == 0 { // notifications and responses: 202 once taken
+		if err := t.deliver(r.Context(), b.frame, 0); err != nil {
+			if errors.Is(err, errSessionGone) {
+				h.refuse(rw, r, server, errNoSession)
+			}
+			return
+		}
+		rw.WriteHeader(http.StatusAccepted)
+		return
+	}
+	st := t.openPOST()
+	c := newSSEConn(rw, t.writeTimeout)
+	st.attach(c, 0) // empty yet: the session has not seen the request
+	if err := t.deliver(r.Context(), b.frame, st.no); err != nil {
+		t.abandon(st)
+		if errors.Is(err, errSessionGone) {
+			h.refuse(rw, r, server, errNoSession)
+		}
+		return
+	}
+	st.start(c)
+	st.hold(r.Context(), c)
+}
+
+// get opens a session's GET stream, or resumes the stream that
+// Last-Event-ID names.
+func (h *Handler) get(rw http.ResponseWriter, r *http.Request, server string) {
+	if !Accepts(r, "text/event-stream") {
+		h.refuse(rw, r, server, errNotSSE)
+		return
+	}
+	t, f := h.sessionOf(r, server)
+	if f != nil {
+		h.refuse(rw, r, server, f)
+		return
+	}
+	t.enter()
+	defer t.leave()
+	var no, from uint64
+	resume := r.Header.Get(headerLastEventID)
+	if resume != "" {
+		var ok bool
+		if no, from, ok = parseEventID(resume); !ok {
+			h.refuse(rw, r, server, errEventID)
+			return
+		}
+	}
+	st := t.stream(no)
+	c := newSSEConn(rw, t.writeTimeout)
+	if st == nil { // a POST stream forgotten long ago: nothing more will come
+		c.writeHeader()
+		return
+	}
+	if resume == "" {
+		from = st.undelivered() // what never reached the client
+	}
+	if !st.attach(c, from) {
+		h.refuse(rw, r, server, errStreamBusy)
+		return
+	}
+	st.start(c)
+	st.hold(r.Context(), c)
+}
+
+// delete ends the session a request names.
+func (h *Handler) delete(rw http.ResponseWriter, r *http.Request, server string) {
+	t, f := h.sessionOf(r, server)
+	if f != nil {
+		h.refuse(rw, r, server, f)
+		return
+	}
+	h.end(t)
+	h.log.Debug("HTTP session deleted by its client", "server", server, "http_session", t.id)
+	rw.WriteHeader(http.StatusNoContent)
+}
+
+// sessionOf finds the session a request names: 400 without Mcp-Session-Id
+// or with an MCP-Protocol-Version of no legacy revision, 404 for a session
+// that does not exist (or no longer does).
+func (h *Handler) sessionOf(r *http.Request, server string) (*transport, *refusal) {
+	id := r.Header.Get(headerSessionID)
+	if id == "" {
+		return nil, errNoSessionID
+	}
+	if v := r.Header.Get(headerProtocolVersion); v != "" && !protocol.IsLegacy(v) {
+		return nil, &refusal{status: http.StatusBadRequest, err: &jsonrpc.Error{
+			Code: protocol.CodeUnsupportedVersion, Message: "unsupported MCP-Protocol-Version " + v + " in a session",
+			Reason: jsonrpc.ReasonUnsupportedVersion, Extra: map[string]any{"supported": protocol.Legacy, "requested": v},
+		}}
+	}
+	t := h.lookup(id)
+	if t == nil || t.server != server || t.closed() {
+		return nil, errNoSession
+	}
+	return t, nil
+}
+
+// newSession starts a session for an initialize request: 503 when the
+// server is full or the handler is closing.
+func (h *Handler) newSession(r *http.Request, server string, ep Endpoint) (*transport, *refusal) {
+	if ep.Full() {
+		return nil, errFull
+	}
+	t := newTransport(server, h.cfg.SessionIdle, h.cfg.WriteTimeout)
+	t.expire = func() {
+		h.log.Debug("HTTP session expired", "server", server, "http_session", t.id, "idle", h.cfg.SessionIdle)
+		h.end(t)
+	}
+	if !h.register(t) {
+		return nil, errShuttingDown
+	}
+	// The session outlives this request; Close ends it.
+	peer := session.Peer{Transport: "http", Addr: r.RemoteAddr}
+	go func() { // owned by Close, which waits on h.active
+		defer h.active.Done()
+		err := ep.Serve(h.ctx, t, peer)
+		h.end(t)
+		h.log.Debug("HTTP session ended", "server", server, "peer", peer.Addr, "error", err)
+	}()
+	return t, nil
+}
+
+func (h *Handler) lookup(id string) *transport {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[id]
+}
+
+// register adds a session, counted in h.active; false once closing.
+func (h *Handler) register(t *transport) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.sessions[t.id] = t
+	h.active.Add(1)
+	return true
+}
+
+// end forgets t and closes it; its requests still in flight are cancelled
+// at the server by the session's end.
+func (h *Handler) end(t *transport) {
+	h.forget(t)
+	t.Close()
+}
+
+func (h *Handler) forget(t *transport) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sessions[t.id] == t {
+		delete(h.sessions, t.id)
+	}
+}

@@ -1,0 +1,69 @@
+package streamable
+
+import (
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// WriteError answers an HTTP request with status and e as a JSON-RPC error
+// response to id (null when nil): how every refusal of the web listener is
+// written, so that a client always gets a body it can parse.
+func WriteError(rw http.ResponseWriter, status int, id json.RawMessage, e *jsonrpc.Error) {
+	h := rw.Header()
+	h.Set("Content-Type", "application/json")
+	rw.WriteHeader(status)
+	rw.Write(e.Response(id))
+}
+
+// refusal is one refusal of the transport: its status and its error.
+type refusal struct {
+	status int
+	id     json.RawMessage
+	err    *jsonrpc.Error
+}
+
+func refused(status int, code int, reason, format string) *refusal {
+	return &refusal{status: status, err: &jsonrpc.Error{Code: code, Message: format, Reason: reason}}
+}
+
+// Refusals of the 2025 binding that do not depend on the request.
+var (
+	errNoSessionID   = refused(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonNoSession, "missing Mcp-Session-Id: send initialize first")
+	errNoSession     = refused(http.StatusNotFound, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonNoSession, "no such session: it ended, or never was; initialize again")
+	errNotAcceptable = refused(http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Accept must allow application/json and text/event-stream")
+	errNotSSE        = refused(http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Accept must allow text/event-stream")
+	errContentType   = refused(http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Content-Type must be application/json")
+	errFull          = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonTooManySessions, "the server has its maximum of sessions")
+	errShuttingDown  = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonShuttingDown, "mcpmux is shutting down")
+	errStreamBusy    = refused(http.StatusConflict, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "the stream is already open")
+	errEventID       = refused(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Last-Event-ID is not one of this session's")
+	errMethod        = refused(http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "method not allowed: GET, POST or DELETE")
+)
+
+// refuse writes a refusal and logs it.
+func (h *Handler) refuse(rw http.ResponseWriter, r *http.Request, server string, f *refusal, args ...any) {
+	h.log.Warn("refused a web request: "+f.err.Message, append([]any{"peer", r.RemoteAddr, "status", f.status, "server", server}, args...)...)
+	WriteError(rw, f.status, f.id, f.err.WithServer(server))
+}
+
+// Accepts reports whether r's Accept header admits media type typ
+// ("text/event-stream"), wildcards included.
+func Accepts(r *http.Request, typ string) bool {
+	major, _, _ := strings.Cut(typ, "/")
+	for _, h := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(h, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			if mt == typ || mt == "*/*" || mt == major+"/*" {
+				return true
+			}
+		}
+	}
+	return false
+}

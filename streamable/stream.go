@@ -1,0 +1,243 @@
+package streamable
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Bounds of what a stream keeps for Last-Event-ID resumption, and its
+// timers.
+const (
+	replayEvents = 256     // events kept per stream
+	replayBytes  = 1 << 20 // bytes kept per stream (the newest event is always kept)
+	sseKeepalive = 25 * time.Second
+)
+
+// stream is one SSE stream of a session: the GET stream (number 0) or the
+// stream of one POST, numbered by the tag of the frame it delivered. It
+// keeps its last events for resumption, and writes to the connection it
+// is attached to, if any.
+type stream struct {
+	no uint64
+
+	// Under the session's mu.
+	finished bool // its last frame came, or its POST never reached the session
+
+	mu        sync.Mutex
+	events    []event // the newest, for resumption
+	bytes     int
+	delivered uint64 // number of the last event written to a connection
+	ended     bool   // no more events will come
+	conn      *sseConn
+}
+
+type event struct {
+	no   uint64 // the session's event number
+	data []byte
+}
+
+// sseConn is the HTTP response a stream is written to.
+type sseConn struct {
+	rw           http.ResponseWriter
+	rc           *http.ResponseController
+	writeTimeout time.Duration
+	done         chan struct{} // closed when the stream lets go of it
+	started      bool          // the headers went out
+}
+
+func newSSEConn(rw http.ResponseWriter, writeTimeout time.Duration) *sseConn {
+	return &sseConn{rw: rw, rc: http.NewResponseController(rw), writeTimeout: writeTimeout, done: make(chan struct{})}
+}
+
+// eventID names event no of stream st: unique within the session, and
+// naming its stream.
+func eventID(st, no uint64) string {
+	return strconv.FormatUint(st, 10) + "-" + strconv.FormatUint(no, 10)
+}
+
+// parseEventID undoes eventID.
+func parseEventID(id string) (st, no uint64, ok bool) {
+	a, b, ok := strings.Cut(id, "-")
+	if !ok {
+		return 0, 0, false
+	}
+	st, err1 := strconv.ParseUint(a, 10, 64)
+	no, err2 := strconv.ParseUint(b, 10, 64)
+	return st, no, err1 == nil && err2 == nil
+}
+
+// push adds an event numbered no to the stream (none when data is nil) and
+// writes it if a connection is attached; final ends the stream after it.
+func (st *stream) push(no uint64, data []byte, final bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if data != nil {
+		ev := event{no: no, data: data}
+		st.events = append(st.events, ev)
+		st.bytes += len(data)
+		for len(st.events) > 1 && (len(st.events) > replayEvents || st.bytes > replayBytes) {
+			st.bytes -= len(st.events[0].data)
+			st.events[0] = event{}
+			st.events = st.events[1:]
+		}
+		if st.conn != nil {
+			st.writeLocked(ev)
+		}
+	}
+	if final {
+		st.ended = true
+		st.detachLocked()
+	}
+}
+
+// attach makes c the stream's connection and writes it the kept events
+// numbered after from. A stream that has ended lets go of c at once (an
+// empty stream still gets its headers).
+func (st *stream) attach(c *sseConn, from uint64) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.conn != nil {
+		return false
+	}
+	st.conn = c
+	for _, ev := range st.events {
+		if ev.no > from && st.conn != nil {
+			st.writeLocked(ev)
+		}
+	}
+	if st.ended && st.conn == c {
+		if !c.started {
+			c.writeHeader() // an empty stream, ended
+		}
+		st.detachLocked()
+	}
+	return true
+}
+
+// undelivered is the number of the last event a connection got: a new
+// connection without Last-Event-ID gets what came after it.
+func (st *stream) undelivered() uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.delivered
+}
+
+// start sends c's headers, if no event has yet, once the session has taken
+// the request.
+func (st *stream) start(c *sseConn) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.conn == c && !c.started {
+		if c.writeHeader() != nil {
+			st.detachLocked()
+		}
+	}
+}
+
+// keepalive writes a comment line on c.
+func (st *stream) keepalive(c *sseConn) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.conn != c || !c.started {
+		return
+	}
+	if c.write([]byte(":\n\n")) != nil {
+		st.detachLocked()
+	}
+}
+
+// detach lets go of c if it is still the stream's connection.
+func (st *stream) detach(c *sseConn) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.conn == c {
+		st.detachLocked()
+	}
+}
+
+// end: no more events; the connection, if any, is let go.
+func (st *stream) end() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.ended = true
+	st.detachLocked()
+}
+
+func (st *stream) detachLocked() {
+	if st.conn != nil {
+		close(st.conn.done)
+		st.conn = nil
+	}
+}
+
+func (st *stream) writeLocked(ev event) {
+	if err := st.conn.write(sseEvent(eventID(st.no, ev.no), ev.data)); err != nil {
+		st.detachLocked()
+		return
+	}
+	st.delivered = max(st.delivered, ev.no)
+}
+
+// sseEvent encodes one SSE event carrying data; an empty id is left out.
+func sseEvent(id string, data []byte) []byte {
+	var b bytes.Buffer
+	if id != "" {
+		b.WriteString("id: ")
+		b.WriteString(id)
+		b.WriteByte('\n')
+	}
+	b.WriteString("event: message\n")
+	for line := range bytes.Lines(data) {
+		b.WriteString("data: ")
+		b.Write(bytes.TrimRight(line, "\r\n"))
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	return b.Bytes()
+}
+
+func (c *sseConn) writeHeader() error {
+	h := c.rw.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	c.rw.WriteHeader(http.StatusOK)
+	c.started = true
+	c.rc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	return c.rc.Flush()
+}
+
+func (c *sseConn) write(p []byte) error {
+	if !c.started {
+		if err := c.writeHeader(); err != nil {
+			return err
+		}
+	}
+	c.rc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	if _, err := c.rw.Write(p); err != nil {
+		return err
+	}
+	return c.rc.Flush()
+}
+
+// hold serves c until the stream lets go of it, or the request's context
+// ends (the client left), with a keepalive comment now and then.
+func (st *stream) hold(ctx context.Context, c *sseConn) {
+	tick := time.NewTicker(sseKeepalive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-ctx.Done():
+			st.detach(c)
+			return
+		case <-tick.C:
+			st.keepalive(c)
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package streamable
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpmux/mcpmux/outbox"
+)
+
+// finishedKept is how many finished POST streams a session keeps for
+// resumption.
+const finishedKept = 16
+
+// errSessionGone: the HTTP session ended while a request was on its way in.
+var errSessionGone = errors.New("streamable: HTTP session ended")
+
+// inbound is a frame a request hands to the session, with its tag.
+type inbound struct {
+	frame []byte
+	tag   uint64
+}
+
+// transport is one HTTP session of the 2025 binding, as the
+// session.Transport of the mcpmux session that serves it. ReadFrame takes
+// the messages that POSTs deliver, each with the tag of its stream;
+// WriteFrames puts each frame on the stream its tag names.
+type transport struct {
+	id           string
+	server       string
+	idle         time.Duration
+	writeTimeout time.Duration
+	expire       func() // ends the session after idle time
+
+	in        chan inbound  // unbuffered: a POST returns once the session took its message
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+	eventNo   atomic.Uint64 // numbers the events; unique within the session
+
+	mu        sync.Mutex
+	streams   map[uint64]*stream // by tag; 0: the GET stream
+	nextTag   uint64
+	finished  []uint64 // finished POST streams still kept, oldest first
+	busy      int      // requests being served
+	idleTimer *time.Timer
+}
+
+func newTransport(server string, idle, writeTimeout time.Duration) *transport {
+	return &transport{
+		id:           rand.Text(), // 128 bits, base32: visible ASCII
+		server:       server,
+		idle:         idle,
+		writeTimeout: writeTimeout,
+		in:           make(chan inbound),
+		done:         make(chan struct{}),
+		streams:      map[uint64]*stream{0: {}},
+		nextTag:      1,
+	}
+}
+
+// ReadFrame implements session.Transport.
+func (t *transport) ReadFrame() ([]byte, uint64, error) {
+	select {
+	case in := <-t.in:
+		return in.frame, in.tag, nil
+	case <-t.done:
+		return nil, 0, net.ErrClosed
+	}
+}
+
+// Buffered implements session.Transport: a POST hands its message over
+// only when the session reads, so none is ever at hand.
+func (t *transport) Buffered() bool { return false }
+
+// deliver hands frame to the session under tag; it returns once the
+// session has read it.
+func (t *transport) deliver(ctx context.Context, frame []byte, tag uint64) error {
+	select {
+	case t.in <- inbound{frame, tag}:
+		return nil
+	case <-t.done:
+		return errSessionGone
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close implements session.Transport: the session ends, and so does every
+// stream's connection.
+func (t *transport) Close() error {
+	t.closeOnce.Do(func() {
+		close(t.done)
+		for _, st := range t.allStreams() {
+			st.end()
+		}
+	})
+	return nil
+}
+
+func (t *transport) allStreams() []*stream {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.idleTimer != nil {
+		t.idleTimer.Stop()
+	}
+	out := make([]*stream, 0, len(t.streams))
+	for _, st := range t.streams {
+		out = append(out, st)
+	}
+	return out
+}
+
+func (t *transport) closed() bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// enter and leave bracket each request of the session; a session with none
+// for its idle time expires.
+func (t *transport) enter() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.busy++
+	if t.idleTimer != nil {
+		t.idleTimer.Stop()
+	}
+}
+
+func (t *transport) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.busy--
+	if t.busy > 0 || t.expire == nil {
+		return
+	}
+	if t.idleTimer == nil {
+		t.idleTimer = time.AfterFunc(t.idle, t.expireIfIdle)
+	} else {
+		t.idleTimer.Reset(t.idle)
+	}
+}
+
+func (t *transport) expireIfIdle() {
+	if t.isIdle() {
+		t.expire()
+	}
+}
+
+func (t *transport) isIdle() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.busy == 0
+}
+
+// WriteFrames implements session.Transport: each frame goes on the stream
+// of its tag, is kept there for resumption, and is written to the stream's
+// connection if one is attached; the last frame for a tag ends its stream.
+// A slow connection slows the session's writer (and so fills its outbox);
+// a dead one is let go, and the frames wait for the client to resume the
+// stream. A frame for a stream that is gone or finished is dropped.
+func (t *transport) WriteFrames(frames []outbox.Frame) error {
+	for _, f := range frames {
+		if t.closed() {
+			return net.ErrClosed
+		}
+		st, final := t.place(f)
+		if st == nil || (f.Data == nil && !final) {
+			continue
+		}
+		var no uint64
+		if f.Data != nil {
+			no = t.eventNo.Add(1)
+		}
+		st.push(no, f.Data, final)
+	}
+	return nil
+}
+
+// TryWrite implements session.Transport: writes to the streams may block,
+// so they are all left to the session's writer.
+func (t *transport) TryWrite([]outbox.Frame) (ok, more bool) { return false, false }
+
+// place finds the stream of a frame; final means the frame is the last of
+// its POST stream (the GET stream never ends this way). nil: the stream is
+// gone or finished.
+func (t *transport) place(f outbox.Frame) (st *stream, final bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st = t.streams[f.Tag]
+	if st == nil || st.finished {
+		return nil, false
+	}
+	if f.Last && f.Tag != 0 {
+		t.finishLocked(st)
+		return st, true
+	}
+	return st, false
+}
+
+// finishLocked retires a POST stream: nothing more comes on it, and it is
+// kept a while for resumption.
+func (t *transport) finishLocked(st *stream) {
+	if st.finished || st.no == 0 {
+		return
+	}
+	st.finished = true
+	t.finished = append(t.finished, st.no)
+	if len(t.finished) > finishedKept {
+		delete(t.streams, t.finished[0])
+		t.finished = t.finished[1:]
+	}
+}
+
+// openPOST opens the stream of a POST that carries requests; its number
+// is the tag the POST's frame is delivered under.
+func (t *transport) openPOST() *stream {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := &stream{no: t.nextTag}
+	t.nextTag++
+	t.streams[st.no] = st
+	return st
+}
+
+// abandon retires a POST stream whose frame never reached the session, and
+// ends its connection.
+func (t *transport) abandon(st *stream) {
+	t.retire(st)
+	st.end()
+}
+
+func (t *transport) retire(st *stream) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.finishLocked(st)
+}
+
+// stream finds a stream by number.
+func (t *transport) stream(no uint64) *stream {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.streams[no]
+}
