@@ -39,8 +39,26 @@ func (d *doctor) checkServer(s mux.Status) {
 		d.r.add(markWarn, "server %s: exited, and is restarted after a pause (%d %s so far; last exit: %s)%s", name, s.Restarts, plural(s.Restarts, "restart", "restarts"), s.LastExit, serverHint(s))
 	case mux.StateFailed:
 		d.r.add(markFail, "server %s: failed: it crashed too often and is not restarted until `mcpmux restart %s` (last exit: %s)%s", name, name, s.LastExit, serverHint(s))
+	case "isolated":
+		d.r.add(markOK, "server %s: a process of its own for each session (share = \"isolated\"): %d %s", name, s.Sessions, plural(s.Sessions, "session", "sessions"))
+	case "project":
+		d.checkProjects(s)
 	default:
 		d.r.add(markNote, "server %s: %s", name, s.State)
+	}
+}
+
+// checkProjects reports a server with one process per project: how many
+// run, and each one that does not stay up.
+func (d *doctor) checkProjects(s mux.Status) {
+	d.r.add(markOK, "server %s: one process per project (share = \"project\"): %d running", s.Name, len(s.Instances))
+	for _, in := range s.Instances {
+		switch in.State {
+		case mux.StateFailed:
+			d.r.add(markFail, "server %s, project %s: failed (last exit: %s); `mcpmux logs %s` has the rest", s.Name, d.tilde(in.Project), in.LastExit, s.Name)
+		case mux.StateBackoff:
+			d.r.add(markWarn, "server %s, project %s: exited, and is restarted after a pause (last exit: %s); `mcpmux logs %s` has the rest", s.Name, d.tilde(in.Project), in.LastExit, s.Name)
+		}
 	}
 }
 

@@ -302,3 +302,29 @@ func TestDoctorEditors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, text, string(after), "the editor's file is left as it was")
 }
+
+// TestDoctorServerStates: each state a server can be in gets its mark,
+// and the ones that do not stay up get their last exit and a hint.
+func TestDoctorServerStates(t *testing.T) {
+	for _, tc := range []struct {
+		st   mux.Status
+		want string
+	}{
+		{mux.Status{Name: "a", State: mux.StateReady, Pid: 7, Uptime: "1m", Sessions: 1}, "ok    server a: ready, pid 7, up 1m, 1 session"},
+		{mux.Status{Name: "a", State: mux.StateReady, Pid: 7, Uptime: "1m", Restarts: 2, LastExit: "exit status 1"}, "ok    server a: ready, pid 7, up 1m, 0 sessions, restarted 2 times (last exit: exit status 1)"},
+		{mux.Status{Name: "a", State: mux.StateIdle}, `ok    server a: idle: not running until a session wants it (start = "lazy", or stopped after idle_timeout)`},
+		{mux.Status{Name: "a", State: mux.StateStarting}, "note  server a: starting; sessions wait for it up to start_timeout (a slow starter: see `mcpmux logs a`)"},
+		{mux.Status{Name: "a", State: mux.StateBackoff, Restarts: 1, LastExit: "initialize: server exited (signal: killed (junk_output))"},
+			"warn  server a: exited, and is restarted after a pause (1 restart so far; last exit: initialize: server exited (signal: killed (junk_output))); it printed lines that are not JSON-RPC on its stdout, more than max_junk_lines in a row: make it log to stderr, or raise max_junk_lines for a startup banner; `mcpmux logs a` has the rest"},
+		{mux.Status{Name: "a", State: mux.StateFailed, LastExit: `start a: command "npx" not found in PATH (/usr/bin:/bin)`, Stderr: []string{"x\n"}},
+			"fail  server a: failed: it crashed too often and is not restarted until `mcpmux restart a` (last exit: start a: command \"npx\" not found in PATH (/usr/bin:/bin)); the daemon's PATH has no such command: write command as an absolute path, or start the daemon where PATH has it (a service keeps the PATH it was installed with; an auto-started daemon has the editor's); its last stderr line: \"x\"; `mcpmux logs a` has the rest"},
+		{mux.Status{Name: "a", State: "isolated", Sessions: 2}, `ok    server a: a process of its own for each session (share = "isolated"): 2 sessions`},
+		{mux.Status{Name: "a", State: "project", Instances: []mux.InstanceStatus{{Project: "/p", State: mux.StateReady}, {Project: "/q", State: mux.StateFailed, LastExit: "exit status 2"}}},
+			"ok    server a: one process per project (share = \"project\"): 2 running\nfail  server a, project /q: failed (last exit: exit status 2); `mcpmux logs a` has the rest"},
+	} {
+		var out bytes.Buffer
+		d := &doctor{env: doctorEnv{setupEnv: setupEnv{getenv: func(string) string { return "" }}}, r: report{w: &out}}
+		d.checkServer(tc.st)
+		assert.Equal(t, tc.want+"\n", out.String(), "state %s", tc.st.State)
+	}
+}
