@@ -43,12 +43,13 @@ type Config struct {
 	// Reload loads the configuration again for Daemon.Reload (SIGHUP and
 	// `mcpmux reload`); nil means reloading is refused.
 	Reload func() (Reloaded, error)
+	// ConfigFile is reported by GET /status: the file this configuration
+	// was read from, so that clients can tell which config a daemon serves;
+	// "" when none.
+	ConfigFile string
 	// Version is reported by GET /status and, unless a server's own is set,
 	// sent to the servers in clientInfo.
 	Version string
-	// ConfigFile names the file the configuration came from, for GET
-	// /status; "" when none.
-	ConfigFile string
 	// Ready, when not nil, is called once on Run's goroutine as soon as
 	// the control socket is taken (the socket folder is this daemon's), before
 	// any server's socket opens: the place to say where the daemon serves,

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -57,12 +58,17 @@ func TestStatusAndRestart(t *testing.T) {
 func TestLogs(t *testing.T) {
 	r := start(t, daemon.Config{Servers: []daemon.Server{fake(t, "a", "a")}})
 	dial(t, r.socket("a"))
-	code, body, err := r.control(http.MethodGet, "/servers/a/logs")
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusOK, code)
-	assert.Contains(t, string(body), "server ready", "the hub's events")
+	// A session may be answered before the hub has logged that the server
+	// is ready: the line comes soon after, not before.
+	testutil.Eventually(t, within, "the hub's events have server ready", func() (bool, error) {
+		code, body, err := r.control(http.MethodGet, "/servers/a/logs")
+		if err != nil || code != http.StatusOK {
+			return false, fmt.Errorf("%d %s: %v", code, body, err)
+		}
+		return strings.Contains(string(body), "server ready"), nil
+	})
 
-	code, body, err = r.control(http.MethodGet, "/servers/nope/logs")
+	code, body, err := r.control(http.MethodGet, "/servers/nope/logs")
 	require.NoError(t, err)
 	assert.Equal(t, [2]any{http.StatusNotFound, `{"error":"no server named \"nope\""}`}, [2]any{code, strings.TrimSpace(string(body))})
 
@@ -139,6 +145,44 @@ func TestReload(t *testing.T) {
 
 // TestReloadRefused: a config that does not load changes nothing, and POST
 // /reload says why.
+// TestReloadKeepsTheOthers: a reload that only restarts one server, or
+// that changes nothing, or only adds one, keeps every other server serving
+// its sessions.
+func TestReloadKeepsTheOthers(t *testing.T) {
+	a, b := fake(t, "a", "a1"), fake(t, "b", "b")
+	next := daemon.Reloaded{Servers: []daemon.Server{a, b}}
+	r := start(t, daemon.Config{
+		Servers: []daemon.Server{a, b},
+		Reload:  func() (daemon.Reloaded, error) { return next, nil },
+	})
+	cb := dial(t, r.socket("b"))
+	served := func() []string {
+		var names []string
+		for _, s := range r.status(t).Servers {
+			names = append(names, s.Name)
+		}
+		return names
+	}
+	for _, step := range []struct {
+		name    string
+		servers []daemon.Server
+		want    daemon.ReloadResult
+		served  []string
+	}{
+		{"nothing changed", []daemon.Server{a, b}, daemon.ReloadResult{}, []string{"a", "b"}},
+		{"a restarts", []daemon.Server{fake(t, "a", "a2"), b}, daemon.ReloadResult{Restarted: []string{"a"}}, []string{"a", "b"}},
+		{"c is added", []daemon.Server{fake(t, "a", "a2"), b, fake(t, "c", "c")}, daemon.ReloadResult{Added: []string{"c"}}, []string{"a", "b", "c"}},
+	} {
+		next.Servers = step.servers
+		res, err := r.d.Reload(t.Context())
+		require.NoError(t, err, step.name)
+		assert.Equal(t, step.want, res, step.name)
+		assert.Equal(t, step.served, served(), "%s: the servers served after it", step.name)
+		_, tag, err := cb.whoami(`"` + step.name + `"`)
+		assert.Equal(t, [2]any{nil, "b"}, [2]any{err, tag}, "%s: b still serves its session", step.name)
+	}
+}
+
 func TestReloadRefused(t *testing.T) {
 	r := start(t, daemon.Config{
 		Servers: []daemon.Server{fake(t, "a", "a")},

@@ -69,7 +69,9 @@ func (d *Daemon) reload(ctx context.Context) (ReloadResult, error) {
 	res.Ignored = next.Ignored
 	plan := d.plan(next.Servers)
 	res.Removed, res.Restarted, res.Replaced = plan.removed, names(plan.restarted), plan.replaced
-	for _, s := range d.take(append(slices.Clone(plan.removed), plan.replaced...)) {
+	// Never nil, even when nothing goes: take(nil) takes every server.
+	going := append(append([]string{}, plan.removed...), plan.replaced...)
+	for _, s := range d.take(going) {
 		if slices.Contains(plan.removed, s.given.Name()) {
 			d.log.Info("reload: server removed; closing its sessions", "server", s.given.Name())
 		} else {

@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 // calls are mcpmux's own requests to the server (initialize, ping, and the
@@ -96,7 +98,7 @@ func (h *Hub) call(ctx context.Context, proc process, method string, params any)
 		h.reqs.Take(up)
 	}()
 	if err := proc.Send(frame); err != nil {
-		return nil, err
+		return nil, sendFailed(ctx, proc, method, err)
 	}
 	select {
 	case m, ok := <-w:
@@ -109,6 +111,21 @@ func (h *Hub) call(ctx context.Context, proc process, method string, params any)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s: no answer: %w", method, context.Cause(ctx))
 	}
+}
+
+// sendFailed is the error of a call whose request could not be sent. A
+// process on its way out is waited for (within ctx), so that the error
+// says how it ended: "initialize: server exited (signal: killed
+// (junk_output))" rather than that it was closing.
+func sendFailed(ctx context.Context, proc process, method string, err error) error {
+	if errors.Is(err, upstream.ErrClosed) {
+		select {
+		case <-proc.Done():
+			return fmt.Errorf("%s: server exited (%s)", method, proc.Exit())
+		case <-ctx.Done():
+		}
+	}
+	return fmt.Errorf("%s: %w", method, err)
 }
 
 // fire sends a request of mcpmux's own whose answer nobody waits for (its

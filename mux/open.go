@@ -43,7 +43,7 @@ func (h *Hub) open(ctx context.Context, proc process) (*serverInfo, error) {
 	}
 	modern, derr := h.discover(ctx, proc)
 	if derr != nil {
-		return nil, fmt.Errorf("%w; and server/discover: %w", err, derr)
+		return nil, fmt.Errorf("%w; and %w", err, derr) // each names its request
 	}
 	h.log.Info("server refused initialize and answered server/discover: serving it modern", "refusal", string(refused.answer))
 	return modern, nil
@@ -83,7 +83,7 @@ type refusedError struct {
 	answer json.RawMessage
 }
 
-func (e *refusedError) Error() string { return "server answered " + string(e.answer) }
+func (e *refusedError) Error() string { return "server answered initialize with " + string(e.answer) }
 
 // initialize opens a legacy server.
 func (h *Hub) initialize(ctx context.Context, proc process) (*serverInfo, error) {
@@ -105,7 +105,7 @@ func (h *Hub) initialize(ctx context.Context, proc process) (*serverInfo, error)
 	}
 	n, _ := jsonrpc.Notification("notifications/initialized", nil)
 	if err := proc.Send(n); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("notifications/initialized: %w", err)
 	}
 	return info, nil
 }

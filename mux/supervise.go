@@ -328,7 +328,7 @@ func (h *Hub) startOnce(ctx context.Context) (process, error) {
 		proc.Stop(sctx)
 		cancel()
 		h.exited(proc)
-		return nil, fmt.Errorf("initialize: %w", err)
+		return nil, err // it names the request that failed: "initialize: server exited (exit status 1)"
 	}
 	prev, remembered := h.life.publish(info)
 	h.log.Info("server ready", "pid", proc.Pid(), "protocol", info.version, "era", info.era, "name", info.serverName)

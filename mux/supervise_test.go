@@ -29,6 +29,7 @@ func TestCrashLoopFailsThenRestartRevives(t *testing.T) {
 	h.srv.current().crash("exited")
 	eventually(t, "the failed state", func() bool { return h.Status().State == StateFailed })
 	assert.Equal(t, 4, len(h.srv.messages("initialize")), "one good start, then 3 restarts that crash; the 4th crash fails it")
+	assert.Equal(t, "initialize: server exited (signal: killed)", h.Status().LastExit, "the last exit names the request once")
 
 	start := time.Now()
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"echo"}`)

@@ -43,7 +43,7 @@ func control(ctx context.Context, dir, method, urlPath string, out any) error {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("no mcpmux daemon answers on %s: %w", path, unwrapSyscall(err))
+		return noDaemon(path, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -124,7 +124,8 @@ func printSessions(w io.Writer, st daemon.Status) error {
 }
 
 func printStatus(w io.Writer, st daemon.Status) error {
-	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s, %d goroutines, %.1f MiB resident\n\n", st.Version, st.Pid, st.Uptime, st.Goroutines, float64(st.RSSBytes)/(1<<20))
+	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s, %d goroutines, %.1f MiB resident\n", st.Version, st.Pid, st.Uptime, st.Goroutines, float64(st.RSSBytes)/(1<<20))
+	printConfigLine(w, st)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tSTATE\tPID\tUPTIME\tPROTOCOL\tRESTARTS\tSESSIONS\tIN FLIGHT\tLAST EXIT")
 	for _, s := range st.Servers {
@@ -195,7 +196,7 @@ func newLogsCmd() *cobra.Command {
 		}
 		resp, err := c.Do(req)
 		if err != nil {
-			return fmt.Errorf("no mcpmux daemon answers on %s: %w", path, unwrapSyscall(err))
+			return noDaemon(path, err)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {

@@ -4,24 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
-
-// version is set at link time (-ldflags "-X main.version=..."); otherwise
-// the module version from the build info is used.
-var version = ""
-
-func mcpmuxVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
 
 // newRootCmd builds the command tree afresh, so that tests can run it with
 // SetArgs, SetOut and SetErr.
@@ -32,20 +17,10 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConnectCmd(), newStatusCmd(), newRestartCmd(), newReloadCmd(), newLogsCmd(), newVersionCmd(), newImportCmd(), newClientConfigCmd(), newServiceCmd())
+	root.AddCommand(newServeCmd(), newConnectCmd(), newStatusCmd(), newRestartCmd(), newReloadCmd(), newLogsCmd(), newVersionCmd(), newImportCmd(), newClientConfigCmd(), newServiceCmd(), newDoctorCmd())
+	setVersionFlag(root)
+	addCompletions(root)
 	return root
-}
-
-func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "mcpmux", mcpmuxVersion())
-			return err
-		},
-	}
 }
 
 // configFlag adds --config to a command and returns a function that resolves

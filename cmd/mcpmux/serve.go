@@ -82,6 +82,9 @@ const reaperMode = "__reaper"
 // serve runs the daemon until ctx is done. SIGHUP, or `mcpmux reload`,
 // reads the config file again.
 func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) error {
+	if len(cfg.Servers) == 0 {
+		log.Warn("the config has no servers: nothing is served until it has a [servers.NAME] table and is reloaded", "config", cfg.Path)
+	}
 	dcfg, err := runConfig(cfg, env, log)
 	if err != nil {
 		return err
@@ -216,8 +219,8 @@ func runConfig(cfg *config, env daemonEnv, log *slog.Logger) (daemon.Config, err
 		MaxStreamsPerConn: cfg.Listen.MaxStreamsPerConn,
 		IdleExit:          cfg.Daemon.IdleExit,
 		Inherited:         env.inherited,
-		Version:           mcpmuxVersion(),
 		ConfigFile:        cfg.Path,
+		Version:           mcpmuxVersion(),
 		ResidentBytes:     residentBytes,
 		Logger:            log,
 		Reload: func() (daemon.Reloaded, error) {

@@ -54,7 +54,8 @@ func TestServeInProcess(t *testing.T) {
 		}
 		return true, json.Unmarshal([]byte(out), &st)
 	})
-	assert.Equal(t, [2]any{mcpmuxVersion(), 0}, [2]any{st.Version, len(st.Servers)}, "status of a daemon with no servers")
+	assert.Equal(t, [3]any{mcpmuxVersion(), path, 0}, [3]any{st.Version, st.Config, len(st.Servers)}, "status of a daemon with no servers")
+	assert.Contains(t, log.String(), `msg="the config has no servers`, "serve warns of an empty config")
 
 	server := "[servers.idle]\ncommand = \"sleep\"\nargs = [\"60\"]\nstdin_grace = \"0s\"\nterm_grace = \"1s\"\n"
 	require.NoError(t, os.WriteFile(path, []byte("[daemon]\nlog_level = \"debug\"\n"+head+server), 0o600))

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/spf13/cobra"
+)
+
+// Shell completion. cobra's own `mcpmux completion bash|zsh|fish|powershell`
+// prints the script; the shell then asks `mcpmux __complete ARGS...` for
+// each completion. This file adds what cobra cannot know: the server names
+// of the config (for connect, restart, logs and client-config) and the
+// editors of client-config --for.
+
+// serverNameCommands are the commands whose one argument is a server name.
+var serverNameCommands = []string{"connect", "restart", "logs", "client-config"}
+
+// addCompletions attaches the completions to root's commands.
+func addCompletions(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if slices.Contains(serverNameCommands, c.Name()) {
+			c.ValidArgsFunction = completeServerNames
+		}
+		if c.Name() == "client-config" {
+			c.RegisterFlagCompletionFunc("for", completeTargets) // the flag exists: no error
+		}
+	}
+}
+
+// completeServerNames offers the servers of the config named by --config
+// (else the default one), each with its command as the description.
+func completeServerNames(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	path, _ := cmd.Flags().GetString("config")
+	if path == "" {
+		var err error
+		if path, err = defaultConfigPath(os.Getenv); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+	}
+	var out []cobra.Completion
+	for _, s := range configuredServers(path) {
+		if strings.HasPrefix(s.name, toComplete) {
+			out = append(out, cobra.CompletionWithDesc(s.name, s.command))
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeTargets offers the editors client-config knows.
+func completeTargets(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	var out []cobra.Completion
+	for _, t := range slices.Sorted(maps.Keys(clientTargets)) {
+		if strings.HasPrefix(t, toComplete) {
+			out = append(out, cobra.CompletionWithDesc(t, editorNames[t]))
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// editorNames are the editors of client-config --for, by value.
+var editorNames = map[string]string{
+	"claude":         "Claude Code",
+	"claude-desktop": "Claude Desktop",
+	"cursor":         "Cursor",
+	"vscode":         "VS Code",
+}
+
+// namedServer is a server of the config as completion shows it.
+type namedServer struct{ name, command string }
+
+// configuredServers reads the names of the [servers.NAME] tables, sorted,
+// leniently: a config that does not load for another reason (a wrong value,
+// a folder that is gone) still completes its names. Nothing when the file
+// cannot be read or is not TOML.
+func configuredServers(path string) []namedServer {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize))
+	if err != nil {
+		return nil
+	}
+	var doc struct {
+		Servers map[string]struct {
+			Command any `toml:"command"`
+			Args    any `toml:"args"`
+		} `toml:"servers"`
+	}
+	if toml.Unmarshal(data, &doc) != nil {
+		return nil
+	}
+	out := make([]namedServer, 0, len(doc.Servers))
+	for _, name := range slices.Sorted(maps.Keys(doc.Servers)) {
+		s := doc.Servers[name]
+		words := []string{}
+		args, _ := s.Args.([]any)
+		for _, w := range append([]any{s.Command}, args...) {
+			if w, ok := w.(string); ok {
+				words = append(words, w)
+			}
+		}
+		out = append(out, namedServer{name, strings.Join(words, " ")})
+	}
+	return out
+}
