@@ -98,9 +98,14 @@ func TestGateCancelAndTimeout(t *testing.T) {
 	_, reason := errorOf(t, m)
 	assert.Equal(t, "timeout", reason)
 	assert.Equal(t, []string{"A"}, heldCalls(h.srv))
+	// The answer may reach the session before the cancellation, written
+	// to the server's stdin, reaches the server.
+	eventually(t, "the timed-out call's cancellation at the server", func() bool {
+		return len(h.srv.messages("notifications/cancelled")) > 0
+	})
+	quiet(t, a, "no answer to the cancelled call")
 	cancels := h.srv.messages("notifications/cancelled")
 	require.Len(t, cancels, 1, "the timed-out call's cancellation only")
 	assert.JSONEq(t, fmt.Sprintf(`{"requestId":%s,"reason":"timeout"}`, h.srv.messages("tools/call")[0].ID), string(cancels[0].Params))
-	quiet(t, a, "no answer to the cancelled call")
 	assert.Equal(t, jsonrpc.KindNotification, cancels[0].Kind)
 }

@@ -52,20 +52,20 @@ type notServedError struct{ msg string }
 func (e *notServedError) Error() string { return e.msg }
 
 // reach returns once a daemon answers on the socket of server name. A
-// daemon that is starting is waited for; with autostart, one is started
-// when none runs. Many connects started at once start exactly one, and a
+// daemon that is starting is waited for; when none runs, one is started,
+// unless off says why auto-start is off. Many connects started at once start exactly one, and a
 // `serve` started by hand takes the same lock while it opens its sockets.
-func reach(ctx context.Context, t *target, name string, autostart bool) error {
+func reach(ctx context.Context, t *target, name string, off string) error {
 	sock := t.socket(name)
 	ok, err := answers(ctx, sock)
 	if ok || err != nil {
-		return err
+		return dirRefusal(err)
 	}
 	if running, err := awaitServing(ctx, t, name); running || err != nil {
 		return err
 	}
-	if !autostart {
-		return fmt.Errorf("no mcpmux daemon is serving %s", sock)
+	if off != "" {
+		return autostartOff(t, sock, off)
 	}
 	if err := socket.PrepareDir(t.dir); err != nil {
 		return err

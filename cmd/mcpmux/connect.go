@@ -87,13 +87,20 @@ func (d *dialer) dial(ctx context.Context, t *target) (net.Conn, string, error) 
 	if err != nil && !errors.Is(err, socket.ErrUnsafeDir) && !errors.Is(err, socket.ErrForeignPeer) {
 		// No daemon answers there yet: wait for one that is starting, or
 		// start one, then try again.
-		if err := reach(ctx, t, d.name, d.autostart && t.autostart()); err != nil {
+		off := ""
+		switch {
+		case !d.autostart:
+			off = "--no-autostart was given"
+		case !t.autostart():
+			off = "autostart = false in [daemon]"
+		}
+		if err := reach(ctx, t, d.name, off); err != nil {
 			return nil, path, err
 		}
 		conn, err = socket.Dial(ctx, path)
 	}
 	if errors.Is(err, socket.ErrUnsafeDir) || errors.Is(err, socket.ErrForeignPeer) {
-		return nil, path, err // refused before a byte was sent: nothing to do with a daemon of ours
+		return nil, path, dirRefusal(err) // refused before a byte was sent: nothing to do with a daemon of ours
 	}
 	if err != nil {
 		return nil, path, fmt.Errorf("no mcpmux daemon is serving %s: %w", path, unwrapSyscall(err))

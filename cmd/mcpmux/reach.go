@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"syscall"
 
-	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -50,29 +47,12 @@ func noDaemon(path string, err error) error {
 	return fmt.Errorf("no mcpmux daemon answers on %s: %w", path, plainDialError(err))
 }
 
-// autostartOff returns nil when a daemon serves sock, and otherwise the
-// reason connect, told not to start one, cannot go on: nothing serves there
-// and auto-start is off (by the config or by --no-autostart), or the daemon
-// on that folder has no such server.
-func autostartOff(ctx context.Context, cfg *config, sock string, byFlag bool) error {
-	ok, err := answers(ctx, sock) // its only errors are refusals
-	if ok || err != nil {
-		return dirRefusal(err)
-	}
-	dir := filepath.Dir(sock)
-	if up, err := answers(ctx, filepath.Join(dir, daemon.ControlSocket)); up || err != nil {
-		if err != nil {
-			return dirRefusal(err)
-		}
-		return fmt.Errorf("the mcpmux daemon on %s serves no %s (is it running another config?)", dir, filepath.Base(sock))
-	}
-	why := "autostart = false in [daemon]"
-	if byFlag {
-		why = "--no-autostart was given"
-	}
+// autostartOff is why connect cannot go on when no daemon serves sock and
+// it may not start one: off says who turned auto-start off.
+func autostartOff(t *target, sock, off string) error {
 	serve := "mcpmux serve"
-	if cfg.Path != "" {
-		serve += " --config " + cfg.Path
+	if t.path != "" {
+		serve += " --config " + t.path
 	}
-	return fmt.Errorf("no mcpmux daemon is serving %s, and auto-start is off (%s): start one with `%s`, or as a service (`mcpmux service install`)", sock, why, serve)
+	return fmt.Errorf("no mcpmux daemon is serving %s, and auto-start is off (%s): start one with `%s`, or as a service (`mcpmux service install`)", sock, off, serve)
 }
