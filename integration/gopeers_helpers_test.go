@@ -272,13 +272,13 @@ func (c *gpRecConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return m, err
 }
 
+// Write records the message before it writes it: an answer can come back,
+// and be recorded by Read, before a Write that recorded afterwards returned.
 func (c *gpRecConn) Write(ctx context.Context, m jsonrpc.Message) error {
-	b, eerr := jsonrpc.EncodeMessage(m)
-	err := c.Connection.Write(ctx, m)
-	if err == nil && eerr == nil {
+	if b, err := jsonrpc.EncodeMessage(m); err == nil {
 		c.wire.add(true, b)
 	}
-	return err
+	return c.Connection.Write(ctx, m)
 }
 
 // gpTeeConn is a net.Conn that records the lines read and written on it
@@ -301,10 +301,11 @@ func (c *gpTeeConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Write records p before it writes it, so that an answer read meanwhile is
+// never recorded before its request.
 func (c *gpTeeConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.feed(true, p[:n])
-	return n, err
+	c.feed(true, p)
+	return c.Conn.Write(p)
 }
 
 func (c *gpTeeConn) feed(out bool, p []byte) {
