@@ -105,3 +105,50 @@ func TestMaxConcurrencyOneAtATime(t *testing.T) {
 		assert.Equal(t, want, clients[0].mustStats(t).SlowAtOnce, "%s: slow calls at the server at once", name)
 	}
 }
+
+// statsOverWebSocket opens a WebSocket session that declares roots,
+// answers mcpmux's roots/list with root, and returns the demo server's
+// stats: which process answered, and where it runs.
+func statsOverWebSocket(t *testing.T, d *daemon, server, root string) demoStats {
+	t.Helper()
+	c := wsClient(t, d, server)
+	defer c.close()
+	require.NoError(t, c.send(request(`"init"`, "initialize", map[string]any{
+		"protocolVersion": "2025-11-25",
+		"capabilities":    map[string]any{"roots": map[string]any{}},
+		"clientInfo":      map[string]any{"name": "web", "version": "1"},
+	})))
+	m, err := c.read()
+	require.NoError(t, err)
+	require.Equal(t, jsonrpc.KindResult, m.Kind, "%s", m.Frame)
+	require.NoError(t, c.send(notification("notifications/initialized", nil)))
+	ask, err := c.read()
+	require.NoError(t, err)
+	require.Equal(t, "roots/list", ask.Method, "%s", ask.Frame)
+	require.NoError(t, c.sendRaw([]byte(`{"jsonrpc":"2.0","id":`+string(ask.ID)+`,"result":{"roots":[{"uri":"file://`+root+`","name":"p"}]}}`+"\n")))
+	m, err = c.tool(`"stats"`, "stats", nil)
+	require.NoError(t, err)
+	var st demoStats
+	require.NoError(t, decodeStructured(m, &st), "%s", m.Frame)
+	return st
+}
+
+// share = "project" on the web listener: a client there has no folder
+// mcpmux can see, so its first file:// root tells its project. Two
+// repositories' web clients get a process each, in its root, and a web
+// client of a repository that a connect started shares that one's.
+func TestShareProjectByRootsOverWebSocket(t *testing.T) {
+	top := testutil.ShortDir(t)
+	a, b := filepath.Join(top, "a"), filepath.Join(top, "b")
+	for _, d := range []string{filepath.Join(a, ".git"), filepath.Join(a, "src"), filepath.Join(b, ".git")} {
+		require.NoError(t, os.MkdirAll(d, 0o700))
+	}
+	d := startDaemon(t, demo("code", nil, `share = "project"`), wsListen)
+	viaConnect := statsThroughConnect(t, d.path, a, "code")
+	webA := statsOverWebSocket(t, d, "code", filepath.Join(a, "src"))
+	webB := statsOverWebSocket(t, d, "code", b)
+	assert.Equal(t, viaConnect.PID, webA.PID, "a web client of repository a shares the process a connect there started")
+	assert.Equal(t, a, webA.Dir)
+	assert.NotEqual(t, webA.PID, webB.PID, "repository b: a process of its own")
+	assert.Equal(t, b, webB.Dir, "which runs in b's root")
+}

@@ -189,7 +189,7 @@ func (h *Hub) recall() {
 	switch {
 	case err != nil:
 		h.log.Warn("ignoring the remembered description of the server", "error", err)
-	case h.cfg.Protocol == ProtocolLegacy && info.era != eraLegacy, h.cfg.Protocol == ProtocolModern && info.era != eraModern:
+	case !protocolAllows(h.cfg.Protocol, info.era):
 		h.log.Debug("ignoring the remembered description of the server: another era than the configured protocol", "era", info.era, "protocol", h.cfg.Protocol)
 	default:
 		h.life.remember(info)

@@ -135,3 +135,14 @@ func (h *Hub) clientCapabilities() any {
 	}
 	return c
 }
+
+// protocolAllows: a server configured with protocol may be of era e.
+func protocolAllows(protocol string, e era) bool {
+	switch protocol {
+	case ProtocolLegacy:
+		return e == eraLegacy
+	case ProtocolModern:
+		return e == eraModern
+	}
+	return true
+}

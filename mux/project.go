@@ -143,7 +143,16 @@ func (p *Projects) Serve(ctx context.Context, t session.Transport, peer session.
 	dir := peer.Dir
 	if dir == "" {
 		// A client on the web listener, or where the system does not say
-		// a peer's folder: it shares the instance of the daemon's folder.
+		// a peer's folder: its roots may tell (see lobby.go).
+		var l *lobby
+		dir, l = p.clientDir(ctx, t)
+		t = l
+		if dir != "" {
+			p.log.Debug("a project session told its folder by its roots", "dir", dir)
+		}
+	}
+	if dir == "" {
+		// Else it shares the instance of the daemon's folder.
 		dir = p.cfg.Upstream.Dir
 		if dir == "" {
 			dir, _ = os.Getwd()

@@ -88,3 +88,75 @@ func TestProjectsShareAProcessPerProject(t *testing.T) {
 	attach(b)
 	assert.Equal(t, 3, srv.started())
 }
+
+// A web client has no folder mcpmux can see: with share = "project" its
+// roots tell its project. It gets one initialize answer, mcpmux's
+// roots/list after its notifications/initialized, and then the hub of the
+// project its first file:// root is in serves it, the frames it sent
+// meanwhile included. A client that declares no roots, or does not answer
+// in time, is served in the daemon's folder.
+func TestProjectsTellAWebClientsProjectByItsRoots(t *testing.T) {
+	defer func(w time.Duration) { lobbyWait = w }(lobbyWait)
+	lobbyWait = 300 * time.Millisecond
+	top := t.TempDir()
+	a, b, home := filepath.Join(top, "a"), filepath.Join(top, "b"), filepath.Join(top, "home")
+	for _, d := range []string{filepath.Join(a, ".git"), filepath.Join(b, ".git"), filepath.Join(b, "src"), home} {
+		require.NoError(t, os.MkdirAll(d, 0o700))
+	}
+	srv := newFakeServer()
+	projects := NewProjects(Config{Name: "proj", Upstream: upstream.Config{MaxMessageBytes: 1 << 20, Dir: home},
+		start: srv.start, IDs: new(atomic.Uint64)})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { projects.Run(ctx) })
+	h := &harness{t: t, srv: srv, ctx: ctx}
+	t.Cleanup(func() { cancel(); h.wg.Wait(); wg.Wait() })
+	attach := func(dir string) *testClient {
+		return h.pipe(func(conn net.Conn) {
+			projects.Serve(ctx, session.NewStream(conn, 1<<20), session.Peer{Transport: "test", Dir: dir})
+		})
+	}
+	const rootsInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{}}}}`
+	// Nothing describes the server yet: a client of a's folder starts a's
+	// process.
+	local := attach(a)
+	local.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	require.Equal(t, jsonrpc.KindResult, local.recv().Kind)
+	eventually(t, "a's process described", func() bool { return projects.description() != nil })
+
+	web := attach("")
+	web.send(rootsInit)
+	init := web.recv()
+	require.Equal(t, jsonrpc.KindResult, init.Kind, "%s", init.Frame)
+	assert.Contains(t, string(init.Result), `"protocolVersion":"2025-11-25"`)
+	web.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":"early","method":"echo","params":{"sent":"before the roots"}}`)
+	ask := web.recv()
+	require.Equal(t, "roots/list", ask.Method)
+	web.send(`{"jsonrpc":"2.0","id":` + string(ask.ID) + `,"result":{"roots":[{"uri":"file://` + filepath.Join(b, "src") + `"}]}}`)
+	m := web.answer()
+	assert.Equal(t, `"early"`, string(m.ID), "the request sent before the roots, answered (and no second initialize answer): %s", m.Frame)
+	quiet(t, web, "nothing more")
+	srv.mu.Lock()
+	dirs := append([]string(nil), srv.dirs...)
+	srv.mu.Unlock()
+	assert.Equal(t, []string{a, b}, dirs, "the web client's process runs in its project's root")
+
+	// No roots declared: the daemon's folder.
+	plain := attach("")
+	plain.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	require.Equal(t, jsonrpc.KindResult, plain.recv().Kind)
+	quiet(t, plain, "served")
+	// Roots declared, never told: the daemon's folder, after lobbyWait.
+	mute := attach("")
+	mute.send(rootsInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	require.Equal(t, jsonrpc.KindResult, mute.recv().Kind)
+	require.Equal(t, "roots/list", mute.recv().Method)
+	quiet(t, mute, "served once the lobby gave up")
+	st := projects.Status()
+	var roots []string
+	for _, in := range st.Instances {
+		roots = append(roots, in.Project)
+	}
+	assert.ElementsMatch(t, []string{a, b, home}, roots)
+}
