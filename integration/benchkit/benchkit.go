@@ -1,8 +1,11 @@
 // Package benchkit measures, side by side and in one run, the cost of the
 // ways a client can reach a stdio MCP server: directly over its stdio,
-// through a plain byte relay on a Unix socket (the floor), through mcpmux's
-// Unix socket, through `mcpmux connect`, over mcpmux's WebSocket, and over
-// supergateway's WebSocket (the peer). Two backends: a minimal Go echo
+// through a plain byte relay on a Unix socket (the floor), through a byte
+// bridge process in front of it (the floor of a stdio bridge), through
+// mcpmux's Unix socket, through `mcpmux connect`, over mcpmux's WebSocket,
+// over supergateway's WebSocket (the peer), and over Streamable HTTP:
+// a minimal HTTP-to-stdio relay (its floor), mcpmux, supergateway and
+// mcp-proxy. Two backends: a minimal Go echo
 // server (integration/bench/echoserver, the floor) and the reference
 // server-everything under node. Besides latency and throughput per path it
 // measures aggregate throughput with many sessions, the daemon's memory with
@@ -34,6 +37,8 @@ type Options struct {
 	Mcpmux     string // prebuilt mcpmux; empty: built with go build
 	Echoserver string // prebuilt integration/bench/echoserver; empty: built
 	Relay      string // prebuilt integration/bench/relay; empty: built
+	Bridge     string // prebuilt integration/bench/bridge; empty: built
+	HTTPRelay  string // prebuilt integration/bench/httprelay; empty: built
 	NodeDir    string // integration/node, where npm ci installed server-everything and supergateway
 	Node       string // the node executable; empty: node on PATH
 	Progress   io.Writer
@@ -41,18 +46,28 @@ type Options struct {
 
 // The paths, in the order they are measured.
 const (
-	PathDirect  = "direct stdio"
-	PathRelay   = "byte relay (unix)"
-	PathSocket  = "mcpmux unix socket"
-	PathConnect = "mcpmux connect"
-	PathWS      = "mcpmux websocket"
-	PathSG      = "supergateway websocket"
+	PathDirect    = "direct stdio"
+	PathRelay     = "byte relay (unix)"
+	PathBridge    = "byte bridge + relay"
+	PathSocket    = "mcpmux unix socket"
+	PathConnect   = "mcpmux connect"
+	PathWS        = "mcpmux websocket"
+	PathSG        = "supergateway websocket"
+	PathHTTPRelay = "http relay"
+	PathHTTP      = "mcpmux streamable http"
+	PathSGHTTP    = "supergateway streamable http"
+	PathProxyHTTP = "mcp-proxy streamable http"
 )
 
 // Paths lists every path, in the order they are measured.
 func Paths() []string {
-	return []string{PathDirect, PathRelay, PathSocket, PathConnect, PathWS, PathSG}
+	return []string{PathDirect, PathRelay, PathBridge, PathSocket, PathConnect, PathWS, PathSG,
+		PathHTTPRelay, PathHTTP, PathSGHTTP, PathProxyHTTP}
 }
+
+// peerPaths are the other projects' paths: slow with large results, so
+// measured with fewer repetitions of them.
+var peerPaths = []string{PathSG, PathSGHTTP, PathProxyHTTP}
 
 // The backends.
 const (
@@ -64,7 +79,7 @@ const (
 func Backends() []string { return []string{BackendGo, BackendEverything} }
 
 // AggregatePaths are the paths measured with many sessions at once.
-func AggregatePaths() []string { return []string{PathRelay, PathSocket, PathWS, PathSG} }
+func AggregatePaths() []string { return []string{PathRelay, PathSocket, PathWS, PathSG, PathHTTP} }
 
 // Counts are the sizes of a run.
 type Counts struct {
@@ -76,6 +91,7 @@ type Counts struct {
 	Sessions        []int         // aggregate: sessions at once, per level
 	AggFor          time.Duration // aggregate: how long each level runs
 	RelayMax        int           // aggregate: the relay (one server process per session) up to this many
+	PeerMax         int           // aggregate: supergateway up to this many
 	Idle            int           // idle sessions for the daemon's memory
 	Nth             int           // the client whose readiness is timed
 	SocketReps      int           // ... over the socket, this many times
@@ -88,12 +104,12 @@ type Counts struct {
 func counts(short bool) Counts {
 	if short {
 		return Counts{Warm: 2, Echo: 20, Pipelined: 200, Rounds: 2, InFlight: 64, Huge1: 1, Huge10: 1,
-			Sessions: []int{1, 2, 4, 8}, AggFor: 30 * time.Millisecond, RelayMax: 4,
+			Sessions: []int{1, 2, 4, 8}, AggFor: 30 * time.Millisecond, RelayMax: 4, PeerMax: 8,
 			Idle: 20, Nth: 3, SocketReps: 2, ConnectReps: 1, Copies: 3,
 			HugeSizes: [2]int{100_000, 1_000_000}, GatewayHugeReps: 1}
 	}
 	return Counts{Warm: 2000, Echo: 2000, Pipelined: 20000, Rounds: 10, InFlight: 64, Huge1: 15, Huge10: 7,
-		Sessions: []int{1, 16, 256, 1000}, AggFor: 1500 * time.Millisecond, RelayMax: 256,
+		Sessions: []int{1, 16, 256, 1000, 5000, 10000}, AggFor: 1500 * time.Millisecond, RelayMax: 256, PeerMax: 1000,
 		Idle: 1000, Nth: 10, SocketReps: 50, ConnectReps: 20, Copies: 10,
 		HugeSizes: [2]int{1_000_000, 10_000_000}, GatewayHugeReps: 1}
 }
@@ -189,6 +205,7 @@ type run struct {
 	start      time.Time
 	everything string // server-everything's entry point
 	gateway    string // supergateway's
+	mcpProxy   string // mcp-proxy's
 	track      tracker
 }
 
@@ -198,7 +215,9 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	if r.progress == nil {
 		r.progress = io.Discard
 	}
-	if err := raiseOpenFiles(2*max(r.n.Idle, r.n.Sessions[len(r.n.Sessions)-1]) + 4*r.n.RelayMax + 256); err != nil {
+	// One descriptor per session on our side (the levels are measured one
+	// at a time), a few per relay session, and some to spare.
+	if err := raiseOpenFiles(max(r.n.Idle, r.n.Sessions[len(r.n.Sessions)-1]) + 4*r.n.RelayMax + 512); err != nil {
 		return nil, err
 	}
 	if err := r.findNode(); err != nil {
@@ -260,7 +279,8 @@ func (r *run) findNode() error {
 	}
 	r.everything = filepath.Join(r.o.NodeDir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	r.gateway = filepath.Join(r.o.NodeDir, "node_modules", "supergateway", "dist", "index.js")
-	for _, f := range []string{r.everything, r.gateway} {
+	r.mcpProxy = filepath.Join(r.o.NodeDir, "node_modules", "mcp-proxy", "dist", "bin", "mcp-proxy.mjs")
+	for _, f := range []string{r.everything, r.gateway, r.mcpProxy} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("%w: run npm ci in %s (./scripts/test does)", err, r.o.NodeDir)
 		}
@@ -283,6 +303,8 @@ func (r *run) build() error {
 		{&r.o.Mcpmux, "./cmd/mcpmux", true},
 		{&r.o.Echoserver, "github.com/mcpmux/mcpmux/integration/bench/echoserver", false},
 		{&r.o.Relay, "github.com/mcpmux/mcpmux/integration/bench/relay", false},
+		{&r.o.Bridge, "github.com/mcpmux/mcpmux/integration/bench/bridge", false},
+		{&r.o.HTTPRelay, "github.com/mcpmux/mcpmux/integration/bench/httprelay", false},
 	} {
 		if *b.path != "" {
 			continue

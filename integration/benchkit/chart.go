@@ -16,12 +16,17 @@ import (
 
 // chartLabels are the paths' names on the chart, bottom to top.
 var chartLabels = map[string]string{
-	PathDirect:  "direct stdio",
-	PathRelay:   "byte relay",
-	PathSocket:  "mcpmux unix",
-	PathConnect: "mcpmux connect",
-	PathWS:      "mcpmux ws",
-	PathSG:      "supergateway ws",
+	PathDirect:    "direct stdio",
+	PathRelay:     "byte relay",
+	PathSocket:    "mcpmux unix",
+	PathConnect:   "mcpmux connect",
+	PathWS:        "mcpmux ws",
+	PathSG:        "supergateway ws",
+	PathBridge:    "byte bridge",
+	PathHTTPRelay: "http relay",
+	PathHTTP:      "mcpmux http",
+	PathSGHTTP:    "supergateway http",
+	PathProxyHTTP: "mcp-proxy http",
 }
 
 var (

@@ -50,8 +50,18 @@ func (r *run) backend(rep *Report, d *daemon, b backend) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, gw.stop()) }()
+	https, err := r.httpPeers(b)
+	defer func() {
+		for _, hp := range https {
+			err = errors.Join(err, hp.stop())
+		}
+	}()
+	if err != nil {
+		return err
+	}
 
 	paths := r.pathsTo(b, d, rl.path, gw.url)
+	paths = append(paths, r.httpPathsTo(b, d, https)...)
 	clients, err := r.openAll(b, paths)
 	defer func() { err = errors.Join(err, closeAll(clients)) }()
 	if err != nil {
@@ -77,8 +87,8 @@ func (r *run) backend(rep *Report, d *daemon, b backend) (err error) {
 }
 
 // pathsTo lists the ways to reach b, in the order of Paths: its own stdio,
-// the relay at relaySock, the daemon d's socket, connect and WebSocket, and
-// supergateway at gatewayURL.
+// the relay at relaySock and the byte bridge in front of it, the daemon d's
+// socket, connect and WebSocket, and supergateway at gatewayURL.
 func (r *run) pathsTo(b backend, d *daemon, relaySock, gatewayURL string) []path {
 	connect := []string{r.o.Mcpmux, "connect", "--config", d.config, "--no-autostart", b.server}
 	return []path{
@@ -90,6 +100,13 @@ func (r *run) pathsTo(b backend, d *daemon, relaySock, gatewayURL string) []path
 			return procConn(p, 5*time.Second), nil
 		}},
 		{PathRelay, func() (conn, error) { return dialUnix(relaySock) }},
+		{PathBridge, func() (conn, error) {
+			p, err := spawn([]string{r.o.Bridge, relaySock}, nil, nil)
+			if err != nil {
+				return nil, err
+			}
+			return procConn(p, 10*time.Second), nil
+		}},
 		{PathSocket, func() (conn, error) { return dialUnix(d.socket(b.server)) }},
 		{PathConnect, func() (conn, error) {
 			p, err := spawn(connect, raceEnv(), nil)
@@ -162,7 +179,7 @@ func (r *run) hugeRows(b backend, paths []path, clients []*client, rows []Row) e
 	for i, p := range paths {
 		r.logf("measuring %s over %s: large results...", b.name, p.name)
 		hugeReps := [2]int{r.n.Huge1, r.n.Huge10}
-		if p.name == PathSG {
+		if slices.Contains(peerPaths, p.name) {
 			hugeReps = [2]int{min(r.n.Huge1, r.n.GatewayHugeReps), min(r.n.Huge10, r.n.GatewayHugeReps)}
 		}
 		if err := r.huge(clients[i], &rows[i], hugeReps); err != nil {
@@ -174,14 +191,14 @@ func (r *run) hugeRows(b backend, paths []path, clients []*client, rows []Row) e
 
 // aggregates measures the aggregate throughput of b over each of
 // AggregatePaths with every count of sessions (the relay, one server per
-// session, only up to RelayMax).
+// session, only up to RelayMax; supergateway up to PeerMax).
 func (r *run) aggregates(rep *Report, b backend, paths []path) error {
 	for _, p := range paths {
 		if !slices.Contains(AggregatePaths(), p.name) {
 			continue
 		}
 		for _, n := range r.n.Sessions {
-			if p.name == PathRelay && n > r.n.RelayMax {
+			if (p.name == PathRelay && n > r.n.RelayMax) || (p.name == PathSG && n > r.n.PeerMax) {
 				continue
 			}
 			r.logf("measuring %s over %s with %d sessions...", b.name, p.name, n)
@@ -337,4 +354,38 @@ func (r *run) aggregate(open func() (conn, error), sessions int) (cps float64, e
 		total += n
 	}
 	return float64(total) / elapsed.Seconds(), nil
+}
+
+// httpPeers starts the Streamable HTTP fronts to b that are not mcpmux:
+// the floor, supergateway and mcp-proxy, in the order of Paths. On error it
+// returns those it started, for the caller to stop.
+func (r *run) httpPeers(b backend) ([]*httpPeer, error) {
+	var peers []*httpPeer
+	for _, start := range []func() (*httpPeer, error){
+		func() (*httpPeer, error) { return startHTTPRelay(r.ctx, r.o.HTTPRelay, b.argv) },
+		func() (*httpPeer, error) { return startGatewayHTTP(r.ctx, r.o.Node, r.gateway, b.argv) },
+		func() (*httpPeer, error) { return startMcpProxy(r.ctx, r.o.Node, r.mcpProxy, b.argv) },
+	} {
+		hp, err := start()
+		if err != nil {
+			return peers, err
+		}
+		r.logf("started %s in front of %s", hp.name, b.name)
+		peers = append(peers, hp)
+	}
+	return peers, nil
+}
+
+// httpPathsTo lists the Streamable HTTP ways to reach b, in the order of
+// Paths: the floor, the daemon d's endpoint, supergateway, mcp-proxy.
+func (r *run) httpPathsTo(b backend, d *daemon, peers []*httpPeer) []path {
+	at := func(url, token string) func() (conn, error) {
+		return func() (conn, error) { return dialHTTP(url, token) }
+	}
+	return []path{
+		{PathHTTPRelay, at(peers[0].url, "")},
+		{PathHTTP, at(d.httpURL(b.server), token)},
+		{PathSGHTTP, at(peers[1].url, "")},
+		{PathProxyHTTP, at(peers[2].url, "")},
+	}
 }

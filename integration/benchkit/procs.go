@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,12 @@ type daemon struct {
 func (d *daemon) pid() int                  { return d.cmd.Process.Pid }
 func (d *daemon) socket(name string) string { return filepath.Join(d.sockets, name+".sock") }
 func (d *daemon) wsURL(name string) string  { return d.wsBase + name + "?token=" + token }
+
+// httpURL is server name's Streamable HTTP endpoint (the token goes in a
+// header).
+func (d *daemon) httpURL(name string) string {
+	return "http://" + strings.TrimPrefix(d.wsBase, "ws://") + name
+}
 
 var (
 	webURL      = regexp.MustCompile(`url=ws://([^/\s]+)/servers/NAME`)
@@ -191,6 +198,7 @@ func (r *relay) stop() { r.p.stop(5 * time.Second) }
 // whose wrapper would survive a SIGTERM) in front of one server process,
 // which it starts at once and shares among its WebSocket clients.
 type gateway struct {
+	name    string // in errors; "" is supergateway
 	p       *proc
 	url     string
 	drained chan struct{} // closed when its stdout has ended
@@ -252,13 +260,14 @@ func (g *gateway) stop() error {
 	}
 	<-g.drained
 	g.p.stdout.Close()
+	name := cmp.Or(g.name, "supergateway")
 	switch {
 	case len(left) > 0:
-		return fmt.Errorf("supergateway left processes %v running (killed them)", left)
+		return fmt.Errorf("%s left processes %v running (killed them)", name, left)
 	case killed:
-		return errors.New("supergateway ignored SIGTERM for 10 s (killed it)")
+		return fmt.Errorf("%s ignored SIGTERM for 10 s (killed it)", name)
 	case g.p.err != nil:
-		return fmt.Errorf("supergateway: %w", g.p.err)
+		return fmt.Errorf("%s: %w", name, g.p.err)
 	}
 	return nil
 }

@@ -109,6 +109,63 @@ func (r *Report) Targets() []Target {
 			func(v float64) bool { return v <= 0.20 }, float64(r.Shared.Daemon.RSS+r.Shared.Server.RSS), float64(r.Shared.Each.RSS))
 		ts[len(ts)-1].Got = pct(float64(r.Shared.Daemon.RSS+r.Shared.Server.RSS), float64(r.Shared.Each.RSS))
 	}
+	return append(ts, r.floorTargets()...)
+}
+
+// floorTargets are issue #18's: each mcpmux path against its own floor
+// (the relay, the byte bridge, the HTTP relay) on the Go backend, and the
+// HTTP front against its peers.
+func (r *Report) floorTargets() []Target {
+	var ts []Target
+	row := func(p string) *Row { return r.Row(BackendGo, p) }
+	ratio := func(name, want string, ok func(float64) bool, num, den float64) {
+		t := Target{Name: BackendGo + ": " + name, Want: want, Got: "not measured"}
+		if num > 0 && den > 0 {
+			v := num / den
+			t.Got, t.Measured, t.Met = fmt.Sprintf("%.2f×", v), true, ok(v)
+		}
+		ts = append(ts, t)
+	}
+	atMost := func(x float64) func(float64) bool { return func(v float64) bool { return v <= x } }
+	atLeast := func(x float64) func(float64) bool { return func(v float64) bool { return v >= x } }
+	pair := func(name, floor string, p50, cps float64) {
+		a, f := row(name), row(floor)
+		if a == nil || f == nil {
+			return
+		}
+		ratio("echo p50, "+name+" / "+floor, fmt.Sprintf("≤ %.2f×", p50), atMost(p50), float64(a.P50), float64(f.P50))
+		ratio("pipelined calls/s, "+name+" / "+floor, fmt.Sprintf("≥ %.2f×", cps), atLeast(cps), a.CallsPerSec, f.CallsPerSec)
+	}
+	pair(PathSocket, PathRelay, 1.10, 0.95)
+	pair(PathConnect, PathBridge, 1.10, 0.95)
+	pair(PathWS, PathRelay, 1.10, 0.90)
+	pair(PathHTTP, PathHTTPRelay, 1.15, 0.90)
+	for _, peer := range []string{PathSGHTTP, PathProxyHTTP} {
+		if a, p := row(PathHTTP), row(peer); a != nil && p != nil {
+			ratio("echo p50, "+PathHTTP+" / "+peer, "≤ 0.50×", atMost(0.5), float64(a.P50), float64(p.P50))
+			ratio("pipelined calls/s, "+PathHTTP+" / "+peer, "≥ 2×", atLeast(2), a.CallsPerSec, p.CallsPerSec)
+		}
+	}
+	if direct, relay := row(PathDirect), row(PathRelay); direct != nil && relay != nil && direct.Huge && relay.Huge {
+		limit := relay.Huge10 - direct.Huge10 + 2*time.Millisecond
+		for _, p := range []string{PathSocket, PathConnect, PathWS, PathHTTP} {
+			if a := row(p); a != nil && a.Huge {
+				added := a.Huge10 - direct.Huge10
+				ts = append(ts, Target{Name: fmt.Sprintf("%s: time a %s result adds over direct, %s", BackendGo, mb(r.Counts.HugeSizes[1]), p),
+					Want: "≤ relay's + 2 ms (" + dur(limit) + ")", Got: dur(added), Measured: true, Met: added <= limit})
+			}
+		}
+	}
+	if r.Memory && r.Idle.Sessions > 0 {
+		per := float64(r.Idle.With.RSS-r.Idle.Base.RSS) / float64(r.Idle.Sessions)
+		ts = append(ts, Target{Name: "mcpmux serve RSS per idle session", Want: "≤ 8 KiB",
+			Got: fmt.Sprintf("%.1f KiB", per/1024), Measured: true, Met: per <= 8<<10})
+	}
+	if rd := r.Ready; rd.Socket > 0 && rd.Connect > 0 {
+		ts = append(ts, Target{Name: fmt.Sprintf("%s: a new `mcpmux connect` ready, server running", BackendEverything),
+			Want: "≤ socket + 2 ms (" + dur(rd.Socket+2*time.Millisecond) + ")", Got: dur(rd.Connect), Measured: true,
+			Met: rd.Connect <= rd.Socket+2*time.Millisecond})
+	}
 	return ts
 }
 
@@ -174,11 +231,12 @@ func (r *Report) PathsTable() string {
 	return b.String()
 }
 
-// RatiosTable is each mcpmux path's p50 and calls/s over the relay's, the
-// direct path's and supergateway's.
+// RatiosTable is each mcpmux path's p50 and calls/s over its floor's (the
+// relay; for connect the byte bridge in front of it; for HTTP the HTTP
+// relay), the direct path's and supergateway's (over HTTP, its HTTP mode).
 func (r *Report) RatiosTable() string {
 	var b strings.Builder
-	b.WriteString("| backend | path | p50 / relay | p50 / direct | p50 / supergateway | calls/s / relay | calls/s / direct | calls/s / supergateway |\n")
+	b.WriteString("| backend | path | p50 / floor | p50 / direct | p50 / supergateway | calls/s / floor | calls/s / direct | calls/s / supergateway |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
 	x := func(a, c float64) string {
 		if a <= 0 || c <= 0 {
@@ -187,13 +245,18 @@ func (r *Report) RatiosTable() string {
 		return fmt.Sprintf("%.2f×", a/c)
 	}
 	for _, be := range Backends() {
-		direct, relay, sg := r.Row(be, PathDirect), r.Row(be, PathRelay), r.Row(be, PathSG)
-		if direct == nil || relay == nil || sg == nil {
-			continue
-		}
-		for _, p := range []string{PathSocket, PathConnect, PathWS} {
-			row := r.Row(be, p)
-			if row == nil {
+		direct := r.Row(be, PathDirect)
+		for _, p := range []string{PathSocket, PathConnect, PathWS, PathHTTP} {
+			// Each path against its own floor and its own peer.
+			floor, peer := PathRelay, PathSG
+			switch p {
+			case PathConnect:
+				floor = PathBridge
+			case PathHTTP:
+				floor, peer = PathHTTPRelay, PathSGHTTP
+			}
+			row, relay, sg := r.Row(be, p), r.Row(be, floor), r.Row(be, peer)
+			if row == nil || direct == nil || relay == nil || sg == nil {
 				continue
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", be, p,

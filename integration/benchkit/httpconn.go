@@ -1,0 +1,215 @@
+package benchkit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// httpConn is one session over Streamable HTTP (the 2025 binding), as an
+// SDK client holds it: each message is a POST with keep-alive connections,
+// the initialize answer's Mcp-Session-Id (if any) goes on every later
+// request, and a request's answer comes back as JSON or as an SSE stream.
+// A POST runs in a goroutine of its own, so that pipelined calls are
+// pipelined (the harness bounds how many are in flight); its messages go to
+// recv in the order they arrive.
+type httpConn struct {
+	url    string
+	token  string // "": no Authorization header
+	client *http.Client
+
+	mu      sync.Mutex
+	session string // Mcp-Session-Id, once initialize answered it
+	version string // MCP-Protocol-Version, likewise
+
+	msgs   chan httpMsg  // the messages of every POST's answer
+	quit   chan struct{} // closed by Close: the POSTs stop delivering
+	ctx    context.Context
+	cancel context.CancelFunc // ends the POSTs in flight
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+type httpMsg struct {
+	line []byte
+	err  error
+}
+
+// httpInFlight bounds the messages waiting for recv; a POST whose answer
+// finds it full waits (the harness never has more than 64 in flight).
+const httpInFlight = 1024
+
+func dialHTTP(url, token string) (conn, error) {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &httpConn{url: url, token: token, client: &http.Client{Transport: tr},
+		msgs: make(chan httpMsg, httpInFlight), quit: make(chan struct{}), ctx: ctx, cancel: cancel}, nil
+}
+
+// send POSTs line; initialize is posted and answered before send returns,
+// so that the session id is there for what follows.
+func (c *httpConn) send(line []byte) error {
+	body := bytes.Clone(bytes.TrimSuffix(line, []byte("\n")))
+	if bytes.Contains(body[:min(len(body), 128)], []byte(`"method":"initialize"`)) {
+		return c.post(body, true)
+	}
+	c.wg.Go(func() {
+		if err := c.post(body, false); err != nil {
+			c.deliver(httpMsg{err: err})
+		}
+	})
+	return nil
+}
+
+// post sends one message and delivers its answer's messages.
+func (c *httpConn) post(body []byte, initialize bool) error {
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	c.headers(req)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusAccepted {
+		io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("POST %s: %s: %s", c.url, resp.Status, msg)
+	}
+	if initialize {
+		c.mu.Lock()
+		c.session = resp.Header.Get("Mcp-Session-Id")
+		c.version = "2025-06-18"
+		c.mu.Unlock()
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return c.readEvents(resp.Body)
+	}
+	line, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	c.deliver(httpMsg{line: bytes.TrimSpace(line)})
+	return nil
+}
+
+func (c *httpConn) headers(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session != "" {
+		req.Header.Set("Mcp-Session-Id", c.session)
+	}
+	if c.version != "" {
+		req.Header.Set("MCP-Protocol-Version", c.version)
+	}
+}
+
+// readEvents delivers the data of each SSE event until the stream ends.
+func (c *httpConn) readEvents(body io.Reader) error {
+	r := bufio.NewReaderSize(body, 64<<10)
+	var data []byte
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		switch {
+		case len(line) == 0: // the end of an event
+			if len(data) > 0 {
+				c.deliver(httpMsg{line: data})
+				data = nil
+			}
+		case bytes.HasPrefix(line, []byte("data:")):
+			d := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, d...)
+		}
+	}
+}
+
+// readLine reads one line of any length, without its line ending; the
+// result is the caller's.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var out []byte
+	for {
+		part, err := r.ReadSlice('\n')
+		out = append(out, part...)
+		if err == nil {
+			return bytes.TrimRight(out, "\r\n"), nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+	}
+}
+
+func (c *httpConn) deliver(m httpMsg) {
+	select {
+	case c.msgs <- m:
+	case <-c.quit:
+	}
+}
+
+// recv returns the next message of any POST's answer.
+func (c *httpConn) recv() ([]byte, error) {
+	select {
+	case m := <-c.msgs:
+		return m.line, m.err
+	case <-c.quit:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close ends the session (DELETE, as a client that says goodbye does),
+// stops the POSTs in flight and waits for them.
+func (c *httpConn) Close() error {
+	c.once.Do(func() {
+		close(c.quit)
+		c.cancel()
+		c.mu.Lock()
+		session := c.session
+		c.mu.Unlock()
+		if session != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url, nil); err == nil {
+				c.headers(req)
+				if resp, err := c.client.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+		}
+		c.client.Transport.(*http.Transport).CloseIdleConnections()
+	})
+	c.wg.Wait()
+	return nil
+}
