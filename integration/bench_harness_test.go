@@ -39,6 +39,10 @@ func TestBenchHarness(t *testing.T) {
 			assert.Positive(t, row.CallsPerSec, "%s over %s: calls/s", be, p)
 			assert.Equal(t, be == benchkit.BackendGo, row.Huge, "%s over %s: huge results measured", be, p)
 			if row.Huge {
+				assert.Len(t, row.Sizes, len(rep.Counts.MsgSizes), "%s over %s: message sizes", be, p)
+				for i, d := range row.Sizes {
+					assert.Positive(t, d, "%s over %s: %d-byte echo", be, p, rep.Counts.MsgSizes[i])
+				}
 				assert.Positive(t, row.Huge1, "%s over %s: 1 MB time", be, p)
 				assert.Positive(t, row.Huge10, "%s over %s: 10 MB time", be, p)
 				assert.Positive(t, row.MBps1, "%s over %s: 1 MB MB/s", be, p)

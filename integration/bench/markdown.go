@@ -135,6 +135,10 @@ func mdOthers(w printf, rep *benchkit.Report) {
 func mdTables(w printf, rep *benchkit.Report) {
 	w("## Echo, pipelined and large results\n\n")
 	w("%s", rep.PathsTable())
+	if t := rep.SizesTable(); t != "" {
+		w("## Message sizes (%s, one call at a time, median of %d; the peers a tenth of that)\n\n", benchkit.BackendGo, rep.Counts.MsgReps)
+		w("%s\n", t)
+	}
 	w("## Ratios\n\nFor p50 lower is better; for calls/s higher is better.\n\n")
 	w("%s", rep.RatiosTable())
 	w("\n## Many sessions at once (%s, calls/s)\n\n", benchkit.BackendGo)

@@ -99,6 +99,8 @@ type Counts struct {
 	Copies          int           // server-everything processes, one per client, against one shared
 	HugeSizes       [2]int        // bytes of the two huge results
 	GatewayHugeReps int           // supergateway is slow with huge results: fewer repetitions
+	MsgSizes        []int         // echo messages of these sizes (request and answer alike)...
+	MsgReps         int           // ... this many times each, one at a time
 }
 
 func counts(short bool) Counts {
@@ -106,22 +108,25 @@ func counts(short bool) Counts {
 		return Counts{Warm: 2, Echo: 20, Pipelined: 200, Rounds: 2, InFlight: 64, Huge1: 1, Huge10: 1,
 			Sessions: []int{1, 2, 4, 8}, AggFor: 30 * time.Millisecond, RelayMax: 4, PeerMax: 8,
 			Idle: 20, Nth: 3, SocketReps: 2, ConnectReps: 1, Copies: 3,
-			HugeSizes: [2]int{100_000, 1_000_000}, GatewayHugeReps: 1}
+			HugeSizes: [2]int{100_000, 1_000_000}, GatewayHugeReps: 1,
+			MsgSizes: []int{1_000, 64_000}, MsgReps: 3}
 	}
 	return Counts{Warm: 2000, Echo: 2000, Pipelined: 20000, Rounds: 10, InFlight: 64, Huge1: 15, Huge10: 7,
 		Sessions: []int{1, 16, 256, 1000, 5000, 10000}, AggFor: 1500 * time.Millisecond, RelayMax: 256, PeerMax: 1000,
 		Idle: 1000, Nth: 10, SocketReps: 50, ConnectReps: 20, Copies: 10,
-		HugeSizes: [2]int{1_000_000, 10_000_000}, GatewayHugeReps: 1}
+		HugeSizes: [2]int{1_000_000, 10_000_000}, GatewayHugeReps: 1,
+		MsgSizes: []int{1_000, 64_000, 1_000_000}, MsgReps: 100}
 }
 
 // Row is the figures of one backend over one path.
 type Row struct {
 	Backend, Path string
-	P50, P99      time.Duration // sequential echo round trip
-	CallsPerSec   float64       // pipelined echo, InFlight at once
-	Huge          bool          // the huge figures were measured (the Go backend only)
-	Huge1, Huge10 time.Duration // median time of one 1 MB and one 10 MB result
-	MBps1, MBps10 float64       // answer bytes received per second
+	P50, P99      time.Duration   // sequential echo round trip
+	CallsPerSec   float64         // pipelined echo, InFlight at once
+	Huge          bool            // the huge figures were measured (the Go backend only)
+	Huge1, Huge10 time.Duration   // median time of one 1 MB and one 10 MB result
+	MBps1, MBps10 float64         // answer bytes received per second
+	Sizes         []time.Duration // median echo round trip with each of Counts.MsgSizes (the Go backend only)
 }
 
 // AggRow is the aggregate throughput of one path with some sessions at once.

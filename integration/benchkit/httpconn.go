@@ -60,12 +60,19 @@ func dialHTTP(url, token string) (conn, error) {
 		msgs: make(chan httpMsg, httpInFlight), quit: make(chan struct{}), ctx: ctx, cancel: cancel}, nil
 }
 
-// send POSTs line; initialize is posted and answered before send returns,
-// so that the session id is there for what follows.
+// send POSTs line. A request's POST runs in a goroutine of its own; the
+// initialize is posted and answered before send returns, so that the
+// session id is there for what follows, and so is a notification (202 at
+// once), as SDK clients do, so that a session holds one connection unless
+// it pipelines.
 func (c *httpConn) send(line []byte) error {
 	body := bytes.Clone(bytes.TrimSuffix(line, []byte("\n")))
-	if bytes.Contains(body[:min(len(body), 128)], []byte(`"method":"initialize"`)) {
+	head := body[:min(len(body), 128)]
+	if bytes.Contains(head, []byte(`"method":"initialize"`)) {
 		return c.post(body, true)
+	}
+	if !bytes.Contains(head, []byte(`"id":`)) {
+		return c.post(body, false)
 	}
 	c.wg.Go(func() {
 		if err := c.post(body, false); err != nil {

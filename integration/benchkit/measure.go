@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -184,6 +185,17 @@ func (r *run) hugeRows(b backend, paths []path, clients []*client, rows []Row) e
 		}
 		if err := r.huge(clients[i], &rows[i], hugeReps); err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		reps := r.n.MsgReps
+		if slices.Contains(peerPaths, p.name) {
+			reps = max(1, reps/10)
+		}
+		for _, size := range r.n.MsgSizes {
+			d, err := sizedEchoes(clients[i], size, reps)
+			if err != nil {
+				return fmt.Errorf("%s: %d-byte echoes: %w", p.name, size, err)
+			}
+			rows[i].Sizes = append(rows[i].Sizes, d)
 		}
 	}
 	return nil
@@ -388,4 +400,24 @@ func (r *run) httpPathsTo(b backend, d *daemon, peers []*httpPeer) []path {
 		{PathSGHTTP, at(peers[1].url, "")},
 		{PathProxyHTTP, at(peers[2].url, "")},
 	}
+}
+
+// sizedEchoes makes reps echo calls, one at a time, whose message (and so
+// answer) is size bytes, and returns their median round trip.
+func sizedEchoes(c *client, size, reps int) (time.Duration, error) {
+	msg := strings.Repeat("x", size)
+	times := make([]time.Duration, reps)
+	for i := range reps {
+		t := time.Now()
+		line, err := c.call("tools/call", `{"name":"echo","arguments":{"message":"`+msg+`"}}`)
+		if err != nil {
+			return 0, err
+		}
+		times[i] = time.Since(t)
+		if len(line) < size {
+			return 0, fmt.Errorf("an answer of %d bytes to a %d-byte message", len(line), size)
+		}
+	}
+	slices.Sort(times)
+	return times[reps/2], nil
 }

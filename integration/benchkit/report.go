@@ -231,6 +231,32 @@ func (r *Report) PathsTable() string {
 	return b.String()
 }
 
+// SizesTable is the median echo round trip of each path with messages of
+// each size (the Go backend).
+func (r *Report) SizesTable() string {
+	if len(r.Counts.MsgSizes) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("| path |")
+	for _, n := range r.Counts.MsgSizes {
+		fmt.Fprintf(&b, " %s echo p50 |", mb(n))
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(r.Counts.MsgSizes)) + "\n")
+	for _, p := range Paths() {
+		row := r.Row(BackendGo, p)
+		if row == nil || len(row.Sizes) != len(r.Counts.MsgSizes) {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s |", p)
+		for _, d := range row.Sizes {
+			fmt.Fprintf(&b, " %s |", dur(d))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
 // RatiosTable is each mcpmux path's p50 and calls/s over its floor's (the
 // relay; for connect the byte bridge in front of it; for HTTP the HTTP
 // relay), the direct path's and supergateway's (over HTTP, its HTTP mode).
@@ -326,7 +352,7 @@ func (r *Report) MemoryTables() string {
 
 // Summary is every table, for a terminal.
 func (r *Report) Summary() string {
-	return strings.Join([]string{r.PathsTable(), r.RatiosTable(), r.AggregateTable(), r.MemoryTables(), r.TargetsTable()}, "\n")
+	return strings.Join([]string{r.PathsTable(), r.SizesTable(), r.RatiosTable(), r.AggregateTable(), r.MemoryTables(), r.TargetsTable()}, "\n")
 }
 
 func dur(d time.Duration) string {
