@@ -242,6 +242,7 @@ func (sp *spawn) prepare(cfg Config, path string) error {
 	if err != nil {
 		return err
 	}
+	growPipe(stdoutR)
 	sp.stdin, sp.stdout = stdinW, stdoutR
 	env := childEnv(cfg.Environ, cfg.InheritEnv, cfg.Env)
 	args, ctr, err := prepareContainer(cfg, path, env)
