@@ -280,6 +280,10 @@ type Status struct {
 	Inflight int      `json:"inflight"`
 	LastExit string   `json:"last_exit,omitempty"`
 	Stderr   []string `json:"stderr,omitempty"` // the server's last stderr lines
+	// Shortage is why the server does not run, while its starts fail for
+	// want of the machine's resources (EMFILE, ENFILE, ENOMEM, EAGAIN): no
+	// crash, it is started again with backoff and never failed for it.
+	Shortage string `json:"shortage,omitempty"`
 
 	SessionList []SessionStatus  `json:"session_list"`
 	Instances   []InstanceStatus `json:"instances,omitempty"` // share = "project": one per project
