@@ -106,6 +106,9 @@ type process interface {
 	Pid() int
 	Send(frame []byte) error
 	SendLater(frame []byte) error // held until the next Send or Flush
+	// SendLaterWait is SendLater that waits, until stop is closed, while
+	// the write queue is too full to take the frame, rather than refuse it.
+	SendLaterWait(stop <-chan struct{}, frame []byte) error
 	Flush()
 	WaitWritable(ctx context.Context) error
 	Done() <-chan struct{}

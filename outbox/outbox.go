@@ -87,6 +87,7 @@ type Queue struct {
 	closed   bool          // Close was called
 	room     chan struct{} // closed while bytes <= HighWater
 	roomOpen bool          // room is closed; changed by openRoom and shutRoom only
+	freed    chan struct{} // closed when bytes next leave the queue; nil until a SendLaterOr waits
 }
 
 // New returns an empty queue for w.
@@ -124,16 +125,54 @@ func (q *Queue) SendLater(f Frame) error {
 	return err
 }
 
+// SendLaterOr is SendLater for a producer that would rather wait than be
+// refused: when f would take the queue past Max, it returns ErrFull with a
+// channel that is closed as soon as queued bytes leave the queue (written,
+// dropped or closed away), for the producer to try again then. The check
+// and the queueing are one step under the queue's lock, so however many
+// producers try at once, none takes the queue past Max. Frames held with
+// SendLater go to the writer when the queue is full: they are what must
+// drain.
+func (q *Queue) SendLaterOr(f Frame) (freed <-chan struct{}, err error) {
+	over, freed, err := q.addOr(f, true)
+	if over || freed != nil {
+		q.notify()
+	}
+	return freed, err
+}
+
+// wakeFreed wakes the producers that SendLaterOr turned away; q.mu is held.
+func (q *Queue) wakeFreed() {
+	if q.freed != nil {
+		close(q.freed)
+		q.freed = nil
+	}
+}
+
 // add queues f; over reports the queue above its high-water mark.
 func (q *Queue) add(f Frame) (over bool, err error) {
+	over, _, err = q.addOr(f, false)
+	return over, err
+}
+
+// addOr is add; when the queue is full and wait is set, it also returns
+// the channel release closes when bytes next leave the queue, made under
+// the same lock as the check, so that no release comes between them.
+func (q *Queue) addOr(f Frame, wait bool) (over bool, freed <-chan struct{}, err error) {
 	n := q.size(f)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
 	case q.closed:
-		return false, ErrClosed
+		return false, nil, ErrClosed
 	case q.bytes > 0 && q.bytes+n > q.cfg.Max:
-		return false, ErrFull
+		if wait {
+			if q.freed == nil {
+				q.freed = make(chan struct{})
+			}
+			freed = q.freed
+		}
+		return false, freed, ErrFull
 	}
 	if q.frames == nil {
 		q.frames, q.spare = q.spare, nil
@@ -144,7 +183,7 @@ func (q *Queue) add(f Frame) (over bool, err error) {
 	if over && q.roomOpen {
 		q.shutRoom()
 	}
-	return over, nil
+	return over, nil, nil
 }
 
 func (q *Queue) size(f Frame) int {
@@ -337,6 +376,9 @@ func (q *Queue) release(n int, wrote bool) {
 		return // Close dropped the count
 	}
 	q.bytes -= n
+	if n > 0 {
+		q.wakeFreed()
+	}
 	if q.bytes <= q.cfg.HighWater && !q.roomOpen {
 		q.openRoom()
 	}
@@ -382,6 +424,7 @@ func (q *Queue) Close() {
 	q.closed = true
 	clear(q.frames)
 	q.frames, q.bytes = nil, 0
+	q.wakeFreed()
 	if !q.roomOpen {
 		q.openRoom()
 	}
