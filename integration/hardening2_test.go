@@ -2,6 +2,8 @@ package integration
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
@@ -92,9 +95,13 @@ func TestManyLargeRequestsWaitForTheWriteQueue(t *testing.T) {
 			if tc.queue != "" {
 				extra = append(extra, tc.queue)
 			}
+			size := 1_000_000
+			if testing.Short() {
+				size = 250_000 // 64 MB: still 8 times what the queue takes
+			}
 			d := startDaemon(t, demo("demo", nil, extra...), "")
 			began := time.Now()
-			errs := manyLarge(t, d.socket("demo"), 256, 1_000_000)
+			errs := manyLarge(t, d.socket("demo"), 256, size)
 			failed := 0
 			for i, err := range errs {
 				if err != nil {
@@ -106,8 +113,79 @@ func TestManyLargeRequestsWaitForTheWriteQueue(t *testing.T) {
 			}
 			assert.Zero(t, failed, "sessions without their answer")
 			assert.NotContains(t, d.log(), "write queue full")
-			t.Logf("256 sessions of 1 MB requests answered in %v", time.Since(began).Round(time.Millisecond))
+			t.Logf("256 sessions of %d-byte requests answered in %v", size, time.Since(began).Round(time.Millisecond))
 			require.Equal(t, 0, failed)
 		})
 	}
+}
+
+// TestSilentAndStalledConnectionsAreClosed: with first_byte_timeout and
+// line_timeout at 500 ms, a connection that sends nothing and a session
+// that stops in the middle of a message are closed (the client reads EOF),
+// each logged once; a session that says nothing between its messages stays,
+// and so does a yamux connection's idle stream.
+func TestSilentAndStalledConnectionsAreClosed(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, demo("demo", nil), "")
+	text, err := os.ReadFile(cfg.path)
+	require.NoError(t, err)
+	text = []byte(strings.Replace(string(text), "[daemon]\n", "[daemon]\nfirst_byte_timeout = \"500ms\"\nline_timeout = \"500ms\"\n", 1))
+	require.NoError(t, os.WriteFile(cfg.path, text, 0o600))
+	d := serveConfig(t, cfg)
+
+	idle := open(t, d.socket("demo"))
+	ys := yamuxStreamClient(t, dialYamux(t, d.socket("demo")))
+	_, err = ys.initialize("2025-06-18")
+	require.NoError(t, err)
+
+	began := time.Now()
+	silent := dial(t, d.socket("demo"))
+	stalled := open(t, d.socket("demo"))
+	require.NoError(t, stalled.sendRaw([]byte(`{"jsonrpc":"2.0","id":9,"method":"tools/ca`)))
+	for name, c := range map[string]*client{"silent": silent, "stalled": stalled} {
+		_, err := c.readFrame()
+		assert.ErrorIs(t, err, io.EOF, "%s: closed by the daemon", name)
+	}
+	closed := time.Since(began)
+	assert.Less(t, closed, 5*time.Second)
+
+	assert.NoError(t, idle.echo(`"later"`, "still here"), "silence between messages is no stall")
+	assert.NoError(t, ys.echo(`"later"`, "still here"), "nor on a yamux stream")
+	assert.Equal(t, 1, strings.Count(d.log(), "closed a connection that sent nothing within first_byte_timeout"), "%s", d.log())
+	assert.Equal(t, 1, strings.Count(d.log(), "closed a session that stalled in the middle of a message"))
+	t.Logf("silent and stalled connections closed %v after they began (timeouts 500 ms)", closed.Round(time.Millisecond))
+}
+
+// TestQueuedBytesBoundEvictsTheLargest: max_queued_bytes of 24 MiB across
+// all sessions. Session A asks for three 6 MB results and reads none; B
+// then asks for two and reads none yet: together they pass the bound, and
+// A, which holds the most, is disconnected; B then reads both of its
+// answers, and a third session is served throughout.
+func TestQueuedBytesBoundEvictsTheLargest(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, demo("demo", nil), "outbox_max = \"24MiB\"")
+	text, err := os.ReadFile(cfg.path)
+	require.NoError(t, err)
+	text = []byte(strings.Replace(string(text), "[daemon]\n", "[daemon]\nmax_queued_bytes = \"24MiB\"\n", 1))
+	require.NoError(t, os.WriteFile(cfg.path, text, 0o600))
+	d := serveConfig(t, cfg)
+
+	a, b, other := open(t, d.socket("demo")), open(t, d.socket("demo")), open(t, d.socket("demo"))
+	require.NoError(t, a.send(hugeRequests(3, 6_000_000)...))
+	require.NoError(t, other.echo(`"between"`, "served"), "the server answered A's calls first")
+	require.NoError(t, b.send(hugeRequests(2, 6_000_000)...))
+	testutil.Until(t, 2*time.Minute, "A evicted", func() bool {
+		return strings.Contains(d.log(), "evicting the client with the most answers queued")
+	})
+	for i := range 2 {
+		b.conn.SetReadDeadline(time.Now().Add(time.Minute))
+		frame, err := b.r.Read()
+		require.NoError(t, err, "B's answer %d", i)
+		assert.Greater(t, len(frame), 6_000_000)
+	}
+	a.conn.SetReadDeadline(time.Now().Add(time.Minute))
+	_, err = io.Copy(io.Discard, a.conn)
+	assert.NoError(t, err, "A reads what the socket held, then EOF")
+	assert.NoError(t, other.echo(`"after"`, "served"))
+	assert.Regexp(t, `evicting the client with the most answers queued.* queued_bytes=1[0-9]{7} max_queued_bytes=25165824`, d.log())
 }

@@ -51,6 +51,16 @@ func stressLoadOf() stressLoad {
 	return l
 }
 
+// stressTime is what the watchdog allows the long form beyond the rest of
+// the run: a minute a run (one takes 5 to 10 s on a busy machine).
+func stressTime() time.Duration {
+	n, err := strconv.Atoi(os.Getenv("MCPMUX_STRESS_RUNS"))
+	if err != nil || n <= 1 {
+		return 0
+	}
+	return time.Duration(n) * time.Minute
+}
+
 // stressRuns is MCPMUX_STRESS_RUNS, 1 when unset.
 func stressRuns(t *testing.T) int {
 	v := os.Getenv("MCPMUX_STRESS_RUNS")

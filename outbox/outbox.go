@@ -65,6 +65,9 @@ type Config struct {
 	// Separator is what the Writer adds to each frame with Data (1 for a
 	// newline), counted in the queue's size.
 	Separator int
+	// Share, when set, counts the queue's bytes against a Budget shared
+	// with other queues; Close leaves it.
+	Share *Share
 }
 
 // Queue is a bounded queue of frames for one Writer. Its methods are safe
@@ -72,8 +75,9 @@ type Config struct {
 type Queue struct {
 	w      Writer
 	cfg    Config
-	wake   chan struct{} // 1-buffered: frames (or a TryWrite's rest) wait for the writer goroutine
-	noRoom atomic.Bool   // !roomOpen, for HasRoom, which readers ask before every read
+	wake   chan struct{}         // 1-buffered: frames (or a TryWrite's rest) wait for the writer goroutine
+	noRoom atomic.Bool           // !roomOpen, for HasRoom, which readers ask before every read
+	share  atomic.Pointer[Share] // the Budget's share, if any: set once (Config.Share, JoinBudget), under mu
 
 	mu       sync.Mutex
 	frames   []Frame       // waiting, in order
@@ -99,6 +103,7 @@ func New(w Writer, cfg Config) *Queue {
 		cfg.DirectMax = DefaultDirectMax
 	}
 	q := &Queue{w: w, cfg: cfg, wake: make(chan struct{}, 1), room: make(chan struct{}), roomOpen: true}
+	q.share.Store(cfg.Share)
 	close(q.room)
 	return q
 }
@@ -110,7 +115,15 @@ func (q *Queue) Send(f Frame) error {
 		return err
 	}
 	q.notify()
+	q.enforce()
 	return nil
+}
+
+// enforce holds the shared budget, if any, after a frame was queued.
+func (q *Queue) enforce() {
+	if sh := q.share.Load(); sh != nil {
+		sh.b.enforce()
+	}
 }
 
 // SendLater queues f without waking the writer: f goes out with the next
@@ -121,6 +134,9 @@ func (q *Queue) SendLater(f Frame) error {
 	over, err := q.add(f)
 	if over {
 		q.notify()
+	}
+	if err == nil {
+		q.enforce()
 	}
 	return err
 }
@@ -137,6 +153,9 @@ func (q *Queue) SendLaterOr(f Frame) (freed <-chan struct{}, err error) {
 	over, freed, err := q.addOr(f, true)
 	if over || freed != nil {
 		q.notify()
+	}
+	if err == nil {
+		q.enforce()
 	}
 	return freed, err
 }
@@ -179,6 +198,7 @@ func (q *Queue) addOr(f Frame, wait bool) (over bool, freed <-chan struct{}, err
 	}
 	q.frames = append(q.frames, f)
 	q.bytes += n
+	q.share.Load().add(n)
 	over = q.bytes > q.cfg.HighWater
 	if over && q.roomOpen {
 		q.shutRoom()
@@ -376,6 +396,7 @@ func (q *Queue) release(n int, wrote bool) {
 		return // Close dropped the count
 	}
 	q.bytes -= n
+	q.share.Load().add(-n)
 	if n > 0 {
 		q.wakeFreed()
 	}
@@ -424,10 +445,26 @@ func (q *Queue) Close() {
 	q.closed = true
 	clear(q.frames)
 	q.frames, q.bytes = nil, 0
+	q.share.Load().leave()
 	q.wakeFreed()
 	if !q.roomOpen {
 		q.openRoom()
 	}
+}
+
+// JoinBudget counts the queue's bytes, those queued now and all to come,
+// against b from now on (as Config.Share would have from the start), with
+// evict called if the queue is chosen for eviction. Close leaves it. A
+// closed queue does not join.
+func (q *Queue) JoinBudget(b *Budget, evict func(queued int)) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.share.Load() != nil {
+		return
+	}
+	sh := b.Join(evict)
+	sh.add(q.bytes)
+	q.share.Store(sh)
 }
 
 // Room returns a channel that is closed while the queue holds at most
