@@ -3,7 +3,9 @@ package integration
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,4 +190,104 @@ func TestQueuedBytesBoundEvictsTheLargest(t *testing.T) {
 	assert.NoError(t, err, "A reads what the socket held, then EOF")
 	assert.NoError(t, other.echo(`"after"`, "served"))
 	assert.Regexp(t, `evicting the client with the most answers queued.* queued_bytes=1[0-9]{7} max_queued_bytes=25165824`, d.log())
+}
+
+// TestReloadRestartHoldsRequests: a reload that changes a server's command
+// restarts it with its sessions kept; requests that arrive while it
+// restarts (the new process takes 1 s to start) wait for it and are
+// answered, as they are across a crash restart, none failed at once. A
+// client sends an echo every 10 ms from before the reload until well after.
+func TestReloadRestartHoldsRequests(t *testing.T) {
+	d := startDaemon(t, demo("r", nil), "")
+	c := open(t, d.socket("r"))
+	before := c.mustStats(t).PID
+
+	const n = 200
+	sent := make(chan error, 1)
+	go func() { // waited for below
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := range n {
+			<-tick.C
+			if err := c.send(toolCall(strconv.Itoa(i), "echo", map[string]string{"text": fmt.Sprintf("call %d", i)})); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	rewrite(t, d, demo("r", []string{"--start-delay", "1s"}))
+	out, err := reload(t, d)
+	require.NoError(t, err, "reload: %s", out)
+	assert.Equal(t, "restarted: r\n", out)
+
+	failed := map[string]string{}
+	for range n {
+		m, err := awaitAny(c, 30*time.Second)
+		require.NoError(t, err)
+		if text, err := resultText(m); err != nil || text != "call "+string(m.ID) {
+			failed[string(m.ID)] = string(m.Frame)
+		}
+	}
+	require.NoError(t, <-sent)
+	assert.Empty(t, failed, "calls failed or answered wrong across the reload")
+	assert.NotEqual(t, before, c.mustStats(t).PID, "a new process serves the same session")
+}
+
+// awaitAny reads the next answer, within d.
+func awaitAny(c *client, d time.Duration) (*jsonrpc.Message, error) {
+	c.conn.SetReadDeadline(time.Now().Add(d))
+	for {
+		frame, err := c.r.Read()
+		if err != nil {
+			return nil, err
+		}
+		m, err := jsonrpc.Parse(frame)
+		if err != nil {
+			return nil, err
+		}
+		if m.Kind == jsonrpc.KindResult || m.Kind == jsonrpc.KindError {
+			return m, nil
+		}
+	}
+}
+
+// TestTokenRotate: `mcpmux token rotate` replaces the generated web token
+// (never printing it) and names the running daemon, which takes the old
+// one until it restarts; the next daemon takes the new one and refuses the
+// old. The daemon and the command share a state folder of the test's own.
+func TestTokenRotate(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, demo("demo", nil), `http = "127.0.0.1:0"`)
+	state := filepath.Join(cfg.dir, "state")
+	cfg.env = []string{"XDG_STATE_HOME=" + state}
+	tokenFile := filepath.Join(state, "mcpmux", "http.token")
+	d := serveConfig(t, cfg)
+	readToken := func() string {
+		b, err := os.ReadFile(tokenFile)
+		require.NoError(t, err)
+		return strings.TrimSpace(string(b))
+	}
+	status := func(d *daemon, token string) int {
+		_, resp, _ := dialWebSocket(t, d.wsURL("demo"), http.Header{"Authorization": {"Bearer " + token}})
+		require.NotNil(t, resp)
+		return resp.StatusCode
+	}
+	old := readToken()
+	require.Equal(t, http.StatusSwitchingProtocols, status(d, old))
+
+	r := runMcpmux(t, cfg.env, "", "token", "rotate", "--config", cfg.path)
+	require.Zero(t, r.code, "token rotate: %s", r.stderr)
+	fresh := readToken()
+	assert.NotEqual(t, old, fresh)
+	assert.Regexp(t, `^[0-9a-f]{64}$`, fresh)
+	assert.Contains(t, r.stdout, "new token written to "+tokenFile)
+	assert.Contains(t, r.stdout, fmt.Sprintf("(pid %d) takes the old token until it restarts", d.cmd.Process.Pid))
+	assert.NotContains(t, r.stdout+r.stderr, fresh, "never printed")
+	assert.Equal(t, http.StatusSwitchingProtocols, status(d, old), "the running daemon, as it says")
+
+	d.stop()
+	d2 := serveConfig(t, cfg)
+	assert.Equal(t, http.StatusUnauthorized, status(d2, old), "the old token is refused")
+	assert.Equal(t, http.StatusSwitchingProtocols, status(d2, fresh), "the new one is taken")
 }
