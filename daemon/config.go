@@ -17,6 +17,14 @@ import (
 // socket. Taking it is the daemon's lock on the folder.
 const ControlSocket = ".control.sock"
 
+// The defaults the configuration file gives Config's limits (Config's own
+// zero values mean no limit).
+const (
+	DefaultFirstByteTimeout = time.Minute
+	DefaultLineTimeout      = time.Minute
+	DefaultMaxQueuedBytes   = 1 << 30
+)
+
 // Config is what a daemon serves and how. Zero values are the defaults
 // named on each field; only SocketDir is required.
 type Config struct {
@@ -35,6 +43,18 @@ type Config struct {
 	// IdleExit ends Run once no server has had a session for this long; 0
 	// means never.
 	IdleExit time.Duration
+	// FirstByteTimeout closes a connection to a server's socket that sends
+	// nothing for this long after it connected; 0 means no limit.
+	FirstByteTimeout time.Duration
+	// LineTimeout closes a session of a server's socket (or of a yamux
+	// stream) that began a message and did not finish it within this long;
+	// 0 means no limit.
+	LineTimeout time.Duration
+	// MaxQueuedBytes bounds the answers queued for all sessions together,
+	// whatever their server and transport: past it, the session holding
+	// the most is evicted first. 0 means no bound but each session's own.
+	// Daemon.Budget is the bound, for other buffers to join.
+	MaxQueuedBytes int
 	// Inherited are listening sockets a service manager passed (socket
 	// activation), by path. A server whose socket path is among them uses
 	// that listener instead of listening anew; Run closes the ones no

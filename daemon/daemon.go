@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/socket"
 	"github.com/mcpmux/mcpmux/upstream"
 )
@@ -54,8 +55,9 @@ func (e *WebError) Unwrap() error { return e.Err }
 type Daemon struct {
 	cfg     Config
 	log     *slog.Logger
-	connLog *slog.Logger  // rate limited: what connections can provoke at will
-	ids     atomic.Uint64 // session ids, shared by every server
+	connLog *slog.Logger   // rate limited: what connections can provoke at will
+	ids     atomic.Uint64  // session ids, shared by every server
+	budget  *outbox.Budget // MaxQueuedBytes, shared by every session; nil when unbounded
 	started time.Time
 	ran     atomic.Bool
 
@@ -100,7 +102,7 @@ func New(cfg Config) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Daemon{
+	d := &Daemon{
 		cfg:       cfg,
 		log:       log,
 		connLog:   socket.YamuxLogger(log),
@@ -108,8 +110,17 @@ func New(cfg Config) (*Daemon, error) {
 		done:      make(chan struct{}),
 		servers:   map[string]*served{},
 		inherited: cfg.Inherited,
-	}, nil
+	}
+	if cfg.MaxQueuedBytes > 0 {
+		d.budget = outbox.NewBudget(cfg.MaxQueuedBytes)
+	}
+	return d, nil
 }
+
+// Budget is the daemon-wide bound on queued bytes (Config.MaxQueuedBytes)
+// that every session's outbox counts against; nil when there is none.
+// Other buffers that hold answers for clients may join it.
+func (d *Daemon) Budget() *outbox.Budget { return d.budget }
 
 // Run opens the listeners in order (the control socket first, then every
 // server's socket, then the web listener), serves until ctx is done or
@@ -236,6 +247,9 @@ func (d *Daemon) listen(s Server) (*served, error) {
 		cfg.Version = d.cfg.Version
 	}
 	cfg.IDs = &d.ids
+	if cfg.Session.Budget == nil {
+		cfg.Session.Budget = d.budget
+	}
 	if cfg.Upstream.MaxMessageBytes == 0 { // the sessions' readers take their limit from the hub
 		cfg.Upstream.MaxMessageBytes = upstream.DefaultMaxMessageBytes
 	}
@@ -276,7 +290,8 @@ func (d *Daemon) start(ctx context.Context, s *served) {
 	d.wg.Go(func() {
 		defer close(s.intakeDone)
 		err := socket.Serve(intakeCtx, s.l, func(ctx context.Context, c net.Conn) {
-			serveUnix(ctx, s.srv, c, unixOpts{maxStreams: d.cfg.MaxStreamsPerConn, log: d.log, connLog: d.connLog})
+			serveUnix(ctx, s.srv, c, unixOpts{maxStreams: d.cfg.MaxStreamsPerConn, log: d.log, connLog: d.connLog,
+				firstByte: d.cfg.FirstByteTimeout, line: d.cfg.LineTimeout})
 		})
 		if err != nil {
 			d.log.Error("listener failed", "server", s.srv.Name(), "error", err)

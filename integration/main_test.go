@@ -60,7 +60,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 
-	stop := testutil.Watchdog(hangAfter, "integration: watchdog", dumpDaemons)
+	stop := testutil.Watchdog(hangAfter+stressTime(), "integration: watchdog", dumpDaemons)
 	defer stop()
 	// Every daemon, connect and client the tests started must be gone.
 	return testutil.Run(m)

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/protocol"
 	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 // client is the hub's side of one session: the MCP state the protocol keeps
@@ -250,13 +251,23 @@ func (c *client) WaitRoom(ctx context.Context) error {
 
 // sendUp sends a request to the server from the session's read goroutine.
 // It is held back while the session has more frames at hand, and Flush
-// sends the run in one write.
+// sends the run in one write. When the server's write queue cannot take it
+// (many sessions sent at once, past what WaitRoom let through), the session
+// waits for room, reading nothing more meanwhile, instead of having the
+// request refused; the wait ends when the client leaves.
 func (c *client) sendUp(proc process, frame []byte) error {
 	if c.held != nil && c.held != proc {
 		c.held.Flush() // the server was replaced mid-run
 	}
 	c.held = proc
-	return proc.SendLater(frame)
+	err := proc.SendLater(frame)
+	if !errors.Is(err, upstream.ErrQueueFull) {
+		return err
+	}
+	c.sess.Logger().Debug("waiting for room in the server's write queue", "bytes", len(frame))
+	return c.sess.Await(c.ctx, func(ctx context.Context) error {
+		return proc.SendLaterWait(ctx.Done(), frame)
+	})
 }
 
 // Flush implements session.Handler: what the read goroutine held back for

@@ -60,7 +60,10 @@
 // blocks; a client past outbox_max is evicted). Sends to the server go to the
 // process's bounded write queue (upstream.Process.Send: never blocks; past
 // twice write_queue_bytes it refuses, and sessions stop reading before that,
-// in WaitRoom). What waits at the gates is bounded by each session's
+// in WaitRoom). Many sessions may pass WaitRoom at once: a session's request
+// that the queue cannot take waits for room on its read goroutine
+// (Process.SendLaterWait, inside session.Await), so it is slowed, never
+// refused, and the queue never passes its bound. What waits at the gates is bounded by each session's
 // max_inflight (a session over it is not read). The upstream reader holds
 // at most maxHeld sessions' answers for one flush.
 package mux

@@ -38,6 +38,8 @@ type fakeServer struct {
 	initGate  chan struct{}      // when set, initialize is answered once it is closed: a slow starter
 	held      []*jsonrpc.Message // "held" calls not answered yet
 	maxHeld   int                // the most "held" calls at once
+	inCap     int                // frames its stdin holds (Send refuses more: upstream.ErrQueueFull); 0: 1<<16
+	callGate  chan struct{}      // when set, the first tools/call waits for it to close: stdin fills meanwhile
 }
 
 func newFakeServer() *fakeServer {
@@ -52,7 +54,11 @@ func (f *fakeServer) start(cfg upstream.Config, h upstream.Handler) (process, er
 	f.lastArgs = cfg.Args
 	f.dirs = append(f.dirs, cfg.Dir)
 	f.mu.Unlock()
-	p := &fakeProc{srv: f, h: h, in: make(chan []byte, 1<<16), done: make(chan struct{}), kill: make(chan string, 1)}
+	inCap := 1 << 16
+	if f.inCap > 0 {
+		inCap = f.inCap
+	}
+	p := &fakeProc{srv: f, h: h, in: make(chan []byte, inCap), done: make(chan struct{}), kill: make(chan string, 1), gate: f.callGate}
 	f.mu.Lock()
 	f.procs = append(f.procs, p)
 	p.pid = len(f.procs)
@@ -99,6 +105,7 @@ type fakeProc struct {
 	in   chan []byte
 	done chan struct{}
 	kill chan string
+	gate chan struct{} // the first tools/call waits for it (fakeServer.callGate); the run loop's alone
 
 	closed atomic.Bool
 	exit   upstream.Exit
@@ -130,6 +137,21 @@ func (p *fakeProc) Send(frame []byte) error {
 // SendLater and Flush: the fake takes every frame at once.
 func (p *fakeProc) SendLater(frame []byte) error { return p.Send(frame) }
 func (p *fakeProc) Flush()                       {}
+
+// SendLaterWait waits for room in the fake's stdin.
+func (p *fakeProc) SendLaterWait(stop <-chan struct{}, frame []byte) error {
+	if p.closed.Load() {
+		return upstream.ErrClosed
+	}
+	select {
+	case p.in <- frame:
+		return nil
+	case <-p.done:
+		return upstream.ErrClosed
+	case <-stop:
+		return upstream.ErrStopped
+	}
+}
 
 func (p *fakeProc) WaitWritable(ctx context.Context) error { return nil }
 func (p *fakeProc) Kill(reason string)                     { p.crash(reason) }
@@ -164,6 +186,16 @@ func (p *fakeProc) run() {
 			m, err := jsonrpc.Parse(frame)
 			if err != nil {
 				panic(fmt.Sprintf("hub sent an invalid frame %q: %v", frame, err))
+			}
+			if m.Method == "tools/call" && p.gate != nil {
+				select {
+				case <-p.gate:
+					p.gate = nil
+				case reason := <-p.kill:
+					p.closed.Store(true)
+					p.exit = upstream.Exit{Code: -1, Signal: "killed", Reason: reason}
+					return
+				}
 			}
 			p.srv.mu.Lock()
 			p.srv.received = append(p.srv.received, m)

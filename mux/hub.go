@@ -106,6 +106,9 @@ type process interface {
 	Pid() int
 	Send(frame []byte) error
 	SendLater(frame []byte) error // held until the next Send or Flush
+	// SendLaterWait is SendLater that waits, until stop is closed, while
+	// the write queue is too full to take the frame, rather than refuse it.
+	SendLaterWait(stop <-chan struct{}, frame []byte) error
 	Flush()
 	WaitWritable(ctx context.Context) error
 	Done() <-chan struct{}
@@ -280,6 +283,10 @@ type Status struct {
 	Inflight int      `json:"inflight"`
 	LastExit string   `json:"last_exit,omitempty"`
 	Stderr   []string `json:"stderr,omitempty"` // the server's last stderr lines
+	// Shortage is why the server does not run, while its starts fail for
+	// want of the machine's resources (EMFILE, ENFILE, ENOMEM, EAGAIN): no
+	// crash, it is started again with backoff and never failed for it.
+	Shortage string `json:"shortage,omitempty"`
 
 	SessionList []SessionStatus  `json:"session_list"`
 	Instances   []InstanceStatus `json:"instances,omitempty"` // share = "project": one per project

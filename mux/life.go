@@ -40,6 +40,7 @@ type life struct {
 	started    time.Time
 	failedAt   string          // why the server is failed, for its errors
 	noExec     string          // why the command cannot be run at all, since the last start; "" when it can
+	shortage   string          // why the last start failed, when the machine lacked resources; "" after a start
 	up         upstream.Config // how to start the server; reconfigure replaces it
 	stderr     []string        // the last process's stderr tail, once it has gone
 	changed    chan struct{}   // closed and replaced at each change of state: waiting sessions look again
@@ -128,7 +129,7 @@ func (l *life) publish(info *serverInfo) (prev *serverInfo, remembered bool) {
 	l.info = info
 	l.state = StateReady
 	l.started = time.Now()
-	l.noExec = ""
+	l.noExec, l.shortage = "", ""
 	close(l.ready)
 	l.changedLocked()
 	return prev, remembered
@@ -184,13 +185,17 @@ func (l *life) retire(proc process, exit string, tail []string) {
 }
 
 // startFailed records why a start did not succeed; noExec: the command
-// cannot be run at all, so waiting for it is pointless.
-func (l *life) startFailed(err error, noExec bool) {
+// cannot be run at all, so waiting for it is pointless; short: the machine
+// lacked resources, so the start is tried again and status says why.
+func (l *life) startFailed(err error, noExec, short bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lastExit = err.Error()
 	if noExec {
 		l.noExec = err.Error()
+	}
+	if short {
+		l.shortage = err.Error()
 	}
 	l.changedLocked()
 }
@@ -307,6 +312,7 @@ func (l *life) statusLocked(s *Status) process {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s.State, s.Restarts, s.LastExit, s.Stderr = l.state, l.restarts, l.lastExit, l.stderr
+	s.Shortage = l.shortage
 	if l.proc != nil && l.state == StateReady {
 		s.Pid = l.proc.Pid()
 		s.Uptime = time.Since(l.started).Round(time.Second).String()

@@ -66,7 +66,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		case err != nil && shortage(err):
 			// The machine, not the server: not a crash, and never a reason
 			// to give up on the server.
-			h.log.Warn("server did not start for want of machine resources; trying again", "error", err)
+			h.log.Warn("server did not start for want of machine resources; trying again, it is no crash", "cause", shortageCause(err))
 		default:
 			switch r.crashed(ctx) {
 			case stop:
@@ -87,8 +87,11 @@ func (h *Hub) runOnce(ctx context.Context) (why ending, healthy bool, err error)
 	proc, err := h.startOnce(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			h.log.Error("server did not start", "error", err)
-			h.life.startFailed(err, cannotExec(err))
+			short := shortage(err)
+			if !short {
+				h.log.Error("server did not start", "error", err) // a shortage: Run says so
+			}
+			h.life.startFailed(shortageCause(err), cannotExec(err), short)
 		}
 		return endCrash, false, err
 	}
@@ -164,6 +167,25 @@ func shortage(err error) bool {
 		}
 	}
 	return false
+}
+
+// shortageCause is err naming the resource the machine lacked, when it is
+// a shortage: "out of file descriptors (EMFILE): start x: stdin pipe: ...".
+func shortageCause(err error) error {
+	for _, c := range []struct {
+		errno syscall.Errno
+		what  string
+	}{
+		{syscall.EMFILE, "out of file descriptors (EMFILE)"},
+		{syscall.ENFILE, "the system is out of file descriptors (ENFILE)"},
+		{syscall.ENOMEM, "out of memory (ENOMEM)"},
+		{syscall.EAGAIN, "out of processes or memory (EAGAIN)"},
+	} {
+		if errors.Is(err, c.errno) {
+			return fmt.Errorf("%s: %w", c.what, err)
+		}
+	}
+	return err
 }
 
 // cannotExec reports whether a start failed because the command cannot be

@@ -224,6 +224,54 @@ func TestResourceShortageIsNoCrash(t *testing.T) {
 	assert.Equal(t, StateReady, h.Status().State)
 }
 
+// A spell of shortage the test ends when it likes: every start fails with
+// EMFILE meanwhile, many more times than max_restarts, and status names the
+// cause; the server is never failed, and once the spell ends it serves and
+// status no longer names one.
+func TestShortageSpellShowsItsCauseAndPasses(t *testing.T) {
+	emfile := fmt.Errorf("start fake: stdin pipe: %w", &os.SyscallError{Syscall: "pipe2", Err: syscall.EMFILE})
+	var short atomic.Bool
+	var tries atomic.Int32
+	short.Store(true)
+	h := newHarness(t, func(c *Config) {
+		c.MaxRestarts = 2
+		c.RestartWindow = time.Minute
+		c.RestartBackoffMax = 20 * time.Millisecond
+		c.StartTimeout = time.Minute
+		start := c.start
+		c.start = func(uc upstream.Config, hd upstream.Handler) (process, error) {
+			if short.Load() {
+				tries.Add(1)
+				return nil, emfile
+			}
+			return start(uc, hd)
+		}
+	})
+	var states []State
+	eventually(t, "ten failed starts", func() bool {
+		states = append(states, h.Status().State)
+		return tries.Load() >= 10
+	})
+	st := h.Status()
+	assert.NotContains(t, states, StateFailed, "a shortage is no crash")
+	assert.Contains(t, st.Shortage, "out of file descriptors (EMFILE)")
+	assert.Contains(t, st.Shortage, "pipe2: too many open files")
+
+	c := h.connect()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo"}}`)
+	short.Store(false)
+	answered := map[string]jsonrpc.Kind{}
+	for range 2 {
+		m := c.recv()
+		answered[string(m.ID)] = m.Kind
+	}
+	assert.Equal(t, map[string]jsonrpc.Kind{"1": jsonrpc.KindResult, "2": jsonrpc.KindResult}, answered)
+	st = h.Status()
+	assert.Equal(t, StateReady, st.State)
+	assert.Empty(t, st.Shortage, "a start that succeeded ends the shortage")
+}
+
 // A session waiting for a server that becomes failed is told at once.
 func TestWaitingSessionsHearOfFailure(t *testing.T) {
 	srv := newFakeServer()

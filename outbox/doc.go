@@ -9,5 +9,11 @@
 //
 // session.Session and upstream.Process each own one Queue and set its
 // policies: what a full queue means (a client evicted, a request refused),
-// and what the high-water mark stops (reading from the clients).
+// and what the high-water mark stops (reading from the clients). A producer
+// that may wait rather than be refused uses SendLaterOr.
+//
+// A Budget bounds many queues together (every session of a daemon): each
+// counts its bytes against it through a Share, and past the budget the one
+// holding the most is evicted first. Lock order: a Queue's lock, then its
+// Budget's; eviction runs under neither.
 package outbox

@@ -65,6 +65,9 @@ type Config struct {
 	// Separator is what the Writer adds to each frame with Data (1 for a
 	// newline), counted in the queue's size.
 	Separator int
+	// Share, when set, counts the queue's bytes against a Budget shared
+	// with other queues; Close leaves it.
+	Share *Share
 }
 
 // Queue is a bounded queue of frames for one Writer. Its methods are safe
@@ -72,8 +75,9 @@ type Config struct {
 type Queue struct {
 	w      Writer
 	cfg    Config
-	wake   chan struct{} // 1-buffered: frames (or a TryWrite's rest) wait for the writer goroutine
-	noRoom atomic.Bool   // !roomOpen, for HasRoom, which readers ask before every read
+	wake   chan struct{}         // 1-buffered: frames (or a TryWrite's rest) wait for the writer goroutine
+	noRoom atomic.Bool           // !roomOpen, for HasRoom, which readers ask before every read
+	share  atomic.Pointer[Share] // the Budget's share, if any: set once (Config.Share, JoinBudget), under mu
 
 	mu       sync.Mutex
 	frames   []Frame       // waiting, in order
@@ -87,6 +91,7 @@ type Queue struct {
 	closed   bool          // Close was called
 	room     chan struct{} // closed while bytes <= HighWater
 	roomOpen bool          // room is closed; changed by openRoom and shutRoom only
+	freed    chan struct{} // closed when bytes next leave the queue; nil until a SendLaterOr waits
 }
 
 // New returns an empty queue for w.
@@ -98,6 +103,7 @@ func New(w Writer, cfg Config) *Queue {
 		cfg.DirectMax = DefaultDirectMax
 	}
 	q := &Queue{w: w, cfg: cfg, wake: make(chan struct{}, 1), room: make(chan struct{}), roomOpen: true}
+	q.share.Store(cfg.Share)
 	close(q.room)
 	return q
 }
@@ -109,7 +115,15 @@ func (q *Queue) Send(f Frame) error {
 		return err
 	}
 	q.notify()
+	q.enforce()
 	return nil
+}
+
+// enforce holds the shared budget, if any, after a frame was queued.
+func (q *Queue) enforce() {
+	if sh := q.share.Load(); sh != nil {
+		sh.b.enforce()
+	}
 }
 
 // SendLater queues f without waking the writer: f goes out with the next
@@ -121,30 +135,75 @@ func (q *Queue) SendLater(f Frame) error {
 	if over {
 		q.notify()
 	}
+	if err == nil {
+		q.enforce()
+	}
 	return err
+}
+
+// SendLaterOr is SendLater for a producer that would rather wait than be
+// refused: when f would take the queue past Max, it returns ErrFull with a
+// channel that is closed as soon as queued bytes leave the queue (written,
+// dropped or closed away), for the producer to try again then. The check
+// and the queueing are one step under the queue's lock, so however many
+// producers try at once, none takes the queue past Max. Frames held with
+// SendLater go to the writer when the queue is full: they are what must
+// drain.
+func (q *Queue) SendLaterOr(f Frame) (freed <-chan struct{}, err error) {
+	over, freed, err := q.addOr(f, true)
+	if over || freed != nil {
+		q.notify()
+	}
+	if err == nil {
+		q.enforce()
+	}
+	return freed, err
+}
+
+// wakeFreed wakes the producers that SendLaterOr turned away; q.mu is held.
+func (q *Queue) wakeFreed() {
+	if q.freed != nil {
+		close(q.freed)
+		q.freed = nil
+	}
 }
 
 // add queues f; over reports the queue above its high-water mark.
 func (q *Queue) add(f Frame) (over bool, err error) {
+	over, _, err = q.addOr(f, false)
+	return over, err
+}
+
+// addOr is add; when the queue is full and wait is set, it also returns
+// the channel release closes when bytes next leave the queue, made under
+// the same lock as the check, so that no release comes between them.
+func (q *Queue) addOr(f Frame, wait bool) (over bool, freed <-chan struct{}, err error) {
 	n := q.size(f)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
 	case q.closed:
-		return false, ErrClosed
+		return false, nil, ErrClosed
 	case q.bytes > 0 && q.bytes+n > q.cfg.Max:
-		return false, ErrFull
+		if wait {
+			if q.freed == nil {
+				q.freed = make(chan struct{})
+			}
+			freed = q.freed
+		}
+		return false, freed, ErrFull
 	}
 	if q.frames == nil {
 		q.frames, q.spare = q.spare, nil
 	}
 	q.frames = append(q.frames, f)
 	q.bytes += n
+	q.share.Load().add(n)
 	over = q.bytes > q.cfg.HighWater
 	if over && q.roomOpen {
 		q.shutRoom()
 	}
-	return over, nil
+	return over, nil, nil
 }
 
 func (q *Queue) size(f Frame) int {
@@ -337,6 +396,10 @@ func (q *Queue) release(n int, wrote bool) {
 		return // Close dropped the count
 	}
 	q.bytes -= n
+	q.share.Load().add(-n)
+	if n > 0 {
+		q.wakeFreed()
+	}
 	if q.bytes <= q.cfg.HighWater && !q.roomOpen {
 		q.openRoom()
 	}
@@ -382,9 +445,26 @@ func (q *Queue) Close() {
 	q.closed = true
 	clear(q.frames)
 	q.frames, q.bytes = nil, 0
+	q.share.Load().leave()
+	q.wakeFreed()
 	if !q.roomOpen {
 		q.openRoom()
 	}
+}
+
+// JoinBudget counts the queue's bytes, those queued now and all to come,
+// against b from now on (as Config.Share would have from the start), with
+// evict called if the queue is chosen for eviction. Close leaves it. A
+// closed queue does not join.
+func (q *Queue) JoinBudget(b *Budget, evict func(queued int)) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.share.Load() != nil {
+		return
+	}
+	sh := b.Join(evict)
+	sh.add(q.bytes)
+	q.share.Store(sh)
 }
 
 // Room returns a channel that is closed while the queue holds at most

@@ -558,3 +558,81 @@ func TestReusedBatchesLoseNothing(t *testing.T) {
 		require.Equal(t, strconv.Itoa(i), s, "frame %d", i)
 	}
 }
+
+// SendLaterOr refuses a frame that would take the queue past Max, as
+// SendLater does, and hands back a channel that closes once queued bytes
+// leave; producers that retry then never take the queue past Max, however
+// many there are, and every frame arrives once. Close wakes them too.
+func TestSendLaterOrWaitsForRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hold := make(chan struct{})
+		w := &fakeWriter{hold: hold}
+		q := newQueue(w, outbox.Config{Max: 1000, HighWater: 500, Separator: 1})
+		running(t, q)
+
+		freed, err := q.SendLaterOr(numbered(0, 0, 599))
+		require.NoError(t, err)
+		assert.Nil(t, freed, "taken: nothing to wait for")
+		synctest.Wait() // past HighWater: the writer has it, held
+		freed, err = q.SendLaterOr(numbered(0, 1, 599))
+		assert.ErrorIs(t, err, outbox.ErrFull)
+		require.NotNil(t, freed)
+		assert.False(t, isReady(freed), "nothing has left the queue")
+
+		const producers = 20
+		var wg sync.WaitGroup
+		var peak atomicMax
+		for p := range producers {
+			wg.Go(func() {
+				for {
+					freed, err := q.SendLaterOr(numbered(p+1, 0, 299))
+					peak.see(q.Bytes())
+					if err == nil {
+						return
+					}
+					<-freed
+				}
+			})
+		}
+		synctest.Wait()
+		assert.Equal(t, 900, q.Bytes(), "one producer fits, the others wait")
+		w.set(func(w *fakeWriter) { w.hold = nil })
+		close(hold)
+		wg.Wait()
+		q.Flush() // the last below HighWater is held, as with SendLater
+		synctest.Wait()
+		assert.LessOrEqual(t, peak.load(), 1000, "never past Max")
+		_, wire := w.snapshot()
+		assert.Len(t, wire, 1+producers, "each frame once")
+
+		hold = make(chan struct{})
+		w.set(func(w *fakeWriter) { w.hold = hold })
+		require.NoError(t, q.Send(numbered(0, 2, 999)))
+		synctest.Wait()
+		freed, err = q.SendLaterOr(numbered(0, 3, 10))
+		assert.ErrorIs(t, err, outbox.ErrFull)
+		q.Close()
+		assert.True(t, isReady(freed), "Close wakes the waiters")
+		_, err = q.SendLaterOr(numbered(0, 3, 10))
+		assert.ErrorIs(t, err, outbox.ErrClosed)
+		close(hold)
+	})
+}
+
+// atomicMax keeps the largest value it saw.
+type atomicMax struct {
+	mu  sync.Mutex
+	max int
+}
+
+func (a *atomicMax) see(v int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.max = max(a.max, v)
+}
+
+func (a *atomicMax) load() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.max
+}

@@ -38,6 +38,12 @@ var (
 	// side only: it sends no more but may still read, so its requests in
 	// flight are answered first (within Config.DrainTimeout).
 	ErrHalfClosed error = halfClosed{}
+	// ErrStalledLine: the client began a message and did not finish it
+	// within the stream's line timeout (Stream.SetLineTimeout).
+	ErrStalledLine = errors.New("session: the client stalled in the middle of a message")
+	// ErrOverBudget: the sessions together passed the daemon's bound on
+	// queued bytes (Config.Budget), and this one held the most.
+	ErrOverBudget = errors.New("session: the daemon's bound on queued answers was reached and this client held the most")
 )
 
 type halfClosed struct{}
@@ -107,7 +113,11 @@ type Config struct {
 	// DrainTimeout bounds how long a client that half-closed waits for the
 	// answers to its requests in flight; 0 means DefaultDrainTimeout.
 	DrainTimeout time.Duration
-	Logger       *slog.Logger
+	// Budget, when set, bounds the bytes queued for every session that
+	// shares it: past it, the session holding the most is evicted
+	// (ErrOverBudget).
+	Budget *outbox.Budget
+	Logger *slog.Logger
 }
 
 // Session is one downstream connection.
@@ -148,15 +158,24 @@ func New(cfg Config, t Transport) *Session {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Session{
+	s := &Session{
 		cfg:     cfg,
 		t:       t,
 		log:     log.With("session", cfg.ID),
 		started: time.Now(),
 		done:    make(chan struct{}),
-		out:     outbox.New(t, outbox.Config{HighWater: cfg.OutboxHighWater, Max: cfg.OutboxMax}),
 		ended:   make(chan struct{}, 1),
 	}
+	s.out = outbox.New(t, outbox.Config{HighWater: cfg.OutboxHighWater, Max: cfg.OutboxMax})
+	return s
+}
+
+// evictForBudget ends a session chosen to make room under the daemon's
+// bound on queued bytes. It may run on any goroutine and never blocks.
+func (s *Session) evictForBudget(queued int) {
+	s.log.Warn("evicting the client with the most answers queued: the sessions together hold more than the daemon's bound",
+		"queued_bytes", queued, "max_queued_bytes", s.cfg.Budget.Max())
+	s.closeWith(ErrOverBudget)
 }
 
 // Stats are a session's counters.
@@ -200,6 +219,11 @@ func (s *Session) Err() error {
 func (s *Session) Run(ctx context.Context, h Handler) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if s.cfg.Budget != nil {
+		// Joined here, not in New: Run closes the queue, so the share
+		// always leaves (a session refused before Run never joins).
+		s.out.JoinBudget(s.cfg.Budget, s.evictForBudget)
+	}
 	writerDone := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { s.closeWith(s.readLoop(ctx, h)) })
@@ -228,6 +252,7 @@ func (s *Session) Run(ctx context.Context, h Handler) error {
 	cancel()
 	wg.Wait()
 	s.aheadWG.Wait() // the transport is closed: its read has returned
+	s.out.Close()    // what is left goes, and leaves the budget
 	if errors.Is(s.err, io.EOF) || errors.Is(s.err, net.ErrClosed) {
 		return nil
 	}

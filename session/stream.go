@@ -1,11 +1,15 @@
 package session
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/outbox"
@@ -24,6 +28,8 @@ type Stream struct {
 	r    *jsonrpc.Reader
 	once sync.Once
 
+	limit int // the largest message read
+
 	buf  []byte      // frames gathered for one write
 	bufs net.Buffers // a large frame and its newline
 	rest []byte      // what a partial TryWrite left, written first next time
@@ -31,13 +37,57 @@ type Stream struct {
 
 // NewStream frames conn, refusing messages over maxMessageBytes.
 func NewStream(conn net.Conn, maxMessageBytes int) *Stream {
-	s := &Stream{conn: conn, r: jsonrpc.NewReader(conn, maxMessageBytes)}
+	s := &Stream{conn: conn, r: jsonrpc.NewReader(conn, maxMessageBytes), limit: maxMessageBytes}
 	if sc, ok := conn.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			s.raw = raw
 		}
 	}
 	return s
+}
+
+// SetLineTimeout makes the stream give up on a client that began a line
+// and did not finish it within d of its first byte: ReadFrame then returns
+// ErrStalledLine, which ends the session. Between lines the client may
+// stay silent for as long as it likes. 0 turns the check off. It must be
+// called before the first ReadFrame.
+func (s *Stream) SetLineTimeout(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	s.r = jsonrpc.NewReader(&lineWatch{conn: s.conn, timeout: d}, s.limit)
+}
+
+// lineWatch is a connection read through a deadline that runs while a line
+// is incomplete: armed when what the client sent so far ends mid-line,
+// re-armed when a new line begins, cleared at a line's end.
+type lineWatch struct {
+	conn    net.Conn
+	timeout time.Duration
+	mid     bool // what was read so far ends inside a line
+	begun   bool // a line began in the last read: its deadline runs from then
+	armed   bool // a read deadline is set
+}
+
+func (w *lineWatch) Read(p []byte) (int, error) {
+	switch {
+	case w.mid && (!w.armed || w.begun):
+		w.conn.SetReadDeadline(time.Now().Add(w.timeout))
+		w.armed = true
+	case !w.mid && w.armed:
+		w.conn.SetReadDeadline(time.Time{})
+		w.armed = false
+	}
+	w.begun = false
+	n, err := w.conn.Read(p)
+	if n > 0 {
+		w.begun = !w.mid || bytes.IndexByte(p[:n], '\n') >= 0
+		w.mid = p[n-1] != '\n'
+	}
+	if err != nil && w.armed && errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, fmt.Errorf("%w (line_timeout %v)", ErrStalledLine, w.timeout)
+	}
+	return n, err
 }
 
 // ReadFrame implements Transport. At the end of the input it reports

@@ -31,28 +31,15 @@ func LoadOrCreateToken(path string) (token string, created bool, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", false, fmt.Errorf("create the folder of the token file: %w", err)
 	}
-	b := make([]byte, tokenBytes)
-	rand.Read(b) // never fails (crypto/rand)
-	token = hex.EncodeToString(b)
-
+	token = newToken()
 	// Written under a temporary name, then linked into place: link fails
 	// when the path exists, so a token another daemon wrote meanwhile wins.
-	tmp, err := os.CreateTemp(dir, ".http.token.*") // mode 0600
+	tmp, err := writeTemp(dir, token)
 	if err != nil {
-		return "", false, fmt.Errorf("write the token file: %w", err)
+		return "", false, err
 	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(token + "\n")
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("write the token file: %w", err)
-	}
-	switch err := os.Link(tmp.Name(), path); {
+	defer os.Remove(tmp)
+	switch err := os.Link(tmp, path); {
 	case errors.Is(err, fs.ErrExist):
 		token, err = readToken(path)
 		return token, false, err
@@ -90,4 +77,53 @@ func readToken(path string) (string, error) {
 		return "", fmt.Errorf("token file %s does not hold a token (one line of text); delete it for a new one", path)
 	}
 	return token, nil
+}
+
+// RotateToken replaces the token kept in the file at path with a new one
+// (32 random bytes, hex), in one step: a reader sees the old token or the
+// new one, never a part. It creates the file (and its folder, 0700) when
+// there is none, and returns the new token.
+func RotateToken(path string) (string, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create the folder of the token file: %w", err)
+	}
+	token := newToken()
+	tmp, err := writeTemp(dir, token)
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp) // gone already once renamed
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("replace the token file: %w", err)
+	}
+	return token, nil
+}
+
+// newToken is tokenBytes random bytes in hex.
+func newToken() string {
+	b := make([]byte, tokenBytes)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// writeTemp writes token and a newline to a new file of mode 0600 in dir,
+// synced, and returns its path.
+func writeTemp(dir, token string) (string, error) {
+	tmp, err := os.CreateTemp(dir, ".http.token.*") // mode 0600
+	if err != nil {
+		return "", fmt.Errorf("write the token file: %w", err)
+	}
+	_, err = tmp.WriteString(token + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("write the token file: %w", err)
+	}
+	return tmp.Name(), nil
 }

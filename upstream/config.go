@@ -117,8 +117,8 @@ type Config struct {
 	// 0 means DefaultBannerBytes, negative none.
 	BannerBytes int
 	// WriteQueueBytes is the soft bound on bytes queued for stdin: above it
-	// WaitWritable blocks, and Send refuses what would take the queue past
-	// twice this. 0 means twice MaxMessageBytes; it should be at least that,
+	// WaitWritable blocks, and Send refuses (SendLaterWait waits for) what
+	// would take the queue past twice this. 0 means twice MaxMessageBytes; it should be at least that,
 	// or a message of the largest allowed size can never be queued.
 	WriteQueueBytes int
 	// WriteStallTimeout: a server that has bytes waiting and accepts none

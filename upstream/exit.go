@@ -25,6 +25,9 @@ var (
 	// queue past twice WriteQueueBytes. The frame is not queued; the caller
 	// answers its sender with an error.
 	ErrQueueFull = errors.New("upstream: write queue full")
+	// ErrStopped is returned by SendLaterWait when its caller stopped
+	// waiting for room (its session ended).
+	ErrStopped = errors.New("upstream: stopped waiting for room in the write queue")
 )
 
 // Exit says why a process ended.

@@ -438,6 +438,35 @@ func (p *Process) send(frame []byte, wake bool) error {
 	return err
 }
 
+// SendLaterWait is SendLater for a session's request, which may wait
+// rather than be refused: while the frame would take the queue past twice
+// WriteQueueBytes it waits for queued bytes to leave, then tries again, so
+// any number of sessions sending at once are slowed, never refused, and
+// never take the queue past its bound. It returns ErrClosed once the
+// process is on its way out, ErrStopped when stop is closed first, and
+// ErrQueueFull only for a frame over the bound even alone.
+func (p *Process) SendLaterWait(stop <-chan struct{}, frame []byte) error {
+	if len(frame)+1 > 2*p.cfg.WriteQueueBytes {
+		return p.send(frame, false)
+	}
+	for {
+		freed, err := p.queue.SendLaterOr(outbox.Frame{Data: frame})
+		switch {
+		case errors.Is(err, outbox.ErrClosed):
+			return ErrClosed
+		case !errors.Is(err, outbox.ErrFull):
+			return err
+		}
+		select {
+		case <-freed:
+		case <-p.closing:
+			return ErrClosed
+		case <-stop:
+			return ErrStopped
+		}
+	}
+}
+
 // Flush writes what SendLater queued. When the writer is idle and the
 // queued frames fit in one atomic pipe write, Flush writes them itself,
 // without blocking: a request then reaches the server with no goroutine

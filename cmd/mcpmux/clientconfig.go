@@ -129,6 +129,7 @@ its default place), or with --http the URL of the server on the daemon's web
 listener ([listen] http) and its token.
 
   --for claude          Claude Code: a "claude mcp add" command line, or .mcp.json
+                        (with --http, .mcp.json only: no command line carries the token)
   --for claude-desktop  Claude Desktop's claude_desktop_config.json
   --for cursor          Cursor's mcp.json
   --for vscode          VS Code's mcp.json`,
@@ -249,10 +250,9 @@ func printHTTPClientConfig(out, hint io.Writer, target, name, url, token string)
 	headers := map[string]string{"Authorization": "Bearer " + token}
 	switch target {
 	case "claude":
-		line := []string{"claude", "mcp", "add", "--transport", "http", name, url, "--header", "Authorization: Bearer " + token}
-		fmt.Fprintln(out, "# Claude Code: run this (add --scope user to have it in every project)")
-		fmt.Fprintln(out, shellJoin(line))
-		fmt.Fprintln(out, "\n# or put this in the project's .mcp.json:")
+		// No `claude mcp add --header` line: a token on a command line is
+		// in every user's `ps` and in the shell's history.
+		fmt.Fprintln(hint, "# put this in the project's .mcp.json, merged into \"mcpServers\" (a command line would show the token to every user)")
 		return printClientJSON(out, map[string]any{"mcpServers": map[string]any{name: httpClientEntry{Type: "http", URL: url, Headers: headers}}})
 	case "vscode":
 		fmt.Fprintln(hint, "# put this in "+clientTargets[target])

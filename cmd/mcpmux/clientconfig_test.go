@@ -199,11 +199,7 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect --config ` + quotedOt
 		},
 		{
 			name: "claude --http", vars: withState, args: []string{"memory", "--for", "claude-code", "--http"},
-			want: `# Claude Code: run this (add --scope user to have it in every project)
-claude mcp add --transport http memory http://127.0.0.1:7878/servers/memory --header 'Authorization: Bearer tok-from-file'
-
-# or put this in the project's .mcp.json:
-{
+			want: `{
   "mcpServers": {
     "memory": {
       "type": "http",
@@ -215,7 +211,8 @@ claude mcp add --transport http memory http://127.0.0.1:7878/servers/memory --he
   }
 }
 `,
-			wantHint: "# this holds the daemon's token: keep the file it goes in private\n",
+			wantHint: "# this holds the daemon's token: keep the file it goes in private\n" +
+				"# put this in the project's .mcp.json, merged into \"mcpServers\" (a command line would show the token to every user)\n",
 		},
 		{
 			name: "cursor --http", vars: withState, args: []string{"time", "--for", "cursor", "--http"},
@@ -261,6 +258,11 @@ claude mcp add --transport http memory http://127.0.0.1:7878/servers/memory --he
 			require.NoError(t, cmd.Execute(), "client-config %v", tt.args)
 			assert.Equal(t, tt.want, out.String(), "client-config %v: stdout", tt.args)
 			assert.Equal(t, tt.wantHint, hint.String(), "client-config %v: stderr", tt.args)
+			for _, line := range strings.Split(out.String(), "\n") {
+				if strings.Contains(line, "tok-from-file") || strings.Contains(line, "from-config") {
+					assert.True(t, strings.HasPrefix(strings.TrimSpace(line), `"`), "the token only ever in a JSON config, never on a command line: %q", line)
+				}
+			}
 		})
 	}
 

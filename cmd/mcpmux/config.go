@@ -53,6 +53,10 @@ type daemonConfig struct {
 	LogFormat string        // log_format: "text" (default) or "json"
 	Autostart bool          // autostart: `connect` starts a daemon when none answers; default true
 	IdleExit  time.Duration // idle_exit: stop after this long without sessions; default 0 = never
+
+	FirstByteTimeout time.Duration // first_byte_timeout: a socket connection silent this long after connecting is closed; default 1m; 0 = never
+	LineTimeout      time.Duration // line_timeout: a session that began a message and did not finish it within this long is closed; default 1m; 0 = never
+	MaxQueuedBytes   int           // max_queued_bytes: answers queued for all sessions together before the largest holder is evicted; default 1GiB; 0 = no bound
 }
 
 // listenConfig is the [listen] table: where clients reach the daemon, and

@@ -24,6 +24,9 @@ log_level = "debug"
 log_format = "json"
 autostart = false
 idle_exit = "90s"
+first_byte_timeout = "20s"
+line_timeout = "0s"
+max_queued_bytes = "256MiB"
 
 [listen]
 socket_dir = "run/sockets"
@@ -83,8 +86,9 @@ write_queue_bytes = "8kib"
 	require.NoError(t, err)
 
 	want := &config{
-		Path:   filepath.Join(dir, "mux.toml"),
-		Daemon: daemonConfig{LogLevel: slog.LevelDebug, LogFormat: "json", Autostart: false, IdleExit: 90 * time.Second},
+		Path: filepath.Join(dir, "mux.toml"),
+		Daemon: daemonConfig{LogLevel: slog.LevelDebug, LogFormat: "json", Autostart: false, IdleExit: 90 * time.Second,
+			FirstByteTimeout: 20 * time.Second, LineTimeout: 0, MaxQueuedBytes: 256 << 20},
 		Listen: listenConfig{
 			SocketDir:       filepath.Join(dir, "run", "sockets"),
 			HTTP:            "127.0.0.1:7878",
@@ -209,7 +213,8 @@ func TestParseConfigDefaults(t *testing.T) {
 			DrainTimeout:      time.Minute,
 		}
 	}
-	daemon := daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true}
+	daemon := daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
+		FirstByteTimeout: time.Minute, LineTimeout: time.Minute, MaxQueuedBytes: 1 << 30}
 	defaultDir, note := defaultSocketDir(os.Getuid())
 	require.Empty(t, note, "this machine's default socket folder is the usual one")
 
@@ -354,6 +359,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"max_inflight zero", "[listen]\nmax_inflight = 0\n", `2: listen.max_inflight: must be at least 1 (got 0)`},
 		{"http_session_idle zero", "[listen]\nhttp_session_idle = \"0s\"\n", `2: listen.http_session_idle: must be longer than zero`},
 		{"outbox_max not above high water", "[listen]\noutbox_high_water = \"2MiB\"\noutbox_max = \"2MiB\"\n", `3: listen.outbox_max: 2MiB must be larger than outbox_high_water (2MiB)`},
+		{"max_queued_bytes below outbox_max", "[daemon]\nmax_queued_bytes = \"32MiB\"\n", `2: daemon.max_queued_bytes: 32MiB must be 0 (no bound) or at least [listen] outbox_max (64MiB)`},
+		{"line_timeout negative", "[daemon]\nline_timeout = \"-1s\"\n", `2: daemon.line_timeout: negative duration "-1s"`},
 		{"outbox_high_water above default max", "[listen]\noutbox_high_water = \"64MiB\"\n", `2: listen.outbox_high_water: 64MiB must be smaller than outbox_max (default 64MiB)`},
 		{"bad duration", "[servers.memory]\ncommand = \"npx\"\nstdin_grace = \"2 s\"\n", `3: servers.memory.stdin_grace: invalid duration "2 s"`},
 		{"duration without unit", "[servers.memory]\ncommand = \"npx\"\nterm_grace = \"2\"\n", `3: servers.memory.term_grace: invalid duration "2"`},

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/socket"
@@ -28,7 +29,8 @@ import (
 func defaultConfig() *config {
 	dir, note := defaultSocketDir(os.Getuid())
 	return &config{
-		Daemon: daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true},
+		Daemon: daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
+			FirstByteTimeout: daemon.DefaultFirstByteTimeout, LineTimeout: daemon.DefaultLineTimeout, MaxQueuedBytes: daemon.DefaultMaxQueuedBytes},
 		Listen: listenConfig{
 			SocketDir:       dir,
 			SocketDirNote:   note,
@@ -110,6 +112,10 @@ func (d *decoder) document(f *fileDoc) *config {
 		}
 	}
 	slices.SortFunc(cfg.Servers, func(a, b serverConfig) int { return strings.Compare(a.Name, b.Name) })
+	if q := cfg.Daemon.MaxQueuedBytes; q > 0 && q < cfg.Listen.OutboxMax && f.Daemon != nil && f.Daemon.MaxQueuedBytes != nil {
+		d.errorf(keyPath{"daemon", "max_queued_bytes"}, "%s must be 0 (no bound) or at least [listen] outbox_max (%s), the bound of one session",
+			formatSize(q), formatSize(cfg.Listen.OutboxMax))
+	}
 	return cfg
 }
 
@@ -132,6 +138,9 @@ func (d *decoder) daemon(path keyPath, f *fileDaemon, c *daemonConfig) {
 	}
 	set(&c.Autostart, f.Autostart)
 	d.setDuration(path.with("idle_exit"), &c.IdleExit, f.IdleExit, false)
+	d.setDuration(path.with("first_byte_timeout"), &c.FirstByteTimeout, f.FirstByteTimeout, false)
+	d.setDuration(path.with("line_timeout"), &c.LineTimeout, f.LineTimeout, false)
+	d.setSize(path.with("max_queued_bytes"), &c.MaxQueuedBytes, f.MaxQueuedBytes)
 }
 
 // listen checks the [listen] table into c.

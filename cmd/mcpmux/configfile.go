@@ -28,6 +28,10 @@ type fileDaemon struct {
 	LogFormat *string `toml:"log_format"`
 	Autostart *bool   `toml:"autostart"`
 	IdleExit  *string `toml:"idle_exit" want:"duration"`
+
+	FirstByteTimeout *string `toml:"first_byte_timeout" want:"duration"`
+	LineTimeout      *string `toml:"line_timeout" want:"duration"`
+	MaxQueuedBytes   any     `toml:"max_queued_bytes"`
 }
 
 type fileListen struct {

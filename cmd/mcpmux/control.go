@@ -123,6 +123,16 @@ func printSessions(w io.Writer, st daemon.Status) error {
 	return tw.Flush()
 }
 
+// printShortages says which servers cannot start for want of the
+// machine's resources, and why.
+func printShortages(w io.Writer, st daemon.Status) {
+	for _, s := range st.Servers {
+		if s.Shortage != "" {
+			fmt.Fprintf(w, "\n%s cannot start for want of the machine's resources (no crash: it is tried again with backoff): %s\n", s.Name, s.Shortage)
+		}
+	}
+}
+
 func printStatus(w io.Writer, st daemon.Status) error {
 	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s, %d goroutines, %.1f MiB resident\n", st.Version, st.Pid, st.Uptime, st.Goroutines, float64(st.RSSBytes)/(1<<20))
 	printConfigLine(w, st)
@@ -138,6 +148,7 @@ func printStatus(w io.Writer, st daemon.Status) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	printShortages(w, st)
 	for _, s := range st.Servers {
 		if len(s.Instances) == 0 {
 			continue

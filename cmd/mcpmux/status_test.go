@@ -54,3 +54,13 @@ func TestPrintStatusWarnsOfNoServers(t *testing.T) {
 		"warning: no servers: the config has no [servers.NAME] table; add one, then `mcpmux reload`\n\n"+
 		"SERVER  STATE  PID  UPTIME  PROTOCOL  RESTARTS  SESSIONS  IN FLIGHT  LAST EXIT\n", out.String())
 }
+
+// status names the cause of a server that cannot start for want of the
+// machine's resources.
+func TestPrintStatusNamesAShortage(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, printStatus(&out, daemon.Status{Version: "v1", Pid: 7, Uptime: "1m", Servers: []mux.Status{
+		{Name: "demo", State: mux.StateBackoff, Shortage: "out of file descriptors (EMFILE): start demo: pipe2: too many open files"},
+	}}))
+	assert.Contains(t, out.String(), "\ndemo cannot start for want of the machine's resources (no crash: it is tried again with backoff): out of file descriptors (EMFILE): start demo: pipe2: too many open files\n")
+}

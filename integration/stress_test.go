@@ -1,0 +1,290 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// The stress test: hundreds of sessions on every transport of one daemon
+// (Unix socket, yamux streams, WebSocket) pipeline echo calls whose ids
+// collide across sessions and whose texts are each session's own, while
+// CPU hogs take every core. Every answer is checked by id and by payload,
+// so an answer lost, duplicated or given to another session is caught; each
+// call has a deadline, and the first one that passes dumps every goroutine
+// of the test and of the daemon (SIGQUIT) and the sockets' queues (ss),
+// then fails the run.
+//
+// In CI it is one run of a few seconds. By hand:
+//
+//	MCPMUX_STRESS_RUNS=50 go test -race -run TestStress -timeout 2h .
+//
+// runs it 50 times in a row, a fresh daemon each time, and stops at the
+// first failure.
+
+// stressLoad is the shape of one run.
+type stressLoad struct {
+	unix, yamuxConns, yamuxStreams, websocket int // sessions per transport (yamux: conns x streams)
+	rounds, pipeline                          int // each session's rounds of pipelined calls
+	deadline                                  time.Duration
+}
+
+func stressLoadOf() stressLoad {
+	l := stressLoad{unix: 120, yamuxConns: 4, yamuxStreams: 20, websocket: 60, rounds: 3, pipeline: 4, deadline: time.Minute}
+	if testing.Short() {
+		l.unix, l.yamuxConns, l.websocket, l.rounds = 60, 2, 30, 2
+	}
+	return l
+}
+
+// stressTime is what the watchdog allows the long form beyond the rest of
+// the run: a minute a run (one takes 5 to 10 s on a busy machine).
+func stressTime() time.Duration {
+	n, err := strconv.Atoi(os.Getenv("MCPMUX_STRESS_RUNS"))
+	if err != nil || n <= 1 {
+		return 0
+	}
+	return time.Duration(n) * time.Minute
+}
+
+// stressRuns is MCPMUX_STRESS_RUNS, 1 when unset.
+func stressRuns(t *testing.T) int {
+	v := os.Getenv("MCPMUX_STRESS_RUNS")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(t, err, "MCPMUX_STRESS_RUNS")
+	require.Positive(t, n, "MCPMUX_STRESS_RUNS")
+	return n
+}
+
+func TestStress(t *testing.T) {
+	runs := stressRuns(t)
+	load := stressLoadOf()
+	passed := 0
+	for run := range runs {
+		ok := t.Run(fmt.Sprintf("run%d", run+1), func(t *testing.T) { stressRun(t, load) })
+		if !ok {
+			break
+		}
+		passed++
+	}
+	t.Logf("%d of %d stress runs passed in a row (%d sessions each: %d unix, %d yamux, %d websocket; %d calls each)",
+		passed, runs, load.sessions(), load.unix, load.yamuxConns*load.yamuxStreams, load.websocket, load.rounds*load.pipeline)
+}
+
+func (l stressLoad) sessions() int { return l.unix + l.yamuxConns*l.yamuxStreams + l.websocket }
+
+// stressSession is one session of the run and what it still waits for.
+type stressSession struct {
+	name string // transport and number, for the failure messages
+	c    *client
+}
+
+func stressRun(t *testing.T, load stressLoad) {
+	d := startDaemon(t, demo("demo", nil), wsListen)
+	sessions := openStressSessions(t, d, load)
+
+	stopHogs := startHogs(runtime.NumCPU())
+	defer stopHogs()
+
+	dump := &stressDump{d: d}
+	began := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(sessions))
+	var calls atomic.Int64
+	for i, s := range sessions {
+		wg.Go(func() { errs[i] = s.drive(i, load, dump, &calls) })
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	failed := 0
+	for i, err := range errs {
+		if err != nil {
+			failed++
+			if failed <= 10 {
+				t.Errorf("%s: %v", sessions[i].name, err)
+			}
+		}
+	}
+	if dump.path != "" {
+		t.Errorf("a call passed its deadline: goroutines of the test and ss in %s; the daemon's goroutines follow in its log", dump.path)
+	}
+	require.Zero(t, failed, "sessions that lost, duplicated or misrouted an answer")
+	assert.Equal(t, int64(load.sessions()*load.rounds*load.pipeline), calls.Load(), "every call answered")
+	t.Logf("%d sessions, %d calls, every answer checked by id and payload, in %v beside %d CPU hogs",
+		len(sessions), calls.Load(), elapsed.Round(time.Millisecond), runtime.NumCPU())
+}
+
+// openStressSessions opens and initializes every session of the run, on
+// the test goroutine.
+func openStressSessions(t *testing.T, d *daemon, load stressLoad) []stressSession {
+	var out []stressSession
+	for i := range load.unix {
+		out = append(out, stressSession{name: fmt.Sprintf("unix %d", i), c: open(t, d.socket("demo"))})
+	}
+	for i := range load.yamuxConns {
+		ys := dialYamux(t, d.socket("demo"))
+		for j := range load.yamuxStreams {
+			c := yamuxStreamClient(t, ys)
+			_, err := c.initialize("2025-06-18")
+			require.NoError(t, err)
+			out = append(out, stressSession{name: fmt.Sprintf("yamux %d.%d", i, j), c: c})
+		}
+	}
+	for i := range load.websocket {
+		c := wsClient(t, d, "demo")
+		_, err := c.initialize("2025-06-18")
+		require.NoError(t, err)
+		out = append(out, stressSession{name: fmt.Sprintf("websocket %d", i), c: c})
+	}
+	return out
+}
+
+// stressText is what session i's call id says back: its own, and of a
+// size that varies (a few of them over 64 KiB, more than one write).
+func stressText(i, id int) string {
+	head := fmt.Sprintf("session %d call %d ", i, id)
+	pad := 16
+	switch {
+	case id%7 == 0:
+		pad = 80 << 10
+	case id%3 == 0:
+		pad = 3000
+	}
+	return head + strings.Repeat(string(rune('a'+(i+id)%26)), pad)
+}
+
+// drive runs one session's rounds: pipeline, then read every answer, each
+// read within the deadline. Ids repeat across sessions (1, 2, ...) but each
+// text is the session's own.
+func (s stressSession) drive(i int, load stressLoad, dump *stressDump, calls *atomic.Int64) error {
+	id := 0
+	for range load.rounds {
+		want := map[string]string{}
+		var frames [][]byte
+		for range load.pipeline {
+			id++
+			key := strconv.Itoa(id)
+			want[key] = stressText(i, id)
+			frames = append(frames, toolCall(key, "echo", map[string]string{"text": want[key]}))
+		}
+		if err := s.c.send(frames...); err != nil {
+			return err
+		}
+		for len(want) > 0 {
+			s.c.conn.SetReadDeadline(time.Now().Add(load.deadline))
+			frame, err := s.c.r.Read()
+			if err != nil {
+				dump.once(fmt.Sprintf("%s, waiting for %d answers (ids %v): %v", s.name, len(want), keys(want), err))
+				return fmt.Errorf("waiting for ids %v: %w", keys(want), err)
+			}
+			m, err := jsonrpc.Parse(frame)
+			if err != nil {
+				return fmt.Errorf("invalid message %.200q: %w", frame, err)
+			}
+			if m.Kind != jsonrpc.KindResult && m.Kind != jsonrpc.KindError {
+				continue // a notification
+			}
+			text, ok := want[string(m.ID)]
+			if !ok {
+				return fmt.Errorf("an answer under id %s, which is not in flight here: %.200s", m.ID, m.Frame)
+			}
+			got, err := resultText(m)
+			if err != nil {
+				return fmt.Errorf("id %s: %w", m.ID, err)
+			}
+			if got != text {
+				return fmt.Errorf("id %s came back with another session's text: %.60q", m.ID, got)
+			}
+			delete(want, string(m.ID))
+			calls.Add(1)
+		}
+	}
+	return nil
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// startHogs keeps n goroutines spinning, each a core's worth of
+// contention for the daemon and its server; the returned func stops them
+// and waits for them.
+func startHogs(n int) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			x := 0
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for range 100_000 {
+					x++
+				}
+			}
+		})
+	}
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// stressDump is what the first call past its deadline leaves behind.
+type stressDump struct {
+	d    *daemon
+	mu   sync.Mutex
+	path string // the dump file, once written
+}
+
+// once writes the goroutines of the test and the daemon's sockets (ss) to a
+// file kept after the test (in the system's temporary folder), and has the daemon dump its goroutines into its log (SIGQUIT, which
+// ends it); only the first caller does.
+func (sd *stressDump) once(why string) {
+	sd.mu.Lock()
+	defer sd.mu.Unlock()
+	if sd.path != "" {
+		return
+	}
+	dir, err := os.MkdirTemp("", "mcpmux-stress-")
+	if err != nil {
+		dir = os.TempDir()
+	}
+	sd.path = filepath.Join(dir, "dump.txt")
+	var b strings.Builder
+	fmt.Fprintf(&b, "first call past its deadline: %s\n\n", why)
+	if ss, err := exec.Command("ss", "-xp").CombinedOutput(); err == nil {
+		fmt.Fprintf(&b, "ss -xp (daemon pid %d):\n%s\n", sd.d.cmd.Process.Pid, ss)
+	}
+	buf := make([]byte, 64<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	fmt.Fprintf(&b, "goroutines of the test:\n%s\n", buf)
+	os.WriteFile(sd.path, []byte(b.String()), 0o600)
+	fmt.Fprintf(os.Stderr, "stress: %s; dump in %s\n", why, sd.path)
+	sd.d.killed = true
+	sd.d.cmd.Process.Signal(syscall.SIGQUIT)
+}

@@ -1,0 +1,63 @@
+package mux
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// Twenty sessions send a call each at once to a server whose stdin holds
+// four frames and which reads none yet: the sixteen the queue cannot take
+// wait for room (all twenty stay in flight), none is refused with "write
+// queue full", and once the server reads every session gets its own answer.
+func TestSessionsWaitForRoomInTheWriteQueue(t *testing.T) {
+	const n, room = 20, 4
+	srv := newFakeServer()
+	srv.inCap = room
+	srv.callGate = make(chan struct{})
+	h := newHarnessOn(t, srv, nil)
+	clients := make([]*testClient, n)
+	for i := range clients {
+		clients[i] = h.session("2025-11-25")
+	}
+	for i, c := range clients {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"c%d","method":"tools/call","params":{"name":"echo"}}`, i))
+	}
+	eventually(t, "every call in flight, most waiting for room", func() bool { return h.Status().Inflight == n })
+	close(srv.callGate)
+	for i, c := range clients {
+		m := c.recv()
+		assert.Equal(t, fmt.Sprintf(`"c%d"`, i), string(m.ID))
+		assert.Equal(t, jsonrpc.KindResult, m.Kind, "%s", m.Frame)
+	}
+}
+
+// A session that leaves while it waits for room in the write queue is gone
+// at once: its wait ends with the client, not with the server's reading.
+func TestSessionWaitingForRoomLeaves(t *testing.T) {
+	const room = 2
+	srv := newFakeServer()
+	srv.inCap = room
+	srv.callGate = make(chan struct{})
+	h := newHarnessOn(t, srv, nil)
+	var clients []*testClient
+	for i := range room + 2 {
+		c := h.session("2025-11-25")
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"c%d","method":"tools/call","params":{"name":"echo"}}`, i))
+		clients = append(clients, c)
+	}
+	eventually(t, "every call in flight", func() bool { return h.Status().Inflight == room+2 })
+	for _, c := range clients[room+1:] { // the last one: it waits for room
+		c.conn.Close()
+	}
+	eventually(t, "the waiting session gone", func() bool { return h.Status().Sessions == room+1 })
+	close(srv.callGate)
+	for i, c := range clients[:room+1] {
+		m := c.recv()
+		assert.Equal(t, fmt.Sprintf(`"c%d"`, i), string(m.ID))
+		assert.Equal(t, jsonrpc.KindResult, m.Kind, "%s", m.Frame)
+	}
+}
