@@ -19,8 +19,10 @@ import (
 func (c *client) handleRequest(m *jsonrpc.Message, out sink) {
 	switch m.Method {
 	case "ping":
-		out.reply(jsonrpc.Response(m.ID, emptyResult))
-		return
+		if _, modern := envelopeOf(m); !modern && c.sessionEra() != eraModern {
+			out.reply(jsonrpc.Response(m.ID, emptyResult))
+			return
+		} // else removed in 2026-07-28: handleModern refuses it
 	case "initialize":
 		c.handleInitialize(m, out)
 		return
