@@ -39,7 +39,11 @@ func (c *client) handleRequest(m *jsonrpc.Message, out sink) {
 	default:
 		if enveloped {
 			c.becomeModern(env.info)
-			c.sess.Logger().Info("session initialized", "protocol", env.version, "era", eraModern, "client", string(env.info))
+			log := c.sess.Logger().Info
+			if c.sess.Peer().OneRequest {
+				log = c.sess.Logger().Debug // one a request: not news
+			}
+			log("session initialized", "protocol", env.version, "era", eraModern, "client", string(env.info))
 			c.handleModern(m, env, true, out)
 			return
 		}
