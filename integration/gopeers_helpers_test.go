@@ -272,13 +272,14 @@ func (c *gpRecConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return m, err
 }
 
+// Write records m before it is written: once written, its answer may be
+// read (and recorded) before Write returns, and the wire must keep the
+// order in which the messages went.
 func (c *gpRecConn) Write(ctx context.Context, m jsonrpc.Message) error {
-	b, eerr := jsonrpc.EncodeMessage(m)
-	err := c.Connection.Write(ctx, m)
-	if err == nil && eerr == nil {
+	if b, err := jsonrpc.EncodeMessage(m); err == nil {
 		c.wire.add(true, b)
 	}
-	return err
+	return c.Connection.Write(ctx, m)
 }
 
 // gpTeeConn is a net.Conn that records the lines read and written on it

@@ -62,3 +62,31 @@ func TestParkedInputOutlivesItsRequestSession(t *testing.T) {
 	second.conn.Close()
 	eventually(t, "the second session ends with nothing in flight", func() bool { return len(h.hub.sessions.all()) == 1 && h.hub.reqs.Len() == 0 })
 }
+
+// TestUndeclaredCapabilityUnderTheTurn: under "serialize" a legacy server's
+// sampling request is exactly the turn holder's; when that is a modern
+// request that did not declare sampling, it is refused with -32021 naming
+// what it lacked and cancelled at the server, and no other session (a
+// legacy one that declared sampling) is asked in its place.
+func TestUndeclaredCapabilityUnderTheTurn(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ServerRequests = ServerRequestsSerialize })
+	legacy := h.sessionWith("2025-11-25", `{"sampling":{}}`)
+	m := h.oneRequest()
+	m.send(modern(`"s"`, "tools/call", `{"name":"sample"}`, "M", `{}`))
+	ans := m.recv()
+	require.Equal(t, `"s"`, string(ans.ID), "%s", ans.Frame)
+	code, reason := errorOf(t, ans)
+	assert.Equal(t, []any{-32021, "missing_capability"}, []any{code, reason})
+	var e struct {
+		Data struct {
+			RequiredCapabilities map[string]json.RawMessage `json:"requiredCapabilities"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(ans.Error, &e))
+	assert.JSONEq(t, `{}`, string(e.Data.RequiredCapabilities["sampling"]), "%s", ans.Error)
+	eventually(t, "the call is cancelled at the server", func() bool { return len(h.srv.messages("notifications/cancelled")) == 1 })
+
+	legacy.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)
+	next := legacy.recv()
+	assert.Equal(t, `"after"`, string(next.ID), "the legacy session was not asked to sample: %s", next.Frame)
+}
