@@ -164,18 +164,32 @@ func (t *Table) LatestRoute(keep func(Route) bool) (up int64, r Route, ok bool) 
 // It fails with ErrDuplicate when the session has another request with
 // that id in flight, and reports false when up is not in flight.
 func (t *Table) Rebind(up int64, id, token json.RawMessage, tag uint64) (bool, error) {
+	return t.rebind(up, nil, id, token, tag)
+}
+
+// Move is Rebind that also hands the route to another session (a request
+// that outlives the session that sent it, taken up by a later one).
+func (t *Table) Move(up int64, session uint64, id, token json.RawMessage, tag uint64) (bool, error) {
+	return t.rebind(up, &session, id, token, tag)
+}
+
+func (t *Table) rebind(up int64, session *uint64, id, token json.RawMessage, tag uint64) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.routes[up]
 	if !ok {
 		return false, nil
 	}
-	k := key{r.Session, string(id)}
+	owner := r.Session
+	if session != nil {
+		owner = *session
+	}
+	k := key{owner, string(id)}
 	if other, dup := t.byKey[k]; dup && other != up {
 		return true, ErrDuplicate
 	}
 	delete(t.byKey, key{r.Session, string(r.ID)})
-	r.ID, r.Token, r.Tag = id, token, tag
+	r.Session, r.ID, r.Token, r.Tag = owner, id, token, tag
 	t.routes[up], t.byKey[k] = r, up
 	return true, nil
 }

@@ -32,19 +32,39 @@ import (
 	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
-// confSuite is one pinned version of the conformance suite.
+// confSuite is one run of a pinned version of the conformance suite.
 type confSuite struct {
-	version string // as integration/node/package.json pins it; the summaries name the suite by it
+	version string // as integration/node/package.json pins it
 	module  string // its folder in node_modules (the second is installed under an npm alias)
+	// requirements is the revision whose requirement set runs
+	// (--requirements), "" for the default suite, "active".
+	requirements string
 }
 
-// confSuites are both versions: 0.1.16 is the release, 0.2.0-alpha.12 the
+// modern reports whether the run is of the 2026-07-28 requirement set,
+// which speaks the sessionless binding.
+func (s confSuite) modern() bool { return s.requirements != "" }
+
+// label names the run in the summaries: its version, and the requirement
+// set when it is one.
+func (s confSuite) label() string {
+	if s.requirements == "" {
+		return s.version
+	}
+	return s.version + " --requirements " + s.requirements
+}
+
+// confSuites are three runs: 0.1.16, the release, and 0.2.0-alpha.12, the
 // next one, with more checks per scenario (73 against 40 on the go-sdk
-// server). Both run their default suite, "active": "all" and "pending" add
-// draft 2026-07-28 scenarios (stateless HTTP) that mcpmux does not serve.
+// server), each with its default suite, "active" (2025-11-25 and before,
+// over HTTP sessions); and 0.2.0-alpha.12 with --requirements 2026-07-28,
+// the set that decides 2026-07-28 conformance: 50 scenarios over the
+// sessionless binding, of which the suite scores 37 (the tasks extension's
+// and the pending ones are run and reported, never scored).
 var confSuites = []confSuite{
 	{version: "0.1.16", module: "@modelcontextprotocol/conformance"},
 	{version: "0.2.0-alpha.12", module: "conformance-next"},
+	{version: "0.2.0-alpha.12", module: "conformance-next", requirements: "2026-07-28"},
 }
 
 // confRunTimeout bounds one run of a suite; a run takes about 2 s, and the
@@ -182,7 +202,8 @@ type confCheck struct {
 type confResult struct {
 	suite     confSuite
 	target    string                 // "direct" or "mcpmux"
-	scenarios map[string][]confCheck // by scenario name, as the suite prints it
+	scenarios map[string][]confCheck // the scored ones, by scenario name, as the suite prints it
+	unscored  map[string][]confCheck // those the suite runs and reports but does not score
 	elapsed   time.Duration
 	output    string // the suite's stdout and stderr, for a failing test's log
 }
@@ -259,7 +280,11 @@ func (c *conformance) runSuite(s confSuite, target, url, outDir string) (confRes
 	res := confResult{suite: s, target: target}
 	ctx, cancel := context.WithTimeout(context.Background(), confRunTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.node, c.entry(s), "server", "--url", url, "-o", outDir)
+	args := []string{c.entry(s), "server", "--url", url, "-o", outDir}
+	if s.requirements != "" {
+		args = append(args, "--requirements", s.requirements)
+	}
+	cmd := exec.CommandContext(ctx, c.node, args...)
 	cmd.Dir = outDir
 	var out testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -269,23 +294,53 @@ func (c *conformance) runSuite(s confSuite, target, url, outDir string) (confRes
 	res.elapsed = time.Since(start)
 	res.output = out.String()
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("suite %s against %s did not end within %v", s.version, target, confRunTimeout)
+		return res, fmt.Errorf("suite %s against %s did not end within %v", s.label(), target, confRunTimeout)
 	}
 	// It exits 1 when a check failed; anything else is the run breaking.
 	var exit *exec.ExitError
 	if runErr != nil && !(errors.As(runErr, &exit) && exit.ExitCode() == 1) {
-		return res, fmt.Errorf("suite %s against %s: %w", s.version, target, runErr)
+		return res, fmt.Errorf("suite %s against %s: %w", s.label(), target, runErr)
 	}
 	var err error
 	if res.scenarios, err = readConfResults(outDir); err != nil {
-		return res, fmt.Errorf("suite %s against %s: %w", s.version, target, err)
+		return res, fmt.Errorf("suite %s against %s: %w", s.label(), target, err)
 	}
-	// Its exit code and the checks it wrote must agree, or the results
-	// read here are not the whole story.
+	res.unscored = make(map[string][]confCheck)
+	for _, name := range unscoredIn(res.output) {
+		checks, ok := res.scenarios[name]
+		if !ok {
+			return res, fmt.Errorf("suite %s against %s: it did not score %s, which has no results", s.label(), target, name)
+		}
+		res.unscored[name] = checks
+		delete(res.scenarios, name)
+	}
+	// Its exit code and the checks it wrote of the scenarios it scores
+	// must agree, or the results read here are not the whole story.
 	if failing := len(res.failures()) > 0; failing != (runErr != nil) {
-		return res, fmt.Errorf("suite %s against %s: %v, but failing checks in checks.json: %v", s.version, target, cmd.ProcessState, failing)
+		return res, fmt.Errorf("suite %s against %s: %v, but failing checks in checks.json: %v", s.label(), target, cmd.ProcessState, failing)
 	}
 	return res, nil
+}
+
+// unscoredLine is a line of the suite's list of the scenarios it ran
+// without scoring them: "  ✗ tasks-lifecycle (extension)".
+var unscoredLine = regexp.MustCompile(`^\s+[✓✗]\s+(\S+)\s+\((\w+)\)\s*$`)
+
+// unscoredIn is the scenarios the suite's output lists after "Not scored
+// for": a requirement set runs and reports them, and its exit code and
+// its verdict ignore them.
+func unscoredIn(output string) []string {
+	_, list, ok := strings.Cut(output, "Not scored for ")
+	if !ok {
+		return nil
+	}
+	var names []string
+	for line := range strings.Lines(list) {
+		if m := unscoredLine.FindStringSubmatch(strings.TrimRight(line, "\n")); m != nil {
+			names = append(names, m[1])
+		}
+	}
+	return names
 }
 
 // confResultDir is a scenario's folder: "server-", the scenario's name
@@ -330,14 +385,16 @@ func readConfResults(dir string) (map[string][]confCheck, error) {
 }
 
 // startConfDirect runs the conformance server on its own over Streamable
-// HTTP and returns its URL; it is killed and reaped at cleanup. It runs
-// stateful: in its default stateless mode there is no session to carry
-// the sampling and elicitation requests it sends during a tool call, so
-// those scenarios would fail for reasons of its own. Its -http takes a
-// fixed address and it logs that, not the bound one, so the port is picked
-// here; should something take it before the server binds, the server exits
-// and another port is tried.
-func startConfDirect(t *testing.T, srv string) string {
+// HTTP and returns its URL; it is killed and reaped at cleanup. For the
+// legacy suites it runs stateful: in its default stateless mode there is no
+// session to carry the sampling and elicitation requests it sends during a
+// tool call, so those scenarios would fail for reasons of its own. For the
+// 2026-07-28 requirement set it runs stateless, the only mode in which it
+// serves that revision over HTTP. Its -http takes a fixed address and it
+// logs that, not the bound one, so the port is picked here; should
+// something take it before the server binds, the server exits and another
+// port is tried.
+func startConfDirect(t *testing.T, srv string, stateless bool) string {
 	t.Helper()
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
@@ -348,7 +405,7 @@ func startConfDirect(t *testing.T, srv string) string {
 		addr := l.Addr().String()
 		require.NoError(t, l.Close())
 
-		cmd := exec.Command(srv, "-http", addr, "-stateless=false")
+		cmd := exec.Command(srv, "-http", addr, "-stateless="+strconv.FormatBool(stateless))
 		var log testutil.Buffer
 		cmd.Stdout, cmd.Stderr = &log, &log
 		require.NoError(t, cmd.Start())
@@ -366,7 +423,7 @@ func startConfDirect(t *testing.T, srv string) string {
 		})
 
 		url := "http://" + addr + "/mcp"
-		if awaitConfDirect(probe, url, exited) {
+		if awaitConfDirect(probe, url, stateless, exited) {
 			return url
 		}
 		select {
@@ -384,9 +441,15 @@ func startConfDirect(t *testing.T, srv string) string {
 }
 
 // awaitConfDirect polls url until the server answers a GET without a
-// session the way the go-sdk does, which also tells it from anything else
-// on the port (true), or until it exits or readyTimeout passes (false).
-func awaitConfDirect(probe *http.Client, url string, exited <-chan struct{}) bool {
+// session the way the go-sdk does (stateful: 400 naming Mcp-Session-Id;
+// stateless: 405 naming the method), which also tells it from anything
+// else on the port (true), or until it exits or readyTimeout passes
+// (false).
+func awaitConfDirect(probe *http.Client, url string, stateless bool, exited <-chan struct{}) bool {
+	status, text := http.StatusBadRequest, "Mcp-Session-Id"
+	if stateless {
+		status, text = http.StatusMethodNotAllowed, "Method Not Allowed"
+	}
 	deadline := time.Now().Add(readyTimeout)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -399,7 +462,7 @@ func awaitConfDirect(probe *http.Client, url string, exited <-chan struct{}) boo
 		if resp, err := probe.Do(req); err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusBadRequest && strings.Contains(string(body), "Mcp-Session-Id") {
+			if resp.StatusCode == status && strings.Contains(string(body), text) {
 				return true
 			}
 		}
@@ -419,7 +482,7 @@ type confTables map[string]map[string]confResult
 // compact one adds confBoth, the run alongside the other suite.
 var confTargets = []string{"direct", "mcpmux"}
 
-const confBoth = "both at once"
+const confBoth = "all runs at once"
 
 // compact is the summary for the test log: a line per suite version, with
 // each run's scenarios passed/run, checks passed and duration.
@@ -428,9 +491,9 @@ func (tabs confTables) compact() string {
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "suite\tdirect\tmcpmux\tmcpmux, %s\n", confBoth)
 	for _, s := range confSuites {
-		fmt.Fprintf(w, "%s", s.version)
+		fmt.Fprintf(w, "%s", s.label())
 		for _, target := range slices.Concat(confTargets, []string{confBoth}) {
-			r, ok := tabs[s.version][target]
+			r, ok := tabs[s.label()][target]
 			if !ok {
 				fmt.Fprintf(w, "\t–")
 				continue
@@ -451,7 +514,7 @@ func (tabs confTables) markdown() string {
 	b.WriteString("| scenario |")
 	for _, s := range confSuites {
 		for _, target := range confTargets {
-			fmt.Fprintf(&b, " %s %s |", s.version, target)
+			fmt.Fprintf(&b, " %s %s |", s.label(), target)
 		}
 	}
 	b.WriteString("\n|---|")
@@ -461,7 +524,7 @@ func (tabs confTables) markdown() string {
 	var all []string
 	for _, s := range confSuites {
 		for _, target := range confTargets {
-			all = append(all, tabs[s.version][target].names()...)
+			all = append(all, tabs[s.label()][target].names()...)
 		}
 	}
 	slices.Sort(all)
@@ -469,7 +532,7 @@ func (tabs confTables) markdown() string {
 		fmt.Fprintf(&b, "| %s |", name)
 		for _, s := range confSuites {
 			for _, target := range confTargets {
-				r := tabs[s.version][target]
+				r := tabs[s.label()][target]
 				checks, ok := r.scenarios[name]
 				switch {
 				case !ok:
@@ -495,7 +558,7 @@ func (tabs confTables) markdown() string {
 		fmt.Fprintf(&b, "| **%s** |", row.name)
 		for _, s := range confSuites {
 			for _, target := range confTargets {
-				fmt.Fprintf(&b, " %s |", row.cell(tabs[s.version][target]))
+				fmt.Fprintf(&b, " %s |", row.cell(tabs[s.label()][target]))
 			}
 		}
 		b.WriteString("\n")
@@ -503,12 +566,12 @@ func (tabs confTables) markdown() string {
 	b.WriteString("\npass (n): none of the scenario's n checks failed; – : not in that suite.\n")
 	var both []string
 	for _, s := range confSuites {
-		if r, ok := tabs[s.version][confBoth]; ok {
-			both = append(both, fmt.Sprintf("%s %d/%d", s.version, r.passed(), len(r.scenarios)))
+		if r, ok := tabs[s.label()][confBoth]; ok {
+			both = append(both, fmt.Sprintf("%s %d/%d", s.label(), r.passed(), len(r.scenarios)))
 		}
 	}
 	if len(both) > 0 {
-		fmt.Fprintf(&b, "\nBoth suites at once against the one server through mcpmux, scenarios passed: %s.\n", strings.Join(both, ", "))
+		fmt.Fprintf(&b, "\nAll three runs at once against the one daemon through mcpmux, scenarios passed: %s.\n", strings.Join(both, ", "))
 	}
 	return b.String()
 }

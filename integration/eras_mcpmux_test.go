@@ -3,8 +3,8 @@ package integration
 // The era tier through mcpmux: the same cells as eras_direct_test.go, with
 // an mcpmux daemon between client and server (eraDaemon), reached over
 // `mcpmux connect`, `mcpmux connect --yamux`, the Unix socket, WebSocket and
-// Streamable HTTP. TestEraThroughMcpmux asserts every pairing over the
-// byte-stream transports and WebSocket: each client in its own era, nine
+// Streamable HTTP. TestEraThroughMcpmux asserts every pairing over every
+// one of them: each client in its own era, nine
 // checks of nine, on one shared upstream per server that ran the era mcpmux
 // opened it in. TestEraThroughMcpmuxSurvey runs every cell and reports
 // what happens, asserting nothing about the outcomes.
@@ -105,9 +105,11 @@ func eraOpenedAs(s eraServer) string {
 }
 
 // TestEraThroughMcpmux: every client mode against every server through one
-// daemon, over connect, yamux, the socket and WebSocket: nine checks of
-// nine in the client's own era, each cancel seen by the server, and each
-// server served by one process in the era mcpmux opened it in.
+// daemon, over connect, yamux, the socket, WebSocket and Streamable HTTP
+// (where a modern client speaks the 2026-07-28 binding: a POST per request,
+// no session): nine checks of nine in the client's own era, each cancel
+// seen by the server, and each server served by one process in the era
+// mcpmux opened it in.
 func TestEraThroughMcpmux(t *testing.T) {
 	t.Parallel()
 	e := needEras(t)
@@ -115,7 +117,7 @@ func TestEraThroughMcpmux(t *testing.T) {
 	for _, s := range eraServers {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			for _, kind := range []string{eraConnect, eraYamux, eraSocket, eraWS} {
+			for _, kind := range eraThroughMcpmux {
 				r := base
 				r.kind = kind
 				for _, c := range eraClients {

@@ -174,3 +174,39 @@ func routeUp(r idmap.Route) int64 {
 	}
 	return 0
 }
+
+// undeclaredCause is the modern request that holds the turn when it did not
+// declare what a server request needs: under the turn it is exactly the
+// cause, which the request must not be served without (2026-07-28 refuses
+// it with -32021), so the server's request goes to no other session.
+func (h *Hub) undeclaredCause(n need) (int64, idmap.Route, bool) {
+	busy, _ := h.gates.holder()
+	if busy == 0 {
+		return 0, idmap.Route{}, false
+	}
+	r, ok := h.reqs.Get(busy)
+	d := dataOf(r)
+	if !ok || d == nil || d.modern == nil || d.isListen() || isParkedID(r.ID) || d.modern.caps.meets(n) {
+		return 0, idmap.Route{}, false
+	}
+	return busy, r, true
+}
+
+// required is what a need asks of the client, as a ClientCapabilities
+// object (the requiredCapabilities of a -32021 error).
+func (n need) required() map[string]any {
+	switch {
+	case n.sampling:
+		s := map[string]any{}
+		if n.tools {
+			s["tools"] = map[string]any{}
+		}
+		if n.context {
+			s["context"] = map[string]any{}
+		}
+		return map[string]any{"sampling": s}
+	case n.mode == "url":
+		return map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}
+	}
+	return map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
+}

@@ -297,11 +297,15 @@ func TestModernSessionOnLegacyServer(t *testing.T) {
 	code, reason = errorOf(t, retry(m0, `"again"`, ir.RequestState))
 	assert.Equal(t, []any{-32602, "invalid_request_state"}, []any{code, reason}, "a requestState is used once")
 
-	// A request that did not declare elicitation is never asked.
+	// A request that did not declare elicitation is never asked: it holds
+	// the turn (the server sent a request of its own before), so it is
+	// exactly the cause, and is refused as a modern server refuses it.
 	m0.send(modern(`"plain"`, "tools/call", `{"name":"elicit"}`, "M", `{}`))
 	m = m0.recv()
 	assert.Equal(t, `"plain"`, string(m.ID))
-	assert.Contains(t, string(m.Result), `"action":"cancel"`, "the server's elicitation was declined for it")
+	code, reason = errorOf(t, m)
+	assert.Equal(t, []any{-32021, "missing_capability"}, []any{code, reason}, "%s", m.Frame)
+	assert.Contains(t, string(h.srv.messages("notifications/cancelled")[0].Params), "capability", "and cancelled at the server")
 }
 
 // A restarted modern server: the modern sessions' listens end with the

@@ -25,7 +25,7 @@ const tasksExtension = "io.modelcontextprotocol/tasks"
 // the server (which may serve both eras) never sees it.
 var removedMethods = map[string]bool{
 	"logging/setLevel": true, "resources/subscribe": true, "resources/unsubscribe": true,
-	"tasks/result": true, "tasks/list": true,
+	"tasks/result": true, "tasks/list": true, "ping": true,
 }
 
 // handleDiscover answers server/discover from the cached description of the

@@ -54,15 +54,16 @@ func inputMethod(method string) bool {
 // legacy server, for the session's retry with the input the server asked
 // for.
 type parkedInput struct {
-	session uint64
-	up      int64           // the upstream request, kept in flight
-	route   idmap.Route     // its route, under its placeholder id
-	asked   json.RawMessage // the id of the server's request, to answer
-	method  string          // the server's request's method
-	key     string          // its key in inputRequests
-	timer   *time.Timer
-	final   *jsonrpc.Message // the upstream answer, if it came before the retry
-	failed  *jsonrpc.Error   // why the upstream request ended, if it did
+	session  uint64          // its owner: the session, or sessionless
+	detached bool            // it outlives the session that caused it (see parkedOwner)
+	up       int64           // the upstream request, kept in flight
+	route    idmap.Route     // its route, under its placeholder id
+	asked    json.RawMessage // the id of the server's request, to answer
+	method   string          // the server's request's method
+	key      string          // its key in inputRequests
+	timer    *time.Timer
+	final    *jsonrpc.Message // the upstream answer, if it came before the retry
+	failed   *jsonrpc.Error   // why the upstream request ended, if it did
 }
 
 // parkedInputs are the parked requests, by the nonce of their requestState.
@@ -194,7 +195,8 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, r.Method+" cannot carry an input request to a 2026-07-28 session"))
 		return
 	}
-	if found, _ := h.reqs.Rebind(up, parkedID(up), r.Token, 0); !found {
+	owner, detached := parkedOwner(c)
+	if found, _ := h.reqs.Move(up, owner, parkedID(up), r.Token, 0); !found {
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonClientGone, "the request that caused it has ended"))
 		return
 	}
@@ -202,8 +204,8 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 		t.Stop() // the wait for the retry has its own bound
 	}
 	parked := r
-	parked.ID = parkedID(up)
-	p := &parkedInput{session: c.sess.ID(), up: up, route: parked, asked: m.ID, method: m.Method, key: "mcpmux-" + strconv.FormatInt(up, 10)}
+	parked.Session, parked.ID = owner, parkedID(up)
+	p := &parkedInput{session: owner, detached: detached, up: up, route: parked, asked: m.ID, method: m.Method, key: "mcpmux-" + strconv.FormatInt(up, 10)}
 	params := m.Params
 	if params == nil {
 		params = json.RawMessage(`{}`)
@@ -216,6 +218,25 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 	})
 	c.sess.Logger().Debug("asked a modern session for input", "method", m.Method, "for", r.Method)
 	c.sess.Send(outbox.Frame{Data: jsonrpc.Response(r.ID, body), Tag: r.Tag, Last: true})
+	if detached {
+		c.sess.End() // answered, as far as this session goes: the retry's session takes the request up
+	}
+}
+
+// sessionless owns the parked requests of sessions that carry one request
+// each (the 2026-07-28 HTTP binding), whose retries come on sessions of
+// their own.
+const sessionless = ^uint64(0)
+
+// parkedOwner is who a session's parked requests belong to, and whether
+// they outlive it: the session itself, or, for a session of one request,
+// every such session of the hub (a retry proves itself by its signed
+// requestState, whichever session it comes on).
+func parkedOwner(c *client) (owner uint64, detached bool) {
+	if c.sess.Peer().OneRequest {
+		return sessionless, true
+	}
+	return c.sess.ID(), false
 }
 
 // answerRetry serves a modern session's retry of a request mcpmux parked;
@@ -226,7 +247,8 @@ func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink
 	if !ok || !strings.HasPrefix(state, stateVersion) {
 		return false // none, or the server's own
 	}
-	p, err := h.bridge.parked.take(c.sess.ID(), state)
+	owner, _ := parkedOwner(c)
+	p, err := h.bridge.parked.take(owner, state)
 	if err != nil {
 		c.sess.Logger().Warn("refused a retry with a requestState this session was not given", "id", string(m.ID))
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState is not one this session was given, or it was used already", Reason: jsonrpc.ReasonInvalidRequestState})
@@ -236,9 +258,15 @@ func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink
 	if s, ok := m.ParamsPath("_meta", "progressToken"); ok {
 		token = m.Frame[s.Start:s.End]
 	}
-	found, err := h.reqs.Rebind(p.up, m.ID, token, out.tag())
+	if p.detached {
+		c.sess.Begin() // the request is this session's from now on
+	}
+	found, err := h.reqs.Move(p.up, c.sess.ID(), m.ID, token, out.tag())
 	switch {
 	case err != nil:
+		if p.detached {
+			c.sess.End()
+		}
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "request id " + string(m.ID) + " is already in flight on this session", Reason: jsonrpc.ReasonDuplicateID})
 		h.abandonParked(p)
 		return true

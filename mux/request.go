@@ -19,8 +19,10 @@ import (
 func (c *client) handleRequest(m *jsonrpc.Message, out sink) {
 	switch m.Method {
 	case "ping":
-		out.reply(jsonrpc.Response(m.ID, emptyResult))
-		return
+		if _, modern := envelopeOf(m); !modern && c.sessionEra() != eraModern {
+			out.reply(jsonrpc.Response(m.ID, emptyResult))
+			return
+		} // else removed in 2026-07-28: handleModern refuses it
 	case "initialize":
 		c.handleInitialize(m, out)
 		return
@@ -37,7 +39,11 @@ func (c *client) handleRequest(m *jsonrpc.Message, out sink) {
 	default:
 		if enveloped {
 			c.becomeModern(env.info)
-			c.sess.Logger().Info("session initialized", "protocol", env.version, "era", eraModern, "client", string(env.info))
+			log := c.sess.Logger().Info
+			if c.sess.Peer().OneRequest {
+				log = c.sess.Logger().Debug // one a request: not news
+			}
+			log("session initialized", "protocol", env.version, "era", eraModern, "client", string(env.info))
 			c.handleModern(m, env, true, out)
 			return
 		}

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/protocol"
 )
 
 // srvKey names a server request as a session knows it.
@@ -142,6 +144,10 @@ func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 		}
 	}
 	n := needOf(m)
+	if up, cause, ok := h.undeclaredCause(n); ok {
+		h.refuseUndeclared(proc, up, cause, m, n)
+		return
+	}
 	c, up, cause := h.chooseSession(m, n)
 	if c == nil {
 		h.log.Info("no session can take a server request", "method", m.Method)
@@ -160,6 +166,24 @@ func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 	}
 	c.sess.Logger().Debug("routed a server request", "method", m.Method, "id", key.id)
 	c.sendAbout(cause.Tag, m.WithID([]byte(strconv.FormatInt(key.id, 10))))
+}
+
+// refuseUndeclared answers a server request that the modern request
+// causing it did not declare the capability for: the server is told no
+// client takes it, the request is cancelled at the server and refused
+// with -32021, naming what it lacked.
+func (h *Hub) refuseUndeclared(proc process, up int64, cause idmap.Route, m *jsonrpc.Message, n need) {
+	proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonMissingCapability, "the request that caused "+m.Method+" did not declare the capability"))
+	r, ok := h.reqs.Take(up)
+	if !ok {
+		return // answered meanwhile
+	}
+	proc.Send(cancelFrame(up, "the client did not declare the capability the server asked for"))
+	h.log.Debug("refused a modern request that did not declare what its server request needs", "method", m.Method, "for", cause.Method)
+	h.fail(r, &jsonrpc.Error{
+		Code: protocol.CodeMissingCapability, Message: r.Method + " needs " + m.Method + ", which the request did not declare in its clientCapabilities",
+		Reason: jsonrpc.ReasonMissingCapability, Extra: map[string]any{"requiredCapabilities": n.required()},
+	})
 }
 
 // askSession sends a request of mcpmux's own to a session; done gets the

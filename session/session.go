@@ -92,6 +92,10 @@ type Peer struct {
 	Transport string // "unix", "yamux", "websocket", ...
 	Addr      string // "pid 123 uid 1000", "127.0.0.1:50312", ...
 	Dir       string // the working folder of the client process, when the system tells; "" otherwise
+	// OneRequest: the session carries one request and ends with it (the
+	// 2026-07-28 HTTP binding), so what the request leaves for a later
+	// one (input it asked for) must outlive it.
+	OneRequest bool
 }
 
 // The defaults of Config's zero values.

@@ -14,6 +14,17 @@
 // the tag. Streams keep their last events for Last-Event-ID resumption,
 // within bounds, and a session with no request for its idle time ends.
 //
+// In the 2026-07-28 binding there is no HTTP session: a POST without
+// Mcp-Session-Id that names that revision (in MCP-Protocol-Version or in
+// its request's _meta envelope) carries one request, which is checked
+// against the headers (modern.go) and served on a session of its own, a
+// oneShot transport that lives as long as the POST. The response's status
+// waits for the first frame about the request (reply.go), and closing the
+// response ends the session, which cancels the request at the server. The
+// tool definitions that the Mcp-Param headers are checked against come
+// from the server's tools/list, asked for on such a session
+// (toolparams.go).
+//
 // Every refusal it makes is a JSON-RPC error body (application/json) with
 // data.reason and data.server, under the HTTP status the transport's
 // specification gives.

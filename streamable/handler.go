@@ -68,7 +68,9 @@ type Handler struct {
 	mu       sync.Mutex
 	closing  bool
 	sessions map[string]*transport // by Mcp-Session-Id
-	active   sync.WaitGroup        // the sessions' goroutines
+	active   sync.WaitGroup        // the sessions' goroutines, and the modern requests'
+
+	tools toolCache // the 2026-07-28 binding's tool definitions (modern.go)
 }
 
 // New returns a Handler with no sessions.
@@ -89,6 +91,11 @@ func New(cfg Config) *Handler {
 
 // Serve answers one request for server on ep: POST, GET or DELETE.
 func (h *Handler) Serve(rw http.ResponseWriter, r *http.Request, server string, ep Endpoint) {
+	switch {
+	case r.Method != http.MethodPost && r.Header.Get(headerSessionID) == "":
+		h.refuseSessionless(rw, r, server) // the 2026-07-28 binding has POST alone
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		h.post(rw, r, server, ep)
@@ -188,7 +195,8 @@ func readBody(r *http.Request, limit int) (*body, *refusal) {
 
 // post serves one POST: its checks, then its message.
 func (h *Handler) post(rw http.ResponseWriter, r *http.Request, server string, ep Endpoint) {
-	if !Accepts(r, "application/json") || !Accepts(r, "text/event-stream") {
+	modern := r.Header.Get(headerSessionID) == "" && r.Header.Get(headerProtocolVersion) != "" && !protocol.IsLegacy(r.Header.Get(headerProtocolVersion))
+	if !modern && (!Accepts(r, "application/json") || !Accepts(r, "text/event-stream")) {
 		h.refuse(rw, r, server, errNotAcceptable)
 		return
 	}
@@ -204,6 +212,10 @@ func (h *Handler) post(rw http.ResponseWriter, r *http.Request, server string, e
 		return
 	case f != nil:
 		h.refuse(rw, r, server, f)
+		return
+	}
+	if isModernPOST(r, b) {
+		h.postModern(rw, r, server, ep, b) // the 2026-07-28 binding
 		return
 	}
 	h.postSession(rw, r, server, ep, b)

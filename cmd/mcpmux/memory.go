@@ -87,11 +87,17 @@ func (m serverMemory) RememberDescription(era string, result []byte) error {
 }
 
 // startKey names how a server starts: the same command, arguments and
-// folder give the same key.
+// folder, and the same era it is opened in, give the same key. (A server
+// of both eras describes itself per era; "auto", the default, adds nothing,
+// so the keys of such servers stay what they were.)
 func startKey(sc serverConfig) string {
 	h := sha256.New()
 	for _, part := range append([]string{sc.Command, sc.Cwd}, sc.Args...) {
 		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	if sc.Protocol != "" && sc.Protocol != mux.ProtocolAuto {
+		h.Write([]byte("protocol=" + sc.Protocol))
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:20]

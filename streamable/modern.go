@@ -1,0 +1,287 @@
+package streamable
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
+	"github.com/mcpmux/mcpmux/protocol"
+	"github.com/mcpmux/mcpmux/session"
+)
+
+// The 2026-07-28 binding: no HTTP session. Each POST carries one request,
+// which is served on a session of its own (its own ids and progress
+// tokens in the router) that lives as long as the POST: the answer ends
+// both, and a client that closes the response first has the request
+// cancelled at the server by the session's end. A subscriptions/listen is
+// a POST whose SSE response stays open until the client closes it.
+
+// Headers of the 2026-07-28 binding.
+const (
+	headerMethod      = "Mcp-Method"
+	headerName        = "Mcp-Name"
+	headerParamPrefix = "Mcp-Param-"
+)
+
+// holdStatus bounds how long the status of a modern POST waits for the
+// first message about its request before an SSE stream starts anyway.
+const holdStatus = 500 * time.Millisecond
+
+// isModernPOST classifies a POST as the SDKs do: anything on an
+// Mcp-Session-Id is the 2025 binding; so is initialize, unless its
+// MCP-Protocol-Version header names a revision past the legacy ones (then
+// it is a 2026-07-28 request for a method that revision removed); and any
+// other request is the 2026-07-28 binding when its header names such a
+// revision or its _meta carries the modern envelope's protocol version.
+func isModernPOST(r *http.Request, b *body) bool {
+	if r.Header.Get(headerSessionID) != "" {
+		return false
+	}
+	if v := r.Header.Get(headerProtocolVersion); v != "" && !protocol.IsLegacy(v) {
+		return true
+	}
+	if b.batch || b.msg.Kind != jsonrpc.KindRequest || b.initialize() {
+		return false
+	}
+	_, ok := b.msg.ParamsPath("_meta", protocol.MetaProtocolVersion)
+	return ok
+}
+
+// headerRefusal is a 400 for a header that is missing or contradicts the
+// body.
+func headerRefusal(id json.RawMessage, msg string) *refusal {
+	return &refusal{status: http.StatusBadRequest, id: id, err: &jsonrpc.Error{Code: protocol.CodeHeaderMismatch, Message: msg, Reason: jsonrpc.ReasonHeaderMismatch}}
+}
+
+// checkEnvelope checks a modern request's envelope against its
+// MCP-Protocol-Version header, in the order the specification lists them.
+func checkEnvelope(r *http.Request, m *jsonrpc.Message) *refusal {
+	header := r.Header.Get(headerProtocolVersion)
+	version, hasVersion := stringAt(m.Frame, m.ParamsPath, "_meta", protocol.MetaProtocolVersion)
+	_, hasCaps := m.ParamsPath("_meta", protocol.MetaClientCapabilities)
+	var missing []string
+	if !hasVersion {
+		missing = append(missing, protocol.MetaProtocolVersion)
+	}
+	if !hasCaps {
+		missing = append(missing, protocol.MetaClientCapabilities)
+	}
+	switch {
+	case header == "":
+		return headerRefusal(m.ID, "the MCP-Protocol-Version header is required on a request of 2026-07-28")
+	case len(missing) > 0:
+		return &refusal{status: http.StatusBadRequest, id: m.ID, err: &jsonrpc.Error{
+			Code: jsonrpc.CodeInvalidParams, Message: "the request's _meta lacks " + strings.Join(missing, " and "), Reason: jsonrpc.ReasonInvalidRequest,
+		}}
+	case header != version:
+		return headerRefusal(m.ID, "the MCP-Protocol-Version header "+header+" does not match _meta "+protocol.MetaProtocolVersion+" "+version)
+	case !protocol.IsModern(version):
+		return &refusal{status: http.StatusBadRequest, id: m.ID, err: &jsonrpc.Error{
+			Code: protocol.CodeUnsupportedVersion, Message: "unsupported protocol version " + version, Reason: jsonrpc.ReasonUnsupportedVersion,
+			Extra: map[string]any{"supported": protocol.Supported, "requested": version},
+		}}
+	}
+	return nil
+}
+
+// checkHeaders checks Mcp-Method, and Mcp-Name for the methods that name
+// something, against the body.
+func checkHeaders(r *http.Request, m *jsonrpc.Message) *refusal {
+	switch got := r.Header.Get(headerMethod); {
+	case got == "":
+		return headerRefusal(m.ID, "the Mcp-Method header is required")
+	case got != m.Method:
+		return headerRefusal(m.ID, "the Mcp-Method header "+got+" does not match the body's method "+m.Method)
+	}
+	field := nameField(m.Method)
+	if field == "" {
+		return nil
+	}
+	raw := r.Header.Get(headerName)
+	if raw == "" {
+		return headerRefusal(m.ID, "the Mcp-Name header is required for "+m.Method)
+	}
+	got, ok := decodeHeader(raw)
+	want, _ := stringAt(m.Frame, m.ParamsPath, field)
+	switch {
+	case !ok:
+		return headerRefusal(m.ID, "the Mcp-Name header is not valid Base64")
+	case got != want:
+		return headerRefusal(m.ID, "the Mcp-Name header "+raw+" does not match the body's "+field+" "+want)
+	}
+	return nil
+}
+
+// nameField is the member of params that Mcp-Name repeats; "" when the
+// method has none.
+func nameField(method string) string {
+	switch method {
+	case "tools/call", "prompts/get":
+		return "name"
+	case "resources/read":
+		return "uri"
+	}
+	return ""
+}
+
+// decodeHeader undoes the Base64 form of a header value, =?base64?…?=;
+// false when it is that form and not valid Base64.
+func decodeHeader(v string) (string, bool) {
+	inner, ok := strings.CutPrefix(v, "=?base64?")
+	if !ok {
+		return v, true
+	}
+	inner, ok = strings.CutSuffix(inner, "?=")
+	if !ok {
+		return v, true
+	}
+	b, err := base64.StdEncoding.DecodeString(inner)
+	return string(b), err == nil
+}
+
+// stringAt decodes the string at path in a message's params (find is the
+// message's ParamsPath); false when absent or not a string.
+func stringAt(frame []byte, find func(...string) (jsonrpc.Span, bool), path ...string) (string, bool) {
+	s, ok := find(path...)
+	if !ok || frame[s.Start] != '"' {
+		return "", false
+	}
+	var v string
+	return v, json.Unmarshal(frame[s.Start:s.End], &v) == nil
+}
+
+// postModern serves a POST of the 2026-07-28 binding.
+func (h *Handler) postModern(rw http.ResponseWriter, r *http.Request, server string, ep Endpoint, b *body) {
+	if !Accepts(r, "application/json") && !Accepts(r, "text/event-stream") {
+		h.refuse(rw, r, server, errNotAcceptable)
+		return
+	}
+	if f := h.checkModern(r, server, ep, b); f != nil {
+		h.refuse(rw, r, server, f)
+		return
+	}
+	if b.msg.Kind != jsonrpc.KindRequest {
+		// Notifications have no session to go to: the binding's only one,
+		// cancellation, is the closing of the request's response.
+		rw.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if ep.Full() {
+		h.refuse(rw, r, server, errFull)
+		return
+	}
+	if !h.enterModern() {
+		h.refuse(rw, r, server, errShuttingDown)
+		return
+	}
+	defer h.active.Done()
+	p := newReply(rw, r, h.cfg.WriteTimeout, b.msg.ID, b.msg.Method == "subscriptions/listen")
+	served := h.serveOne(ep, b.frame, p.put, session.Peer{Transport: "http", Addr: r.RemoteAddr, OneRequest: true})
+	h.holdModern(r, server, p, served)
+}
+
+// checkModern runs the binding's checks of a POST: one message, its
+// envelope, its headers.
+func (h *Handler) checkModern(r *http.Request, server string, ep Endpoint, b *body) *refusal {
+	switch {
+	case b.batch:
+		return refused(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonBatchNotSupported, "2026-07-28 has no batches: send one request per POST")
+	case b.msg.Kind != jsonrpc.KindRequest:
+		return nil
+	}
+	if f := checkEnvelope(r, b.msg); f != nil {
+		return f
+	}
+	if f := checkHeaders(r, b.msg); f != nil {
+		return f
+	}
+	if b.msg.Method == "initialize" {
+		return &refusal{status: http.StatusNotFound, id: b.msg.ID, err: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "initialize is not part of 2026-07-28: send the request itself, with its _meta envelope", Reason: jsonrpc.ReasonMethodNotFound}}
+	}
+	if b.msg.Method == "tools/call" {
+		return h.tools.checkParams(h, r, server, ep, b.msg)
+	}
+	return nil
+}
+
+// enterModern counts a modern request in h.active; false once closing.
+func (h *Handler) enterModern() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.active.Add(1)
+	return true
+}
+
+// serveOne serves frame on a session of its own, sending what comes back to
+// put; the channel is closed when the session has ended. Close on the
+// returned transport ends it early.
+func (h *Handler) serveOne(ep Endpoint, frame []byte, put func(outbox.Frame), peer session.Peer) *served {
+	t := newOneShot(frame, put)
+	s := &served{t: t, done: make(chan struct{})}
+	go func() { // owned by s.wait, which every caller runs
+		defer close(s.done)
+		ep.Serve(h.ctx, t, peer)
+		t.Close()
+	}()
+	return s
+}
+
+// served is a request being served on a session of its own.
+type served struct {
+	t    *oneShot
+	done chan struct{}
+}
+
+// end closes the session (what is still in flight is cancelled at the
+// server) and waits for it.
+func (s *served) end() {
+	s.t.Close()
+	<-s.done
+}
+
+// holdModern holds a modern POST until its answer is complete, the client
+// leaves, or the session ends; meanwhile the status waits up to holdStatus
+// for the first message, and an open SSE stream gets a keepalive now and
+// then.
+func (h *Handler) holdModern(r *http.Request, server string, p *reply, s *served) {
+	defer s.end()
+	hold := time.NewTimer(holdStatus)
+	defer hold.Stop()
+	tick := time.NewTicker(sseKeepalive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.finished:
+			return
+		case <-r.Context().Done():
+			return // the client left: the session's end cancels the request
+		case <-s.done:
+			f := errShuttingDown
+			p.refuse(f.status, f.err.WithServer(server))
+			return
+		case <-hold.C:
+			p.start()
+		case <-tick.C:
+			p.keepalive()
+		}
+	}
+}
+
+// errSessionless: GET and DELETE name an HTTP session of the 2025 binding;
+// without one they have nothing to act on, and the 2026-07-28 binding has
+// neither.
+var errSessionless = refused(http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonNoSession, "only POST is served without Mcp-Session-Id: GET and DELETE need an HTTP session of the 2025 binding (from initialize), and 2026-07-28 has neither")
+
+// refuseSessionless answers a request other than POST without a session
+// id: 405, with the method allowed.
+func (h *Handler) refuseSessionless(rw http.ResponseWriter, r *http.Request, server string) {
+	rw.Header().Set("Allow", "POST")
+	h.refuse(rw, r, server, errSessionless, "method", r.Method)
+}
