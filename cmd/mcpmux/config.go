@@ -53,6 +53,8 @@ type daemonConfig struct {
 	LogFormat string        // log_format: "text" (default) or "json"
 	Autostart bool          // autostart: `connect` starts a daemon when none answers; default true
 	IdleExit  time.Duration // idle_exit: stop after this long without sessions; default 0 = never
+
+	MaxHTTPSessions int // max_http_sessions: Streamable HTTP sessions at once, all servers together (the idlest is evicted); default 256
 }
 
 // listenConfig is the [listen] table: where clients reach the daemon, and
@@ -71,7 +73,9 @@ type listenConfig struct {
 
 	DrainTimeout time.Duration // drain_timeout: how long a client that half-closed waits for its answers in flight; default 60s
 
-	HTTPSessionIdle time.Duration // http_session_idle: a Streamable HTTP session without requests this long ends; default 30m
+	HTTPSessionIdle time.Duration // http_session_idle: a Streamable HTTP session without requests this long ends; default 24h
+
+	HTTPMaxConnections int // http_max_connections: connections to the web listener at once; default 1024
 }
 
 // serverConfig is one [servers.NAME] table: an MCP server run over stdio.

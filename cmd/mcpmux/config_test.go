@@ -24,6 +24,7 @@ log_level = "debug"
 log_format = "json"
 autostart = false
 idle_exit = "90s"
+max_http_sessions = 64
 
 [listen]
 socket_dir = "run/sockets"
@@ -37,6 +38,7 @@ http_allow_remote = true
 max_streams_per_conn = 16
 http_session_idle = "5m"
 drain_timeout = "3s"
+http_max_connections = 100
 
 [servers.memory]
 command = "npx"
@@ -84,7 +86,7 @@ write_queue_bytes = "8kib"
 
 	want := &config{
 		Path:   filepath.Join(dir, "mux.toml"),
-		Daemon: daemonConfig{LogLevel: slog.LevelDebug, LogFormat: "json", Autostart: false, IdleExit: 90 * time.Second},
+		Daemon: daemonConfig{LogLevel: slog.LevelDebug, LogFormat: "json", Autostart: false, IdleExit: 90 * time.Second, MaxHTTPSessions: 64},
 		Listen: listenConfig{
 			SocketDir:       filepath.Join(dir, "run", "sockets"),
 			HTTP:            "127.0.0.1:7878",
@@ -98,6 +100,8 @@ write_queue_bytes = "8kib"
 			MaxStreamsPerConn: 16,
 			HTTPSessionIdle:   5 * time.Minute,
 			DrainTimeout:      3 * time.Second,
+
+			HTTPMaxConnections: 100,
 		},
 		Servers: []serverConfig{
 			{
@@ -205,11 +209,13 @@ func TestParseConfigDefaults(t *testing.T) {
 			OutboxMax:       64 << 20,
 
 			MaxStreamsPerConn: 256,
-			HTTPSessionIdle:   30 * time.Minute,
+			HTTPSessionIdle:   24 * time.Hour,
 			DrainTimeout:      time.Minute,
+
+			HTTPMaxConnections: 1024,
 		}
 	}
-	daemon := daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true}
+	daemon := daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true, MaxHTTPSessions: 256}
 	defaultDir, note := defaultSocketDir(os.Getuid())
 	require.Empty(t, note, "this machine's default socket folder is the usual one")
 

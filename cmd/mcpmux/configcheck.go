@@ -28,7 +28,7 @@ import (
 func defaultConfig() *config {
 	dir, note := defaultSocketDir(os.Getuid())
 	return &config{
-		Daemon: daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true},
+		Daemon: daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true, MaxHTTPSessions: streamable.DefaultMaxSessions},
 		Listen: listenConfig{
 			SocketDir:       dir,
 			SocketDirNote:   note,
@@ -38,7 +38,9 @@ func defaultConfig() *config {
 
 			MaxStreamsPerConn: socket.DefaultMaxStreams,
 			HTTPSessionIdle:   streamable.DefaultSessionIdle,
-			DrainTimeout:      session.DefaultDrainTimeout,
+
+			HTTPMaxConnections: socket.DefaultMaxConnections,
+			DrainTimeout:       session.DefaultDrainTimeout,
 		},
 	}
 }
@@ -132,6 +134,7 @@ func (d *decoder) daemon(path keyPath, f *fileDaemon, c *daemonConfig) {
 	}
 	set(&c.Autostart, f.Autostart)
 	d.setDuration(path.with("idle_exit"), &c.IdleExit, f.IdleExit, false)
+	d.setCount(path.with("max_http_sessions"), &c.MaxHTTPSessions, f.MaxHTTPSessions, 1)
 }
 
 // listen checks the [listen] table into c.
@@ -160,6 +163,7 @@ func (d *decoder) listen(path keyPath, f *fileListen, c *listenConfig) {
 	}
 	d.setCount(path.with("max_streams_per_conn"), &c.MaxStreamsPerConn, f.MaxStreamsPerConn, 1)
 	d.setDuration(path.with("http_session_idle"), &c.HTTPSessionIdle, f.HTTPSessionIdle, true)
+	d.setCount(path.with("http_max_connections"), &c.HTTPMaxConnections, f.HTTPMaxConnections, 1)
 	d.setDuration(path.with("drain_timeout"), &c.DrainTimeout, f.DrainTimeout, true)
 	d.setCount(path.with("max_inflight"), &c.MaxInflight, f.MaxInflight, 1)
 	d.setSize(path.with("outbox_high_water"), &c.OutboxHighWater, f.OutboxHighWater)

@@ -28,6 +28,8 @@ type fileDaemon struct {
 	LogFormat *string `toml:"log_format"`
 	Autostart *bool   `toml:"autostart"`
 	IdleExit  *string `toml:"idle_exit" want:"duration"`
+
+	MaxHTTPSessions *int `toml:"max_http_sessions"`
 }
 
 type fileListen struct {
@@ -42,6 +44,8 @@ type fileListen struct {
 	MaxStreamsPerConn *int     `toml:"max_streams_per_conn"`
 	HTTPSessionIdle   *string  `toml:"http_session_idle" want:"duration"`
 	DrainTimeout      *string  `toml:"drain_timeout" want:"duration"`
+
+	HTTPMaxConnections *int `toml:"http_max_connections"`
 }
 
 type fileServer struct {
