@@ -19,6 +19,9 @@ func (h *Handler) admit(r *http.Request, server string, ep Endpoint, rec Record)
 	}
 	budget := &replayBudget{daemon: &h.replayKept, sessionMax: h.cfg.ReplaySessionBytes, daemonMax: h.cfg.ReplayBytes}
 	t := newTransport(rec.ID, server, h.cfg.SessionIdle, h.cfg.WriteTimeout, budget, h.cfg.MaxInflight)
+	if rec.ID != "" {
+		t.renumber()
+	}
 	if h.cfg.Store != nil {
 		rec.ID, rec.Server = t.id, server
 		t.memo = newMemo(h.cfg.Store, rec, h.cfg.SessionIdle)

@@ -77,6 +77,20 @@ func newTransport(id, server string, idle, writeTimeout time.Duration, budget *r
 	}
 }
 
+// renumber starts the numbers of a session made again after a restart
+// (its POST streams, its events) above any its earlier daemon gave: a
+// client resuming with an event id of that daemon's must not be taken
+// for one asking for events of this one. The numbers start from the time
+// in milliseconds times 2^20, so an earlier daemon would have needed over
+// a million events a millisecond to reach them.
+func (t *transport) renumber() {
+	base := uint64(time.Now().UnixMilli()) << 20
+	t.eventNo.Store(base)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.nextTag = base + 1
+}
+
 // takePOST waits for room for one more POST of the session: those being
 // read and handed over count against max_inflight, so that a client that
 // opens many at once holds no more bodies than the session would read.
