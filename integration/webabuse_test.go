@@ -139,3 +139,28 @@ func TestHTTPHugeAnswersLeaveMemoryFlat(t *testing.T) {
 		float64(peak)/(1<<20), float64(after)/(1<<20), raceEnabled)
 	assert.Less(t, after, bound)
 }
+
+// TestOAuthDiscoveryQuiet: the probes mcp-remote and other OAuth clients
+// send before they connect get a 404 with a JSON-RPC body, and the log no
+// warning.
+func TestOAuthDiscoveryQuiet(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, demo("demo", nil), wsListen)
+	base := "http://" + d.webAddr()
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: ioTimeout}
+	for _, path := range []string{
+		"/.well-known/oauth-protected-resource/servers/demo",
+		"/.well-known/oauth-authorization-server",
+		"/.well-known/openid-configuration",
+		"/servers/demo/.well-known/oauth-protected-resource",
+	} {
+		resp, err := hc.Get(base + path)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), path)
+		assert.Contains(t, string(body), `"reason":"not_supported"`, path)
+	}
+	assert.NotContains(t, d.log(), "level=WARN", "no warning for the probes")
+}

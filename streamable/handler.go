@@ -36,7 +36,7 @@ const (
 	// DefaultMaxSessions bounds the HTTP sessions of a Handler, all servers
 	// together; when it is reached a new session evicts the idlest.
 	DefaultMaxSessions = 256
-	DefaultMaxInflight = 256
+	DefaultMaxInflight = session.DefaultMaxInflight
 )
 
 // Endpoint is what a Handler serves a request to: one server of the
