@@ -266,3 +266,39 @@ func TestFileStoreBounded(t *testing.T) {
 		assert.Equal(t, i >= 2, err == nil, "record %d", i)
 	}
 }
+
+// TestStreamableRestoreOnce: requests that come at once on a kept session
+// make it again once, and are all answered.
+func TestStreamableRestoreOnce(t *testing.T) {
+	store := &streamable.FileStore{Dir: t.TempDir(), Max: 8, Idle: time.Hour}
+	one := startHTTPConfig(t, streamable.Config{Store: store})
+	sid := one.initialize(t)
+	one.h.Close()
+
+	two := startHTTPConfig(t, streamable.Config{Store: store})
+	var wg sync.WaitGroup
+	got := make([][]sse, 4)
+	for i := range got {
+		wg.Go(func() { // all at once, before the session is made again
+			req, _ := http.NewRequest("POST", two.base, strings.NewReader(echoOf(i+1, 3)))
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Session-Id", sid)
+			if resp, err := two.hc.Do(req); err == nil {
+				got[i] = readEventsNoFail(resp)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	for i, evs := range got {
+		require.Len(t, evs, 1, "request %d", i+1)
+		assert.JSONEq(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"pad":"ppp"}}`, i+1), evs[0].data)
+	}
+	inits := 0
+	for _, r := range two.hub.requests() {
+		if strings.HasPrefix(r, "initialize ") {
+			inits++
+		}
+	}
+	assert.Equal(t, 1, inits, "one initialize replayed")
+}

@@ -104,6 +104,11 @@ func (h *Handler) remember(t *transport, b *body) {
 	if b.batch || b.msg == nil || t.memo == nil {
 		return
 	}
+	switch b.msg.Method {
+	case "initialize", "notifications/initialized", "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
+	default:
+		return // nothing to keep: no copy of a large call
+	}
 	// Frames the session took are its own from now on: keep copies.
 	msg := *b.msg
 	msg.Frame = slices.Clone(b.frame)
@@ -123,6 +128,9 @@ func (h *Handler) restore(r *http.Request, id, server string, ep Endpoint) (*tra
 		if mine {
 			defer h.restored(id, done)
 			if t := h.lookup(id); t != nil { // restored while this one waited
+				if t.server != server || t.closed() {
+					return nil, errNoSession
+				}
 				return t, nil
 			}
 			return h.restoreRecord(r, id, server, ep)
