@@ -302,3 +302,29 @@ func TestStreamableRestoreOnce(t *testing.T) {
 	}
 	assert.Equal(t, 1, inits, "one initialize replayed")
 }
+
+// TestStreamableRestoreOldEventID: a client that resumes its GET stream
+// with an event id its earlier daemon gave gets what the session sends
+// now: the new numbers start above the old ones.
+func TestStreamableRestoreOldEventID(t *testing.T) {
+	store := &streamable.FileStore{Dir: t.TempDir(), Max: 8, Idle: time.Hour}
+	one := startHTTPConfig(t, streamable.Config{Store: store})
+	sid := one.initialize(t)
+	hdr := "Mcp-Session-Id: " + sid
+	get := one.do(t, "GET", "", hdr, "Accept: text/event-stream")
+	for range 3 {
+		readEvents(t, one.do(t, "POST", `{"jsonrpc":"2.0","id":"n","method":"notify"}`, hdr), -1)
+	}
+	seen := readEvents(t, get, 3)
+	one.h.Close()
+
+	// The list change comes before the client is back on its GET stream:
+	// it is kept for it, and the old event id must not hide it.
+	two := startHTTPConfig(t, streamable.Config{Store: store})
+	readEvents(t, two.do(t, "POST", `{"jsonrpc":"2.0","id":"n","method":"notify"}`, hdr), -1)
+	resumed := two.do(t, "GET", "", hdr, "Accept: text/event-stream", "Last-Event-ID: "+seen[2].id)
+	require.Equal(t, http.StatusOK, resumed.StatusCode)
+	evs := readEvents(t, resumed, 1)
+	assert.JSONEq(t, `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`, evs[0].data)
+	assert.NotEqual(t, seen[2].id, evs[0].id)
+}
