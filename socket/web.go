@@ -2,6 +2,7 @@ package socket
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/mcpmux/mcpmux/internal/ratelog"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/streamable"
@@ -51,12 +53,29 @@ type WebConfig struct {
 	// HTTPSessionIdle ends a Streamable HTTP session that has had no
 	// request for this long; zero means streamable.DefaultSessionIdle.
 	HTTPSessionIdle time.Duration
+	// MaxHTTPSessions bounds the Streamable HTTP sessions, all servers
+	// together (the idlest is evicted for a new one); zero means
+	// streamable.DefaultMaxSessions.
+	MaxHTTPSessions int
+	// HTTPSessionDir keeps the Streamable HTTP sessions for the next
+	// daemon, which makes them again when their clients come back; ""
+	// keeps none.
+	HTTPSessionDir string
+	// MaxInflight bounds the POSTs of one Streamable HTTP session read at
+	// once (max_inflight); zero means the streamable package's default.
+	MaxInflight int
+	// MaxConnections bounds the connections open at once; the next one is
+	// accepted when one closes. Zero means DefaultMaxConnections.
+	MaxConnections int
 
 	Logger *slog.Logger // refusals at Warn, sessions at Debug; nil discards
 }
 
 // ServersPath is where server NAME is served: ServersPath + NAME.
 const ServersPath = "/servers/"
+
+// DefaultMaxConnections is WebConfig.MaxConnections' default.
+const DefaultMaxConnections = 1024
 
 // handshakeTimeout bounds reading a request's headers and completing the
 // WebSocket handshake.
@@ -118,6 +137,9 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// Anyone who reaches the port can provoke refusals at will: one line
+	// per kind and peer, then a count.
+	log = slog.New(ratelog.New(log.Handler(), ratelog.Config{Key: refusalKey}))
 	w := &Web{cfg: cfg, l: l, log: log, tokenSum: sha256.Sum256([]byte(cfg.Token))}
 	w.upgrader = websocket.Upgrader{
 		HandshakeTimeout: handshakeTimeout,
@@ -138,7 +160,16 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 			streamable.WriteError(rw, status, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "WebSocket handshake refused: " + reason.Error(), Reason: why, Server: serverOf(r.URL.Path)})
 		},
 	}
-	w.http = streamable.New(streamable.Config{SessionIdle: cfg.HTTPSessionIdle, WriteTimeout: cfg.WriteTimeout, Logger: log})
+	hc := streamable.Config{SessionIdle: cfg.HTTPSessionIdle, WriteTimeout: cfg.WriteTimeout,
+		MaxSessions: cfg.MaxHTTPSessions, MaxInflight: cfg.MaxInflight, Logger: log}
+	if cfg.HTTPSessionDir != "" {
+		fs := &streamable.FileStore{Dir: cfg.HTTPSessionDir,
+			Max:  cmp.Or(cfg.MaxHTTPSessions, streamable.DefaultMaxSessions),
+			Idle: cmp.Or(cfg.HTTPSessionIdle, streamable.DefaultSessionIdle)}
+		fs.Prune()
+		hc.Store = fs
+	}
+	w.http = streamable.New(hc)
 	return w, nil
 }
 
@@ -174,7 +205,8 @@ func (w *Web) Serve(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(w.l) }() // waited for below
+	l := newLimitListener(w.l, cmp.Or(w.cfg.MaxConnections, DefaultMaxConnections))
+	go func() { served <- srv.Serve(l) }() // waited for below
 	var err error
 	select {
 	case <-ctx.Done():
@@ -210,7 +242,37 @@ var (
 	errFull         = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server has its maximum of sessions", Reason: jsonrpc.ReasonTooManySessions}
 	errShuttingDown = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpmux is shutting down", Reason: jsonrpc.ReasonShuttingDown}
 	errUpgrade      = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "this endpoint speaks WebSocket and Streamable HTTP", Reason: jsonrpc.ReasonInvalidRequest}
+	errNoOAuth      = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "mcpmux does not use OAuth: send its token as Authorization: Bearer TOKEN", Reason: jsonrpc.ReasonNotSupported}
 )
+
+// isOAuthDiscovery reports whether path is one of the well-known paths
+// OAuth clients probe (RFC 8414, RFC 9728, OpenID Connect Discovery),
+// at the root with or without a server's path after it, or after a
+// server's path.
+func isOAuthDiscovery(path string) bool {
+	_, rest, ok := strings.Cut(path, "/.well-known/")
+	if !ok {
+		return false
+	}
+	return strings.HasPrefix(rest, "oauth-") || rest == "openid-configuration" || strings.HasPrefix(rest, "openid-configuration/")
+}
+
+// refusalKey is the kind of a web listener's log record, for the rate
+// limit: its level, its message and the peer's address without its port.
+func refusalKey(r slog.Record) string {
+	peer := ""
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "peer" {
+			peer = a.Value.String()
+			if h, _, err := net.SplitHostPort(peer); err == nil {
+				peer = h
+			}
+			return false
+		}
+		return true
+	})
+	return r.Level.String() + " " + r.Message + " " + peer
+}
 
 // serverOf is the server name a path asks for, "" when it names none:
 // /servers/NAME, or /servers/NAME/mcp (some clients keep a URL's path only
@@ -228,6 +290,11 @@ func serverOf(path string) string {
 func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	name := serverOf(r.URL.Path)
 	refuse := func(status int, e *jsonrpc.Error, args ...any) {
+		for i, a := range args {
+			if s, ok := a.(string); ok {
+				args[i] = streamable.Clip(s)
+			}
+		}
 		w.log.Warn("refused a web request: "+e.Message, append([]any{"peer", r.RemoteAddr, "status", status}, args...)...)
 		streamable.WriteError(rw, status, nil, e.WithServer(name))
 	}
@@ -237,6 +304,13 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	}
 	if !w.originAllowed(r) {
 		refuse(http.StatusForbidden, errOrigin, "origin", r.Header.Get("Origin"))
+		return
+	}
+	if isOAuthDiscovery(r.URL.Path) {
+		// Clients probe these before they use a server; mcpmux takes a
+		// token instead, and a 404 is how OAuth says "none here".
+		w.log.Debug("answered an OAuth discovery probe: none here", "peer", r.RemoteAddr, "path", streamable.Clip(r.URL.Path))
+		streamable.WriteError(rw, http.StatusNotFound, nil, errNoOAuth.WithServer(name))
 		return
 	}
 	if !w.authorized(r) {

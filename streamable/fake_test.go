@@ -25,6 +25,16 @@ import (
 type hubEndpoint struct {
 	gate  chan struct{}
 	ended chan struct{} // a value per session that ended
+
+	mu   sync.Mutex
+	seen []string // "method id" of every request, in order
+}
+
+// requests is "method id" of every request the endpoint got.
+func (e *hubEndpoint) requests() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.seen...)
 }
 
 func (e *hubEndpoint) Full() bool           { return false }
@@ -94,6 +104,9 @@ func (s *fakeSession) request(m *jsonrpc.Message, tag uint64) {
 		f, _ := jsonrpc.Notification("notifications/progress", map[string]any{"progressToken": token, "progress": n})
 		s.write(outbox.Frame{Data: f, Tag: tag})
 	}
+	s.e.mu.Lock()
+	s.e.seen = append(s.e.seen, m.Method+" "+string(m.ID))
+	s.e.mu.Unlock()
 	if s.busy(m.ID) {
 		e := &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "request id " + string(m.ID) + " is already in flight", Reason: jsonrpc.ReasonDuplicateID}
 		s.write(outbox.Frame{Data: e.Response(m.ID), Tag: tag, Last: true})

@@ -2,6 +2,7 @@ package streamable
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
@@ -27,8 +29,14 @@ const (
 
 // Defaults of Config.
 const (
-	DefaultSessionIdle  = 30 * time.Minute
+	// DefaultSessionIdle is long enough that an editor left open overnight
+	// keeps its session, and its tools, in the morning.
+	DefaultSessionIdle  = 24 * time.Hour
 	DefaultWriteTimeout = 60 * time.Second
+	// DefaultMaxSessions bounds the HTTP sessions of a Handler, all servers
+	// together; when it is reached a new session evicts the idlest.
+	DefaultMaxSessions = 256
+	DefaultMaxInflight = session.DefaultMaxInflight
 )
 
 // Endpoint is what a Handler serves a request to: one server of the
@@ -51,6 +59,21 @@ type Config struct {
 	// WriteTimeout bounds each write to a stream; zero means
 	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// MaxSessions bounds the sessions, all servers together: a new one
+	// evicts the one idle for longest, or is refused 503 when every one has
+	// a request in flight. Zero means DefaultMaxSessions.
+	MaxSessions int
+	// MaxInflight bounds the POSTs of one session being read and handed
+	// over at once (the others wait); zero means DefaultMaxInflight.
+	MaxInflight int
+	// ReplaySessionBytes and ReplayBytes bound what the streams keep for
+	// resumption once delivered, per session and in all; zero means
+	// DefaultReplaySessionBytes and DefaultReplayBytes.
+	ReplaySessionBytes int64
+	ReplayBytes        int64
+	// Store keeps each session for a later daemon, which makes it again
+	// when its client comes back; nil keeps nothing.
+	Store Store
 	// Logger gets refusals at Warn and sessions at Debug; nil discards.
 	Logger *slog.Logger
 }
@@ -65,10 +88,13 @@ type Handler struct {
 	ctx    context.Context // the sessions'; cancelled by Close
 	cancel context.CancelFunc
 
+	replayKept atomic.Int64 // bytes the streams of every session keep once delivered
+
 	mu       sync.Mutex
 	closing  bool
-	sessions map[string]*transport // by Mcp-Session-Id
-	active   sync.WaitGroup        // the sessions' goroutines, and the modern requests'
+	sessions map[string]*transport    // by Mcp-Session-Id
+	pending  map[string]chan struct{} // restores under way, by id
+	active   sync.WaitGroup           // the sessions' goroutines, and the modern requests'
 
 	tools toolCache // the 2026-07-28 binding's tool definitions (modern.go)
 }
@@ -81,12 +107,17 @@ func New(cfg Config) *Handler {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	cfg.MaxSessions = cmp.Or(max(cfg.MaxSessions, 0), DefaultMaxSessions)
+	cfg.MaxInflight = cmp.Or(max(cfg.MaxInflight, 0), DefaultMaxInflight)
+	cfg.ReplaySessionBytes = cmp.Or(max(cfg.ReplaySessionBytes, 0), DefaultReplaySessionBytes)
+	cfg.ReplayBytes = cmp.Or(max(cfg.ReplayBytes, 0), DefaultReplayBytes)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Handler{cfg: cfg, log: log, ctx: ctx, cancel: cancel, sessions: make(map[string]*transport)}
+	return &Handler{cfg: cfg, log: log, ctx: ctx, cancel: cancel,
+		sessions: make(map[string]*transport), pending: make(map[string]chan struct{})}
 }
 
 // Serve answers one request for server on ep: POST, GET or DELETE.
@@ -100,7 +131,7 @@ func (h *Handler) Serve(rw http.ResponseWriter, r *http.Request, server string, 
 	case http.MethodPost:
 		h.post(rw, r, server, ep)
 	case http.MethodGet:
-		h.get(rw, r, server)
+		h.get(rw, r, server, ep)
 	case http.MethodDelete:
 		h.delete(rw, r, server)
 	default:
@@ -150,8 +181,12 @@ var errClientLeft = &refusal{}
 func readBody(r *http.Request, limit int) (*body, *refusal) {
 	raw, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
 	switch {
-	case err != nil:
+	case err != nil && r.Context().Err() != nil:
 		return nil, errClientLeft
+	case err != nil: // a broken chunked encoding, a body cut short
+		return nil, &refusal{status: http.StatusBadRequest, err: &jsonrpc.Error{
+			Code: jsonrpc.CodeParseError, Message: "cannot read the body: " + err.Error(), Reason: jsonrpc.ReasonParseError,
+		}}
 	case len(raw) > limit:
 		return nil, &refusal{status: http.StatusRequestEntityTooLarge, err: &jsonrpc.Error{
 			Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("message over the limit of %d bytes", limit), Reason: jsonrpc.ReasonTooLarge,
@@ -206,6 +241,13 @@ func (h *Handler) post(rw http.ResponseWriter, r *http.Request, server string, e
 			return
 		}
 	}
+	if t := h.lookup(r.Header.Get(headerSessionID)); t != nil {
+		if release, ok := t.takePOST(r.Context()); ok {
+			defer release()
+		} else if r.Context().Err() != nil {
+			return // the client left; a session that ended is answered below
+		}
+	}
 	b, f := readBody(r, ep.MaxMessageBytes())
 	switch {
 	case f == errClientLeft:
@@ -227,12 +269,12 @@ func (h *Handler) postSession(rw http.ResponseWriter, r *http.Request, server st
 	var t *transport
 	var f *refusal
 	if b.initialize() && r.Header.Get(headerSessionID) == "" {
-		t, f = h.newSession(r, server, ep)
+		t, f = h.admit(r, server, ep, Record{})
 		if f == nil {
 			rw.Header().Set(headerSessionID, t.id)
 		}
 	} else {
-		t, f = h.sessionOf(r, server)
+		t, f = h.sessionOf(r, server, ep)
 	}
 	if f != nil {
 		h.refuse(rw, r, server, f)
@@ -248,6 +290,7 @@ func (h *Handler) postSession(rw http.ResponseWriter, r *http.Request, server st
 			}
 			return
 		}
+		h.remember(t, b)
 		rw.WriteHeader(http.StatusAccepted)
 		return
 	}
@@ -261,18 +304,19 @@ func (h *Handler) postSession(rw http.ResponseWriter, r *http.Request, server st
 		}
 		return
 	}
+	h.remember(t, b)
 	st.start(c)
 	st.hold(r.Context(), c)
 }
 
 // get opens a session's GET stream, or resumes the stream that
 // Last-Event-ID names.
-func (h *Handler) get(rw http.ResponseWriter, r *http.Request, server string) {
+func (h *Handler) get(rw http.ResponseWriter, r *http.Request, server string, ep Endpoint) {
 	if !Accepts(r, "text/event-stream") {
 		h.refuse(rw, r, server, errNotSSE)
 		return
 	}
-	t, f := h.sessionOf(r, server)
+	t, f := h.sessionOf(r, server, ep)
 	if f != nil {
 		h.refuse(rw, r, server, f)
 		return
@@ -297,17 +341,20 @@ func (h *Handler) get(rw http.ResponseWriter, r *http.Request, server string) {
 	if resume == "" {
 		from = st.undelivered() // what never reached the client
 	}
-	if !st.attach(c, from) {
-		h.refuse(rw, r, server, errStreamBusy)
-		return
-	}
+	st.attach(c, from) // a connection already there is let go
+	t.trimReplay()
 	st.start(c)
 	st.hold(r.Context(), c)
 }
 
 // delete ends the session a request names.
 func (h *Handler) delete(rw http.ResponseWriter, r *http.Request, server string) {
-	t, f := h.sessionOf(r, server)
+	t, f := h.sessionOf(r, server, nil)
+	if f == errNoSession && h.forgetRecord(r.Header.Get(headerSessionID), server) {
+		h.log.Debug("HTTP session of an earlier daemon deleted by its client", "server", server)
+		rw.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if f != nil {
 		h.refuse(rw, r, server, f)
 		return
@@ -319,8 +366,9 @@ func (h *Handler) delete(rw http.ResponseWriter, r *http.Request, server string)
 
 // sessionOf finds the session a request names: 400 without Mcp-Session-Id
 // or with an MCP-Protocol-Version of no legacy revision, 404 for a session
-// that does not exist (or no longer does).
-func (h *Handler) sessionOf(r *http.Request, server string) (*transport, *refusal) {
+// that does not exist (or no longer does). A session of an earlier daemon
+// that the Store kept is made again first, when ep is not nil.
+func (h *Handler) sessionOf(r *http.Request, server string, ep Endpoint) (*transport, *refusal) {
 	id := r.Header.Get(headerSessionID)
 	if id == "" {
 		return nil, errNoSessionID
@@ -332,35 +380,27 @@ func (h *Handler) sessionOf(r *http.Request, server string) (*transport, *refusa
 		}}
 	}
 	t := h.lookup(id)
+	if t == nil && ep != nil && h.cfg.Store != nil {
+		return h.restore(r, id, server, ep)
+	}
 	if t == nil || t.server != server || t.closed() {
 		return nil, errNoSession
 	}
 	return t, nil
 }
 
-// newSession starts a session for an initialize request: 503 when the
-// server is full or the handler is closing.
-func (h *Handler) newSession(r *http.Request, server string, ep Endpoint) (*transport, *refusal) {
-	if ep.Full() {
-		return nil, errFull
+// forgetRecord deletes the kept record of session id of server, if there
+// is one.
+func (h *Handler) forgetRecord(id, server string) bool {
+	if h.cfg.Store == nil || id == "" {
+		return false
 	}
-	t := newTransport(server, h.cfg.SessionIdle, h.cfg.WriteTimeout)
-	t.expire = func() {
-		h.log.Debug("HTTP session expired", "server", server, "http_session", t.id, "idle", h.cfg.SessionIdle)
-		h.end(t)
+	rec, err := h.cfg.Store.Load(id)
+	if err != nil || rec.Server != server {
+		return false
 	}
-	if !h.register(t) {
-		return nil, errShuttingDown
-	}
-	// The session outlives this request; Close ends it.
-	peer := session.Peer{Transport: "http", Addr: r.RemoteAddr}
-	go func() { // owned by Close, which waits on h.active
-		defer h.active.Done()
-		err := ep.Serve(h.ctx, t, peer)
-		h.end(t)
-		h.log.Debug("HTTP session ended", "server", server, "peer", peer.Addr, "error", err)
-	}()
-	return t, nil
+	h.cfg.Store.Delete(id)
+	return true
 }
 
 func (h *Handler) lookup(id string) *transport {
@@ -369,29 +409,23 @@ func (h *Handler) lookup(id string) *transport {
 	return h.sessions[id]
 }
 
-// register adds a session, counted in h.active; false once closing.
-func (h *Handler) register(t *transport) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closing {
-		return false
-	}
-	h.sessions[t.id] = t
-	h.active.Add(1)
-	return true
-}
-
 // end forgets t and closes it; its requests still in flight are cancelled
-// at the server by the session's end.
+// at the server by the session's end. Its record goes too, unless the
+// Handler is closing: the daemon is stopping, and a later one will make
+// the session again.
 func (h *Handler) end(t *transport) {
-	h.forget(t)
+	if h.forget(t) && h.cfg.Store != nil {
+		h.cfg.Store.Delete(t.id)
+	}
 	t.Close()
 }
 
-func (h *Handler) forget(t *transport) {
+// forget takes t out of the sessions; true when the record is to go too.
+func (h *Handler) forget(t *transport) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.sessions[t.id] == t {
 		delete(h.sessions, t.id)
 	}
+	return !h.closing
 }

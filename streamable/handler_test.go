@@ -26,12 +26,19 @@ type httpServer struct {
 	base string // http://ADDR/servers/demo
 	hub  *hubEndpoint
 	hc   *http.Client
+	h    *streamable.Handler
 }
 
 func startHTTP(t *testing.T, idle time.Duration) *httpServer {
 	t.Helper()
+	return startHTTPConfig(t, streamable.Config{SessionIdle: idle})
+}
+
+func startHTTPConfig(t *testing.T, cfg streamable.Config) *httpServer {
+	t.Helper()
 	hs := &httpServer{hub: &hubEndpoint{gate: make(chan struct{}), ended: make(chan struct{}, 16)}}
-	h := streamable.New(streamable.Config{SessionIdle: idle})
+	h := streamable.New(cfg)
+	hs.h = h
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		h.Serve(rw, r, "demo", hs.hub)
 	}))
@@ -230,17 +237,24 @@ func TestStreamableRefusals(t *testing.T) {
 }
 
 // TestStreamableGETStream: the GET stream carries what belongs to no POST,
-// one GET stream per session, and a client resumes it with Last-Event-ID.
+// one GET stream per session (a second replaces the first, which ends),
+// and a client resumes it with Last-Event-ID.
 func TestStreamableGETStream(t *testing.T) {
 	hs := startHTTP(t, 0)
 	sid := hs.initialize(t)
 	hdr := "Mcp-Session-Id: " + sid
+	first := hs.do(t, "GET", "", hdr, "Accept: text/event-stream")
+	require.Equal(t, http.StatusOK, first.StatusCode)
 	get := hs.do(t, "GET", "", hdr, "Accept: text/event-stream")
-	require.Equal(t, http.StatusOK, get.StatusCode)
-	second := hs.do(t, "GET", "", hdr, "Accept: text/event-stream")
-	assert.Equal(t, http.StatusConflict, second.StatusCode)
-	_, reason, _ := rpcError(t, second)
-	assert.Equal(t, "invalid_request", reason)
+	require.Equal(t, http.StatusOK, get.StatusCode, "a second GET replaces the first")
+	ended := make(chan []sse, 1)
+	go func() { ended <- readEventsNoFail(first) }() // ends with the stream, or with the test's cleanup
+	select {
+	case rest := <-ended:
+		assert.Empty(t, rest, "the replaced stream ends, with nothing on it")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replaced GET stream did not end")
+	}
 
 	resp := hs.do(t, "POST", `{"jsonrpc":"2.0","id":"n","method":"notify"}`, hdr)
 	evs := readEvents(t, resp, -1)

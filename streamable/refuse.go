@@ -2,9 +2,11 @@ package streamable
 
 import (
 	"encoding/json"
+	"fmt"
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
@@ -39,15 +41,36 @@ var (
 	errContentType   = refused(http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Content-Type must be application/json")
 	errFull          = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonTooManySessions, "the server has its maximum of sessions")
 	errShuttingDown  = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonShuttingDown, "mcpmux is shutting down")
-	errStreamBusy    = refused(http.StatusConflict, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "the stream is already open")
+	errHTTPFull      = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonTooManySessions, "mcpmux has its maximum of HTTP sessions (max_http_sessions), each with a request in flight")
 	errEventID       = refused(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Last-Event-ID is not one of this session's")
 	errMethod        = refused(http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "method not allowed: GET, POST or DELETE")
 )
 
-// refuse writes a refusal and logs it.
+// refuse writes a refusal and logs it, what the client sent cut short.
 func (h *Handler) refuse(rw http.ResponseWriter, r *http.Request, server string, f *refusal, args ...any) {
-	h.log.Warn("refused a web request: "+f.err.Message, append([]any{"peer", r.RemoteAddr, "status", f.status, "server", server}, args...)...)
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = Clip(s)
+		}
+	}
+	h.log.Warn("refused a web request: "+f.err.Message, append([]any{"peer", r.RemoteAddr, "status", f.status, "server", Clip(server)}, args...)...)
 	WriteError(rw, f.status, f.id, f.err.WithServer(server))
+}
+
+// clipBytes is how much of a value a client sent a log line shows.
+const clipBytes = 128
+
+// Clip cuts a value a client sent (a header, a path) to what a log line
+// shows of it, saying how long it was.
+func Clip(s string) string {
+	if len(s) <= clipBytes {
+		return s
+	}
+	cut := clipBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:cut], len(s))
 }
 
 // Accepts reports whether r's Accept header admits media type typ

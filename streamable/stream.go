@@ -14,7 +14,7 @@ import (
 // timers.
 const (
 	replayEvents = 256     // events kept per stream
-	replayBytes  = 1 << 20 // bytes kept per stream (the newest event is always kept)
+	replayBytes  = 1 << 20 // bytes kept per stream (the newest is kept until delivered)
 	sseKeepalive = 25 * time.Second
 )
 
@@ -28,12 +28,20 @@ type stream struct {
 	// Under the session's mu.
 	finished bool // its last frame came, or its POST never reached the session
 
+	budget *replayBudget // what the session's streams keep, with the daemon's
+	over   chan struct{} // closed when no more events will come
+
 	mu        sync.Mutex
 	events    []event // the newest, for resumption
 	bytes     int
 	delivered uint64 // number of the last event written to a connection
 	ended     bool   // no more events will come
+	released  bool   // forgotten: it keeps nothing more
 	conn      *sseConn
+}
+
+func newStream(no uint64, b *replayBudget) *stream {
+	return &stream{no: no, budget: b, over: make(chan struct{})}
 }
 
 type event struct {
@@ -76,47 +84,96 @@ func parseEventID(id string) (st, no uint64, ok bool) {
 func (st *stream) push(no uint64, data []byte, final bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if data != nil {
+	if data != nil && !st.released {
 		ev := event{no: no, data: data}
 		st.events = append(st.events, ev)
 		st.bytes += len(data)
-		for len(st.events) > 1 && (len(st.events) > replayEvents || st.bytes > replayBytes) {
-			st.bytes -= len(st.events[0].data)
-			st.events[0] = event{}
-			st.events = st.events[1:]
-		}
+		st.budget.add(len(data))
 		if st.conn != nil {
 			st.writeLocked(ev)
 		}
+		st.trimLocked()
 	}
 	if final {
-		st.ended = true
-		st.detachLocked()
+		st.endLocked()
 	}
 }
 
-// attach makes c the stream's connection and writes it the kept events
-// numbered after from. A stream that has ended lets go of c at once (an
-// empty stream still gets its headers).
-func (st *stream) attach(c *sseConn, from uint64) bool {
+// trimLocked drops the oldest events beyond the stream's bounds; the
+// newest is kept while it has not been delivered.
+func (st *stream) trimLocked() {
+	for len(st.events) > 0 {
+		if len(st.events) == 1 && st.events[0].no > st.delivered {
+			return
+		}
+		if len(st.events) <= replayEvents && st.bytes <= replayBytes {
+			return
+		}
+		st.dropHeadLocked()
+	}
+}
+
+func (st *stream) dropHeadLocked() {
+	st.bytes -= len(st.events[0].data)
+	st.budget.add(-len(st.events[0].data))
+	st.events[0] = event{}
+	st.events = st.events[1:]
+}
+
+// dropDelivered drops the stream's oldest delivered events while the
+// session or the daemon keeps more than its bound; false when it is
+// still over once the stream has none left.
+func (st *stream) dropDelivered() (within bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.conn != nil {
-		return false
+	for st.budget.over() {
+		if len(st.events) == 0 || st.events[0].no > st.delivered {
+			return false
+		}
+		st.dropHeadLocked()
 	}
+	return true
+}
+
+// release forgets what the stream keeps, and keeps nothing more: the
+// session forgot the stream, or ended.
+func (st *stream) release() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.budget.add(-st.bytes)
+	st.events, st.bytes, st.released = nil, 0, true
+}
+
+func (st *stream) endLocked() {
+	if !st.ended {
+		st.ended = true
+		close(st.over)
+	}
+	st.detachLocked()
+}
+
+// attach makes c the stream's connection, in place of the one it had
+// (that one is let go, and its response ends: clients reopen a stream
+// they believe lost while the old one still looks open), and writes it
+// the kept events numbered after from. A stream that has ended lets go of
+// c at once (an empty stream still gets its headers).
+func (st *stream) attach(c *sseConn, from uint64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.detachLocked()
 	st.conn = c
 	for _, ev := range st.events {
 		if ev.no > from && st.conn != nil {
 			st.writeLocked(ev)
 		}
 	}
+	st.trimLocked()
 	if st.ended && st.conn == c {
 		if !c.started {
 			c.writeHeader() // an empty stream, ended
 		}
 		st.detachLocked()
 	}
-	return true
 }
 
 // undelivered is the number of the last event a connection got: a new
@@ -164,8 +221,17 @@ func (st *stream) detach(c *sseConn) {
 func (st *stream) end() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.ended = true
-	st.detachLocked()
+	st.endLocked()
+}
+
+// last is the newest event kept, nil when none.
+func (st *stream) last() []byte {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.events) == 0 {
+		return nil
+	}
+	return st.events[len(st.events)-1].data
 }
 
 func (st *stream) detachLocked() {

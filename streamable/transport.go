@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,24 +43,68 @@ type transport struct {
 	closeOnce sync.Once
 	eventNo   atomic.Uint64 // numbers the events; unique within the session
 
-	mu        sync.Mutex
-	streams   map[uint64]*stream // by tag; 0: the GET stream
-	nextTag   uint64
-	finished  []uint64 // finished POST streams still kept, oldest first
-	busy      int      // requests being served
-	idleTimer *time.Timer
+	budget *replayBudget // what its streams keep for resumption
+	posts  chan struct{} // a token per POST being read or handed over: max_inflight at most
+	memo   *memo         // what the client set up, kept in the store; nil without one
+
+	mu         sync.Mutex
+	streams    map[uint64]*stream // by tag; 0: the GET stream
+	nextTag    uint64
+	finished   []uint64 // finished POST streams still kept, oldest first
+	busy       int      // requests being served
+	idleTimer  *time.Timer
+	lastActive time.Time // when its last request began or ended
 }
 
-func newTransport(server string, idle, writeTimeout time.Duration) *transport {
+// newTransport makes a session named id ("": a new name) whose streams
+// keep within budget, which takes at most maxPOSTs POSTs at once.
+func newTransport(id, server string, idle, writeTimeout time.Duration, budget *replayBudget, maxPOSTs int) *transport {
+	if id == "" {
+		id = rand.Text() // 128 bits, base32: visible ASCII
+	}
 	return &transport{
-		id:           rand.Text(), // 128 bits, base32: visible ASCII
+		id:           id,
 		server:       server,
 		idle:         idle,
 		writeTimeout: writeTimeout,
 		in:           make(chan inbound),
 		done:         make(chan struct{}),
-		streams:      map[uint64]*stream{0: {}},
+		budget:       budget,
+		posts:        make(chan struct{}, maxPOSTs),
+		streams:      map[uint64]*stream{0: newStream(0, budget)},
 		nextTag:      1,
+		lastActive:   time.Now(),
+	}
+}
+
+// renumber starts the numbers of a session made again after a restart
+// (its POST streams, its events) above any its earlier daemon gave: a
+// client resuming with an event id of that daemon's must not be taken
+// for one asking for events of this one. The numbers start from the time
+// in milliseconds times 2^20, so an earlier daemon would have needed over
+// a million events a millisecond to reach them.
+func (t *transport) renumber() {
+	base := uint64(time.Now().UnixMilli()) << 20
+	t.eventNo.Store(base)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.nextTag = base + 1
+}
+
+// takePOST waits for room for one more POST of the session: those being
+// read and handed over count against max_inflight, so that a client that
+// opens many at once holds no more bodies than the session would read.
+// The release function gives the room back; false: the client left or the
+// session ended first.
+func (t *transport) takePOST(ctx context.Context) (release func(), ok bool) {
+	select {
+	case t.posts <- struct{}{}:
+		var once sync.Once
+		return func() { once.Do(func() { <-t.posts }) }, true
+	case <-t.done:
+		return nil, false
+	case <-ctx.Done():
+		return nil, false
 	}
 }
 
@@ -96,6 +142,7 @@ func (t *transport) Close() error {
 		close(t.done)
 		for _, st := range t.allStreams() {
 			st.end()
+			st.release()
 		}
 	})
 	return nil
@@ -126,9 +173,11 @@ func (t *transport) closed() bool {
 // enter and leave bracket each request of the session; a session with none
 // for its idle time expires.
 func (t *transport) enter() {
+	t.memo.touch()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.busy++
+	t.lastActive = time.Now()
 	if t.idleTimer != nil {
 		t.idleTimer.Stop()
 	}
@@ -138,6 +187,7 @@ func (t *transport) leave() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.busy--
+	t.lastActive = time.Now()
 	if t.busy > 0 || t.expire == nil {
 		return
 	}
@@ -160,6 +210,13 @@ func (t *transport) isIdle() bool {
 	return t.busy == 0
 }
 
+// idleSince is when the session last had a request, zero while it has one.
+func (t *transport) idleSince() (since time.Time, idle bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastActive, t.busy == 0
+}
+
 // WriteFrames implements session.Transport: each frame goes on the stream
 // of its tag, is kept there for resumption, and is written to the stream's
 // connection if one is attached; the last frame for a tag ends its stream.
@@ -180,8 +237,27 @@ func (t *transport) WriteFrames(frames []outbox.Frame) error {
 			no = t.eventNo.Add(1)
 		}
 		st.push(no, f.Data, final)
+		t.trimReplay()
 	}
 	return nil
+}
+
+// trimReplay drops delivered events, of the oldest streams first, while
+// the session or the daemon keeps more than its bound for resumption:
+// what a client has read is kept only within the bounds; what it has not
+// read yet is kept for it.
+func (t *transport) trimReplay() {
+	if !t.budget.over() {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	nos := slices.Sorted(maps.Keys(t.streams))
+	for _, no := range nos {
+		if t.streams[no].dropDelivered() {
+			return
+		}
+	}
 }
 
 // TryWrite implements session.Transport: writes to the streams may block,
@@ -214,6 +290,9 @@ func (t *transport) finishLocked(st *stream) {
 	st.finished = true
 	t.finished = append(t.finished, st.no)
 	if len(t.finished) > finishedKept {
+		if old := t.streams[t.finished[0]]; old != nil {
+			old.release()
+		}
 		delete(t.streams, t.finished[0])
 		t.finished = t.finished[1:]
 	}
@@ -224,10 +303,19 @@ func (t *transport) finishLocked(st *stream) {
 func (t *transport) openPOST() *stream {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := &stream{no: t.nextTag}
+	st := newStream(t.nextTag, t.budget)
 	t.nextTag++
 	t.streams[st.no] = st
 	return st
+}
+
+// drop forgets a stream at once, without keeping it for resumption: the
+// stream of a request mcpmux made itself.
+func (t *transport) drop(st *stream) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.streams, st.no)
+	st.release()
 }
 
 // abandon retires a POST stream whose frame never reached the session, and

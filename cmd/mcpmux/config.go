@@ -57,6 +57,7 @@ type daemonConfig struct {
 	FirstByteTimeout time.Duration // first_byte_timeout: a socket connection silent this long after connecting is closed; default 1m; 0 = never
 	LineTimeout      time.Duration // line_timeout: a session that began a message and did not finish it within this long is closed; default 1m; 0 = never
 	MaxQueuedBytes   int           // max_queued_bytes: answers queued for all sessions together before the largest holder is evicted; default 1GiB; 0 = no bound
+	MaxHTTPSessions  int           // max_http_sessions: Streamable HTTP sessions at once, all servers together (the idlest is evicted); default 256
 }
 
 // listenConfig is the [listen] table: where clients reach the daemon, and
@@ -75,7 +76,9 @@ type listenConfig struct {
 
 	DrainTimeout time.Duration // drain_timeout: how long a client that half-closed waits for its answers in flight; default 60s
 
-	HTTPSessionIdle time.Duration // http_session_idle: a Streamable HTTP session without requests this long ends; default 30m
+	HTTPSessionIdle time.Duration // http_session_idle: a Streamable HTTP session without requests this long ends; default 24h
+
+	HTTPMaxConnections int // http_max_connections: connections to the web listener at once; default 1024
 }
 
 // serverConfig is one [servers.NAME] table: an MCP server run over stdio.

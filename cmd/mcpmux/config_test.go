@@ -27,6 +27,7 @@ idle_exit = "90s"
 first_byte_timeout = "20s"
 line_timeout = "0s"
 max_queued_bytes = "256MiB"
+max_http_sessions = 64
 
 [listen]
 socket_dir = "run/sockets"
@@ -40,6 +41,7 @@ http_allow_remote = true
 max_streams_per_conn = 16
 http_session_idle = "5m"
 drain_timeout = "3s"
+http_max_connections = 100
 
 [servers.memory]
 command = "npx"
@@ -88,7 +90,7 @@ write_queue_bytes = "8kib"
 	want := &config{
 		Path: filepath.Join(dir, "mux.toml"),
 		Daemon: daemonConfig{LogLevel: slog.LevelDebug, LogFormat: "json", Autostart: false, IdleExit: 90 * time.Second,
-			FirstByteTimeout: 20 * time.Second, LineTimeout: 0, MaxQueuedBytes: 256 << 20},
+			FirstByteTimeout: 20 * time.Second, LineTimeout: 0, MaxQueuedBytes: 256 << 20, MaxHTTPSessions: 64},
 		Listen: listenConfig{
 			SocketDir:       filepath.Join(dir, "run", "sockets"),
 			HTTP:            "127.0.0.1:7878",
@@ -102,6 +104,8 @@ write_queue_bytes = "8kib"
 			MaxStreamsPerConn: 16,
 			HTTPSessionIdle:   5 * time.Minute,
 			DrainTimeout:      3 * time.Second,
+
+			HTTPMaxConnections: 100,
 		},
 		Servers: []serverConfig{
 			{
@@ -209,12 +213,14 @@ func TestParseConfigDefaults(t *testing.T) {
 			OutboxMax:       64 << 20,
 
 			MaxStreamsPerConn: 256,
-			HTTPSessionIdle:   30 * time.Minute,
+			HTTPSessionIdle:   24 * time.Hour,
 			DrainTimeout:      time.Minute,
+
+			HTTPMaxConnections: 1024,
 		}
 	}
 	daemon := daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
-		FirstByteTimeout: time.Minute, LineTimeout: time.Minute, MaxQueuedBytes: 1 << 30}
+		FirstByteTimeout: time.Minute, LineTimeout: time.Minute, MaxQueuedBytes: 1 << 30, MaxHTTPSessions: 256}
 	defaultDir, note := defaultSocketDir(os.Getuid())
 	require.Empty(t, note, "this machine's default socket folder is the usual one")
 

@@ -30,7 +30,8 @@ func defaultConfig() *config {
 	dir, note := defaultSocketDir(os.Getuid())
 	return &config{
 		Daemon: daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
-			FirstByteTimeout: daemon.DefaultFirstByteTimeout, LineTimeout: daemon.DefaultLineTimeout, MaxQueuedBytes: daemon.DefaultMaxQueuedBytes},
+			FirstByteTimeout: daemon.DefaultFirstByteTimeout, LineTimeout: daemon.DefaultLineTimeout, MaxQueuedBytes: daemon.DefaultMaxQueuedBytes,
+			MaxHTTPSessions: streamable.DefaultMaxSessions},
 		Listen: listenConfig{
 			SocketDir:       dir,
 			SocketDirNote:   note,
@@ -40,7 +41,9 @@ func defaultConfig() *config {
 
 			MaxStreamsPerConn: socket.DefaultMaxStreams,
 			HTTPSessionIdle:   streamable.DefaultSessionIdle,
-			DrainTimeout:      session.DefaultDrainTimeout,
+
+			HTTPMaxConnections: socket.DefaultMaxConnections,
+			DrainTimeout:       session.DefaultDrainTimeout,
 		},
 	}
 }
@@ -141,6 +144,7 @@ func (d *decoder) daemon(path keyPath, f *fileDaemon, c *daemonConfig) {
 	d.setDuration(path.with("first_byte_timeout"), &c.FirstByteTimeout, f.FirstByteTimeout, false)
 	d.setDuration(path.with("line_timeout"), &c.LineTimeout, f.LineTimeout, false)
 	d.setSize(path.with("max_queued_bytes"), &c.MaxQueuedBytes, f.MaxQueuedBytes)
+	d.setCount(path.with("max_http_sessions"), &c.MaxHTTPSessions, f.MaxHTTPSessions, 1)
 }
 
 // listen checks the [listen] table into c.
@@ -169,6 +173,7 @@ func (d *decoder) listen(path keyPath, f *fileListen, c *listenConfig) {
 	}
 	d.setCount(path.with("max_streams_per_conn"), &c.MaxStreamsPerConn, f.MaxStreamsPerConn, 1)
 	d.setDuration(path.with("http_session_idle"), &c.HTTPSessionIdle, f.HTTPSessionIdle, true)
+	d.setCount(path.with("http_max_connections"), &c.HTTPMaxConnections, f.HTTPMaxConnections, 1)
 	d.setDuration(path.with("drain_timeout"), &c.DrainTimeout, f.DrainTimeout, true)
 	d.setCount(path.with("max_inflight"), &c.MaxInflight, f.MaxInflight, 1)
 	d.setSize(path.with("outbox_high_water"), &c.OutboxHighWater, f.OutboxHighWater)

@@ -32,6 +32,7 @@ type fileDaemon struct {
 	FirstByteTimeout *string `toml:"first_byte_timeout" want:"duration"`
 	LineTimeout      *string `toml:"line_timeout" want:"duration"`
 	MaxQueuedBytes   any     `toml:"max_queued_bytes"`
+	MaxHTTPSessions  *int    `toml:"max_http_sessions"`
 }
 
 type fileListen struct {
@@ -46,6 +47,8 @@ type fileListen struct {
 	MaxStreamsPerConn *int     `toml:"max_streams_per_conn"`
 	HTTPSessionIdle   *string  `toml:"http_session_idle" want:"duration"`
 	DrainTimeout      *string  `toml:"drain_timeout" want:"duration"`
+
+	HTTPMaxConnections *int `toml:"http_max_connections"`
 }
 
 type fileServer struct {

@@ -246,6 +246,7 @@ func runConfig(cfg *config, env daemonEnv, log *slog.Logger) (daemon.Config, err
 		if err != nil {
 			return dc, err
 		}
+		web.MaxHTTPSessions = cfg.Daemon.MaxHTTPSessions
 		dc.Web = &web
 	}
 	return dc, nil
@@ -296,7 +297,20 @@ func webConfig(lc listenConfig, env daemonEnv, log *slog.Logger) (socket.WebConf
 		Origins:         lc.HTTPOrigins,
 		AllowRemote:     lc.HTTPAllowRemote,
 		HTTPSessionIdle: lc.HTTPSessionIdle,
+		HTTPSessionDir:  httpSessionDir(env.state),
+		MaxInflight:     lc.MaxInflight,
+		MaxConnections:  lc.HTTPMaxConnections,
 	}, nil
+}
+
+// httpSessionDir is where the Streamable HTTP sessions are kept for the
+// next daemon: http-sessions in the state folder; "" (none kept) without
+// one.
+func httpSessionDir(state string) string {
+	if state == "" {
+		return ""
+	}
+	return filepath.Join(state, "http-sessions")
 }
 
 // httpTokenPath is where the generated web token is kept:

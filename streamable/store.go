@@ -1,0 +1,198 @@
+package streamable
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Record is what a Store keeps of one HTTP session of the 2025 binding:
+// enough for a daemon started later to make the session again when its
+// client comes back with the same Mcp-Session-Id.
+type Record struct {
+	ID     string `json:"id"`
+	Server string `json:"server"`
+	// Initialize is the client's initialize request, as it sent it.
+	Initialize json.RawMessage `json:"initialize"`
+	// Initialized: the client sent notifications/initialized.
+	Initialized bool `json:"initialized,omitempty"`
+	// Level is the params of its last logging/setLevel.
+	Level json.RawMessage `json:"level,omitempty"`
+	// Subscriptions are the params of each resources/subscribe not
+	// unsubscribed, by URI.
+	Subscriptions map[string]json.RawMessage `json:"subscriptions,omitempty"`
+}
+
+// Store keeps Records across runs of the daemon.
+type Store interface {
+	// Save writes r whole, or leaves the previous record of its id.
+	Save(r *Record) error
+	// Load returns the record of id; an error wrapping fs.ErrNotExist
+	// when there is none, or it expired.
+	Load(id string) (*Record, error)
+	// Touch notes that the session of id had a request now.
+	Touch(id string)
+	// Delete forgets the record of id.
+	Delete(id string)
+}
+
+// FileStore keeps each Record in a file of its own in a private folder
+// (0700, files 0600), written to a temporary file and renamed, so that a
+// daemon that dies halfway leaves the previous record. A record whose
+// session had no request for Idle has expired; beyond Max records the
+// oldest are removed.
+type FileStore struct {
+	Dir  string
+	Max  int
+	Idle time.Duration
+}
+
+// recordExt ends the name of every record file.
+const recordExt = ".json"
+
+// validID reports whether id can be one of rand.Text's: a session id a
+// client sends is checked before it names a file.
+func validID(id string) bool {
+	if len(id) != 26 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'A' && c <= 'Z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *FileStore) path(id string) string { return filepath.Join(s.Dir, id+recordExt) }
+
+// Save implements Store.
+func (s *FileStore) Save(r *Record) error {
+	if !validID(r.ID) {
+		return fmt.Errorf("streamable: session id %q cannot name a record", r.ID)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return err
+	}
+	fresh := false
+	if _, err := os.Stat(s.path(r.ID)); errors.Is(err, fs.ErrNotExist) {
+		fresh = true
+	}
+	if err := writeAtomic(s.Dir, s.path(r.ID), b); err != nil {
+		return err
+	}
+	if fresh {
+		s.prune()
+	}
+	return nil
+}
+
+// writeAtomic writes b to path through a temporary file in dir (0600).
+func writeAtomic(dir, path string, b []byte) error {
+	tmp, err := os.CreateTemp(dir, ".record-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// Load implements Store.
+func (s *FileStore) Load(id string) (*Record, error) {
+	if !validID(id) {
+		return nil, fs.ErrNotExist
+	}
+	fi, err := os.Stat(s.path(id))
+	if err != nil {
+		return nil, err
+	}
+	if s.expired(fi) {
+		s.Delete(id)
+		return nil, fmt.Errorf("session %s expired: %w", id, fs.ErrNotExist)
+	}
+	b, err := os.ReadFile(s.path(id))
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil || r.ID != id || len(r.Initialize) == 0 {
+		s.Delete(id)
+		return nil, fmt.Errorf("session %s: unreadable record: %w", id, fs.ErrNotExist)
+	}
+	return &r, nil
+}
+
+func (s *FileStore) expired(fi fs.FileInfo) bool {
+	return s.Idle > 0 && time.Since(fi.ModTime()) > s.Idle
+}
+
+// Touch implements Store: the file's time is the session's last request.
+func (s *FileStore) Touch(id string) {
+	if validID(id) {
+		now := time.Now()
+		os.Chtimes(s.path(id), now, now)
+	}
+}
+
+// Delete implements Store.
+func (s *FileStore) Delete(id string) {
+	if validID(id) {
+		os.Remove(s.path(id))
+	}
+}
+
+// prune removes the expired records, and the oldest beyond Max.
+func (s *FileStore) prune() {
+	ents, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return
+	}
+	type rec struct {
+		id  string
+		mod time.Time
+	}
+	var live []rec
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), recordExt)
+		fi, err := e.Info()
+		if !ok || !validID(id) || err != nil {
+			continue
+		}
+		if s.expired(fi) {
+			s.Delete(id)
+			continue
+		}
+		live = append(live, rec{id, fi.ModTime()})
+	}
+	if s.Max <= 0 || len(live) <= s.Max {
+		return
+	}
+	slices.SortFunc(live, func(a, b rec) int { return cmp.Compare(a.mod.UnixNano(), b.mod.UnixNano()) })
+	for _, r := range live[:len(live)-s.Max] {
+		s.Delete(r.id)
+	}
+}
+
+// Prune removes the expired records, and the oldest beyond Max: at the
+// daemon's start.
+func (s *FileStore) Prune() { s.prune() }
