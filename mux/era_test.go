@@ -305,6 +305,11 @@ func TestModernSessionOnLegacyServer(t *testing.T) {
 	assert.Equal(t, `"plain"`, string(m.ID))
 	code, reason = errorOf(t, m)
 	assert.Equal(t, []any{-32021, "missing_capability"}, []any{code, reason}, "%s", m.Frame)
+	// The answer may reach the session before the cancellation reaches the
+	// server.
+	eventually(t, "the refused call cancelled at the server", func() bool {
+		return len(h.srv.messages("notifications/cancelled")) > 0
+	})
 	assert.Contains(t, string(h.srv.messages("notifications/cancelled")[0].Params), "capability", "and cancelled at the server")
 }
 

@@ -214,9 +214,6 @@ func bindPrivate(path string) (int, error) {
 	return fd, nil
 }
 
-// sendBuffer is the send buffer asked for on each accepted connection.
-const sendBuffer = 4 << 20
-
 // Accept waits for the next connection from a peer of this process's uid.
 // Connections from other users, or whose credentials cannot be read, are
 // closed at once and logged at Warn; Accept then keeps waiting. Errors are
@@ -234,9 +231,6 @@ func (l *Listener) Accept() (net.Conn, error) {
 		case p.UID != l.uid:
 			l.logger().Warn("refused a connection from another user", "socket", l.path, "uid", p.UID, "pid", p.PID)
 		default:
-			// A large answer goes to the client in fewer, larger writes
-			// (best effort: the system caps it at net.core.wmem_max).
-			c.SetWriteBuffer(sendBuffer)
 			return c, nil
 		}
 		c.Close()
