@@ -32,7 +32,7 @@ const prebuiltEnv = "MCPMUX_TEST_BINARY"
 // hangAfter is how long the whole run may take before the watchdog dumps
 // every stack it can reach and ends the run. It fires well before go test's
 // own -timeout, so that the daemons' stacks are printed too.
-const hangAfter = 4 * time.Minute
+const hangAfter = 10 * time.Minute
 
 // TestMain builds the binaries once for all tests. The tests that only check
 // behaviour call t.Parallel; those that measure a delay or a throughput do
