@@ -44,7 +44,8 @@ func (c *httpClient) modernPOST(tb testing.TB, ctx context.Context, id, method s
 	return c.doCtx(tb, ctx, "POST", string(request(id, method, p)), append(headers, extra...)...)
 }
 
-// doCtx is do under ctx (also bounded by ioTimeout).
+// doCtx is do under ctx (also bounded by ioTimeout); "Host: NAME" sets the
+// request's Host.
 func (c *httpClient) doCtx(tb testing.TB, ctx context.Context, method, body string, headers ...string) *http.Response {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(ctx, ioTimeout)
@@ -55,9 +56,12 @@ func (c *httpClient) doCtx(tb testing.TB, ctx context.Context, method, body stri
 	req.Header.Set("Content-Type", "application/json")
 	for _, h := range headers {
 		k, v, _ := strings.Cut(h, ": ")
-		if v == "" {
+		switch {
+		case k == "Host":
+			req.Host = v // Go sends req.Host, never a Host header
+		case v == "":
 			req.Header.Del(k)
-		} else {
+		default:
 			req.Header.Set(k, v)
 		}
 	}
@@ -87,8 +91,9 @@ func jsonAnswer(tb testing.TB, resp *http.Response) *jsonrpc.Message {
 // TestStreamableModern: a sessionless server/discover is answered 200 with
 // the server's discover result; a tool call whose Mcp-Name contradicts its
 // body is a 400 with a JSON-RPC error body, and never reaches the server;
-// a call answered on the same URL as a 2025 session, which goes on; and
-// a POST closed in the middle of a call has it cancelled at the server
+// a call answered on the same URL as a 2025 session, which goes on; the
+// listener's Host, Origin and token checks refuse as on the 2025 binding;
+// and a POST closed in the middle of a call has it cancelled at the server
 // within a second.
 func TestStreamableModern(t *testing.T) {
 	t.Parallel()
@@ -137,6 +142,22 @@ func TestStreamableModern(t *testing.T) {
 	text, err = resultText(evs[len(evs)-1].msg)
 	require.NoError(t, err)
 	assert.Equal(t, "legacy", text, "the 2025 session on the same URL goes on")
+
+	// The listener's checks are the same on this binding.
+	for _, tt := range []struct {
+		header string
+		status int
+		reason string
+	}{
+		{"Origin: https://evil.example", http.StatusForbidden, "forbidden"},
+		{"Host: evil.example", http.StatusForbidden, "forbidden"},
+		{"Authorization: ", http.StatusUnauthorized, "unauthorized"},
+	} {
+		resp := c.modernPOST(t, ctx, "6", "server/discover", nil, tt.header)
+		assert.Equal(t, tt.status, resp.StatusCode, tt.header)
+		m := jsonAnswer(t, resp)
+		assert.Contains(t, string(m.Error), `"reason":"`+tt.reason+`"`, tt.header)
+	}
 
 	cancelled := len(modernStats(t, c, ctx).Cancelled)
 	callCtx, hangUp := context.WithCancel(ctx)

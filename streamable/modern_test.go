@@ -26,8 +26,9 @@ import (
 // tool "weather" whose "region" parameter is marked x-mcp-header Region;
 // "needs-sampling" fails with -32021; "progress" sends a progress
 // notification, then answers; "slow" answers nothing and waits for the
-// session to end, which it reports on ended; anything else echoes its
-// params. Every session's peer is recorded.
+// session to end, which it reports on ended, and so does
+// "subscriptions/listen" after its acknowledgement; anything else echoes
+// its params. Every session's peer is recorded.
 type modernEndpoint struct {
 	ended chan time.Time // when a slow request's session ended
 
@@ -75,6 +76,12 @@ func (e *modernEndpoint) Serve(ctx context.Context, t session.Transport, peer se
 		n, _ := jsonrpc.Notification("notifications/progress", map[string]any{"progressToken": "p", "progress": 1})
 		t.WriteFrames([]outbox.Frame{{Data: n, Tag: tag}})
 		answer(jsonrpc.Response(m.ID, json.RawMessage(`"done"`)))
+	case "subscriptions/listen":
+		n, _ := jsonrpc.Notification("notifications/subscriptions/acknowledged", map[string]any{"notifications": map[string]any{}})
+		t.WriteFrames([]outbox.Frame{{Data: n, Tag: tag}})
+		_, _, err := t.ReadFrame() // returns once the transport is closed
+		e.ended <- time.Now()
+		return err
 	case "slow":
 		_, _, err := t.ReadFrame() // returns once the transport is closed
 		e.ended <- time.Now()
@@ -309,5 +316,29 @@ func TestModernCancel(t *testing.T) {
 		assert.Less(t, at.Sub(closed), time.Second, "the session ended within a second of the client leaving")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the request's session did not end when the client closed its POST")
+	}
+}
+
+// TestModernListen: a subscriptions/listen is an SSE response that stays
+// open, its acknowledgement first; closing it ends the listen's session.
+func TestModernListen(t *testing.T) {
+	ms := startModern(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	resp := ms.post(t, ctx, "subscriptions/listen", modernRequest(`"L"`, "subscriptions/listen", `"notifications":{}`))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	evs := readEvents(t, resp, 1)
+	assert.Contains(t, evs[0].data, "notifications/subscriptions/acknowledged")
+	select {
+	case <-ms.ep.ended:
+		t.Fatal("the listen ended while its client was there")
+	default:
+	}
+	closed := time.Now()
+	cancel()
+	select {
+	case at := <-ms.ep.ended:
+		assert.Less(t, at.Sub(closed), time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the listen's session did not end when the client closed it")
 	}
 }
