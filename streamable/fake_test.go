@@ -19,7 +19,8 @@ import (
 // Methods: initialize; "echo" returns its params; "progress" sends one
 // progress notification with the request's token, then answers; "gate"
 // sends one progress notification, waits for the test to release it (or
-// for its cancellation), sends another and answers; "notify" sends a
+// for its cancellation), sends another and answers; "hold" is "gate"
+// without the progress notifications; "notify" sends a
 // list_changed notification, then answers; "ask" sends a sampling request,
 // then answers. A request id already in flight is answered duplicate_id.
 type hubEndpoint struct {
@@ -132,6 +133,20 @@ func (s *fakeSession) request(m *jsonrpc.Message, tag uint64) {
 			if s.finish(id) {
 				progress(2)
 				s.answer(id, tag, `"opened"`)
+			}
+		})
+	case "hold": // as gate, without progress
+		id, cancelled := m.ID, s.begin(m.ID, tag)
+		s.wg.Go(func() {
+			select {
+			case <-s.e.gate:
+			case <-cancelled:
+				return
+			case <-s.ctx.Done():
+				return
+			}
+			if s.finish(id) {
+				s.answer(id, tag, `"released"`)
 			}
 		})
 	case "notify":

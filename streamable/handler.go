@@ -305,7 +305,7 @@ func (h *Handler) postSession(rw http.ResponseWriter, r *http.Request, server st
 		return
 	}
 	h.remember(t, b)
-	st.start(c)
+	st.startSoon(c)
 	st.hold(r.Context(), c)
 }
 

@@ -90,7 +90,7 @@ func (st *stream) push(no uint64, data []byte, final bool) {
 		st.bytes += len(data)
 		st.budget.add(len(data))
 		if st.conn != nil {
-			st.writeLocked(ev)
+			st.writeLocked(ev, final)
 		}
 		st.trimLocked()
 	}
@@ -164,7 +164,7 @@ func (st *stream) attach(c *sseConn, from uint64) {
 	st.conn = c
 	for _, ev := range st.events {
 		if ev.no > from && st.conn != nil {
-			st.writeLocked(ev)
+			st.writeLocked(ev, false)
 		}
 	}
 	st.trimLocked()
@@ -194,6 +194,16 @@ func (st *stream) start(c *sseConn) {
 			st.detachLocked()
 		}
 	}
+}
+
+// headerDelay is how long a POST's headers wait for its first event, so
+// that a quick answer leaves with them, and with the end of the response,
+// in one write.
+var headerDelay = 5 * time.Millisecond
+
+// startSoon sends c's headers after headerDelay if no event has by then.
+func (st *stream) startSoon(c *sseConn) {
+	time.AfterFunc(headerDelay, func() { st.start(c) })
 }
 
 // keepalive writes a comment line on c.
@@ -241,8 +251,11 @@ func (st *stream) detachLocked() {
 	}
 }
 
-func (st *stream) writeLocked(ev event) {
-	if err := st.conn.write(sseEvent(eventID(st.no, ev.no), ev.data)); err != nil {
+// writeLocked writes ev to the connection; the stream's final event is
+// not flushed, so that it leaves with the end of the response, in one write
+// when it fits the server's buffer.
+func (st *stream) writeLocked(ev event, final bool) {
+	if err := st.conn.writeEvent(sseEvent(eventID(st.no, ev.no), ev.data), !final); err != nil {
 		st.detachLocked()
 		return
 	}
@@ -267,25 +280,36 @@ func sseEvent(id string, data []byte) []byte {
 	return b.Bytes()
 }
 
+// writeHeader sends the response's headers now.
 func (c *sseConn) writeHeader() error {
+	c.setHeader()
+	return c.rc.Flush()
+}
+
+// setHeader writes the headers, to go with what is written next.
+func (c *sseConn) setHeader() {
 	h := c.rw.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	c.rw.WriteHeader(http.StatusOK)
 	c.started = true
 	c.rc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-	return c.rc.Flush()
 }
 
-func (c *sseConn) write(p []byte) error {
+func (c *sseConn) write(p []byte) error { return c.writeEvent(p, true) }
+
+// writeEvent writes p, and sends it now when flush is set; else it goes
+// with what follows it, or with the end of the response.
+func (c *sseConn) writeEvent(p []byte, flush bool) error {
 	if !c.started {
-		if err := c.writeHeader(); err != nil {
-			return err
-		}
+		c.setHeader()
 	}
 	c.rc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 	if _, err := c.rw.Write(p); err != nil {
 		return err
+	}
+	if !flush {
+		return nil
 	}
 	return c.rc.Flush()
 }
