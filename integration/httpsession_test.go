@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // restartableWeb is a config whose web listener has a fixed port (a
@@ -62,6 +64,7 @@ func TestHTTPSessionOutlivesRestart(t *testing.T) {
 	d.stop()
 	assert.True(t, endsWithin(get, 5*time.Second), "the GET stream ends with the daemon")
 	d = serveConfig(t, cfg)
+	waitWebListener(t, d)
 	c = newHTTPClient(t, d, "demo")
 	start := time.Now()
 	evs = c.call(t, sid, toolCall("2", "echo", map[string]any{"text": "after"}))
@@ -94,6 +97,7 @@ func TestHTTPSessionOutlivesRestart(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, c.do(t, "DELETE", "", hdr...).StatusCode)
 	d.stop()
 	d = serveConfig(t, cfg)
+	waitWebListener(t, d)
 	c = newHTTPClient(t, d, "demo")
 	resp := c.do(t, "POST", string(toolCall("5", "echo", map[string]any{"text": "gone"})), hdr...)
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
@@ -124,6 +128,7 @@ func TestHTTPSessionTypeScriptRestart(t *testing.T) {
 		if cp == "restart" {
 			d.stop()
 			d = serveConfig(t, cfg)
+			waitWebListener(t, d)
 		}
 	})
 	t.Logf("GET statuses: %v (%d before the restart)", res.Gets, res.GetsBefore)
@@ -136,4 +141,19 @@ func TestHTTPSessionTypeScriptRestart(t *testing.T) {
 	assert.True(t, res.Reopened, "the SDK's own GET reconnection got 200")
 	assert.Contains(t, d.log(), "HTTP session set up again after a restart")
 	assert.NotContains(t, strings.ToLower(d.log()), "level=error")
+}
+
+// waitWebListener waits until the daemon's web listener accepts
+// connections: serveConfig waits for the servers' sockets only.
+func waitWebListener(t *testing.T, d *daemon) {
+	t.Helper()
+	addr := d.webAddr()
+	testutil.Until(t, readyTimeout, "the web listener accepts connections", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
 }
