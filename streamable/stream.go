@@ -80,7 +80,9 @@ func parseEventID(id string) (st, no uint64, ok bool) {
 }
 
 // push adds an event numbered no to the stream (none when data is nil) and
-// writes it if a connection is attached; final ends the stream after it.
+// writes it if a connection is attached; final: it is the stream's last
+// (the caller then ends the stream, once it has trimmed the replay: the
+// client may read the end of the response as soon as the stream ends).
 func (st *stream) push(no uint64, data []byte, final bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -93,9 +95,6 @@ func (st *stream) push(no uint64, data []byte, final bool) {
 			st.writeLocked(ev, final)
 		}
 		st.trimLocked()
-	}
-	if final {
-		st.endLocked()
 	}
 }
 

@@ -238,6 +238,9 @@ func (t *transport) WriteFrames(frames []outbox.Frame) error {
 		}
 		st.push(no, f.Data, final)
 		t.trimReplay()
+		if final {
+			st.end()
+		}
 	}
 	return nil
 }
