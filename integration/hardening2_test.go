@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -290,4 +291,54 @@ func TestTokenRotate(t *testing.T) {
 	d2 := serveConfig(t, cfg)
 	assert.Equal(t, http.StatusUnauthorized, status(d2, old), "the old token is refused")
 	assert.Equal(t, http.StatusSwitchingProtocols, status(d2, fresh), "the new one is taken")
+}
+
+// TestAutostartLogIsRotated: the daemon auto-start runs logs into its file
+// itself (serve --log-file, as connect passes it) and rotates it by size.
+// With a bound of 64 KiB (--log-max, for the test) and a server that writes
+// a stderr line per request, 2,000 calls leave the log and its two older
+// files each within the bound, no third, and the daemon's last lines in the
+// current file.
+func TestAutostartLogIsRotated(t *testing.T) {
+	t.Parallel()
+	const max = 64 << 10
+	cfg := writeConfig(t, demo("demo", []string{"--stderr-noise"}), "")
+	logPath := filepath.Join(cfg.dir, "mcpmux.log")
+	d := &daemon{daemonConfig: cfg, tb: t, exited: make(chan struct{})}
+	d.cmd = mcpmux(context.Background(), "serve", "--config", cfg.path, "--autostarted", "--log-file", logPath, "--log-max", strconv.Itoa(max))
+	d.cmd.Stdout, d.cmd.Stderr = &d.stdout, &d.stderr
+	require.NoError(t, d.cmd.Start())
+	trackDaemon(d, true)
+	go func() { // owned by stop
+		d.waitErr = d.cmd.Wait()
+		close(d.exited)
+	}()
+	t.Cleanup(d.stop)
+	d.waitReady()
+
+	c := open(t, d.socket("demo"))
+	var frames [][]byte
+	for i := range 2000 {
+		frames = append(frames, toolCall(strconv.Itoa(i), "echo", map[string]string{"text": "x"}))
+	}
+	require.NoError(t, c.send(frames...))
+	for range 2000 {
+		_, err := awaitAny(c, ioTimeout)
+		require.NoError(t, err)
+	}
+	d.stop()
+	assert.Empty(t, d.stderr.String(), "the daemon logged into its file, not stderr")
+	total := 0
+	for _, p := range []string{logPath, logPath + ".1", logPath + ".2"} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err, "%s", p)
+		assert.LessOrEqual(t, fi.Size(), int64(max), p)
+		total += int(fi.Size())
+	}
+	_, err := os.Stat(logPath + ".3")
+	assert.True(t, os.IsNotExist(err), "two older files kept, no more")
+	last, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	assert.Contains(t, string(last), "mcpmux stopped", "the newest lines are in the current file")
+	t.Logf("2,000 calls with a stderr line each: %d bytes kept in 3 files of at most %d", total, max)
 }
