@@ -1,7 +1,12 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +26,10 @@ import (
 )
 
 // The stress test: hundreds of sessions on every transport of one daemon
-// (Unix socket, yamux streams, WebSocket) pipeline echo calls whose ids
-// collide across sessions and whose texts are each session's own, while
+// (Unix socket, yamux streams, WebSocket, Streamable HTTP) make echo calls,
+// half of them pipelined and half one at a time (as the benchmark's
+// aggregate step does), whose ids collide across sessions and whose texts
+// are each session's own, while
 // CPU hogs take every core. Every answer is checked by id and by payload,
 // so an answer lost, duplicated or given to another session is caught; each
 // call has a deadline, and the first one that passes dumps every goroutine
@@ -38,15 +45,15 @@ import (
 
 // stressLoad is the shape of one run.
 type stressLoad struct {
-	unix, yamuxConns, yamuxStreams, websocket int // sessions per transport (yamux: conns x streams)
-	rounds, pipeline                          int // each session's rounds of pipelined calls
-	deadline                                  time.Duration
+	unix, yamuxConns, yamuxStreams, websocket, http int // sessions per transport (yamux: conns x streams)
+	rounds, pipeline                                int // each session's rounds of pipelined calls
+	deadline                                        time.Duration
 }
 
 func stressLoadOf() stressLoad {
-	l := stressLoad{unix: 120, yamuxConns: 4, yamuxStreams: 20, websocket: 60, rounds: 3, pipeline: 4, deadline: time.Minute}
+	l := stressLoad{unix: 120, yamuxConns: 4, yamuxStreams: 20, websocket: 60, http: 40, rounds: 3, pipeline: 4, deadline: time.Minute}
 	if testing.Short() {
-		l.unix, l.yamuxConns, l.websocket, l.rounds = 60, 2, 30, 2
+		l.unix, l.yamuxConns, l.websocket, l.http, l.rounds = 60, 2, 30, 20, 2
 	}
 	return l
 }
@@ -84,16 +91,19 @@ func TestStress(t *testing.T) {
 		}
 		passed++
 	}
-	t.Logf("%d of %d stress runs passed in a row (%d sessions each: %d unix, %d yamux, %d websocket; %d calls each)",
-		passed, runs, load.sessions(), load.unix, load.yamuxConns*load.yamuxStreams, load.websocket, load.rounds*load.pipeline)
+	t.Logf("%d of %d stress runs passed in a row (%d sessions each: %d unix, %d yamux, %d websocket, %d http; %d calls each, half of them pipelined %d at a time, half one at a time)",
+		passed, runs, load.sessions(), load.unix, load.yamuxConns*load.yamuxStreams, load.websocket, load.http, load.rounds*load.pipeline, load.pipeline)
 }
 
-func (l stressLoad) sessions() int { return l.unix + l.yamuxConns*l.yamuxStreams + l.websocket }
+func (l stressLoad) sessions() int {
+	return l.unix + l.yamuxConns*l.yamuxStreams + l.websocket + l.http
+}
 
 // stressSession is one session of the run and what it still waits for.
 type stressSession struct {
 	name string // transport and number, for the failure messages
 	c    *client
+	h    *stressHTTP // a Streamable HTTP session instead of c
 }
 
 func stressRun(t *testing.T, load stressLoad) {
@@ -153,7 +163,134 @@ func openStressSessions(t *testing.T, d *daemon, load stressLoad) []stressSessio
 		require.NoError(t, err)
 		out = append(out, stressSession{name: fmt.Sprintf("websocket %d", i), c: c})
 	}
+	if load.http > 0 {
+		tr := &http.Transport{MaxIdleConnsPerHost: load.http}
+		t.Cleanup(tr.CloseIdleConnections)
+		url := "http://" + d.webAddr() + "/servers/demo"
+		for i := range load.http {
+			h, err := newStressHTTP(&http.Client{Transport: tr}, url)
+			require.NoError(t, err, "http session %d", i)
+			out = append(out, stressSession{name: fmt.Sprintf("http %d", i), h: h})
+		}
+	}
 	return out
+}
+
+// stressHTTP is one Streamable HTTP session: each call a POST whose stream
+// (or JSON body) carries the answer. Its methods return errors, for the
+// goroutines of the run.
+type stressHTTP struct {
+	hc  *http.Client
+	url string
+	sid string
+}
+
+func newStressHTTP(hc *http.Client, url string) (*stressHTTP, error) {
+	h := &stressHTTP{hc: hc, url: url}
+	init := request("0", "initialize", map[string]any{
+		"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "stress", "version": "1"},
+	})
+	m, sid, err := h.post(init, ioTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil || m.Kind != jsonrpc.KindResult || sid == "" {
+		return nil, fmt.Errorf("initialize over HTTP: session %q, answer %v", sid, m)
+	}
+	h.sid = sid
+	_, _, err = h.post(notification("notifications/initialized", nil), ioTimeout)
+	return h, err
+}
+
+// post sends one message and returns the answer its response carries (nil
+// for a 202), and the session id the response names.
+func (h *stressHTTP) post(frame []byte, within time.Duration) (*jsonrpc.Message, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(frame))
+	if err != nil {
+		return nil, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+wsToken)
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
+	if h.sid != "" {
+		req.Header.Set("Mcp-Session-Id", h.sid)
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	}
+	resp, err := h.hc.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	switch {
+	case resp.StatusCode == http.StatusAccepted:
+		return nil, sid, nil
+	case resp.StatusCode != http.StatusOK:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		return nil, sid, fmt.Errorf("POST: %s: %s", resp.Status, b)
+	}
+	m, err := answerIn(resp)
+	return m, sid, err
+}
+
+// answerIn reads the answer out of a POST's response: a JSON body, or the
+// first answer among the events of its stream.
+func answerIn(resp *http.Response) (*jsonrpc.Message, error) {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, err
+		}
+		return jsonrpc.Parse(b)
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	var data strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("the stream ended without an answer: %w", err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case strings.HasPrefix(line, "data: "):
+			data.WriteString(strings.TrimPrefix(line, "data: "))
+		case line == "" && data.Len() > 0:
+			m, err := jsonrpc.Parse([]byte(data.String()))
+			if err != nil {
+				return nil, err
+			}
+			if m.Kind == jsonrpc.KindResult || m.Kind == jsonrpc.KindError {
+				return m, nil
+			}
+			data.Reset()
+		}
+	}
+}
+
+// drive makes n calls one after the other, each checked by id and text.
+func (h *stressHTTP) drive(i, n int, deadline time.Duration, dump *stressDump, calls *atomic.Int64) error {
+	for id := 1; id <= n; id++ {
+		key, text := strconv.Itoa(id), stressText(i, id)
+		m, _, err := h.post(toolCall(key, "echo", map[string]string{"text": text}), deadline)
+		if err != nil {
+			dump.once(fmt.Sprintf("http session %d, call %d: %v", i, id, err))
+			return fmt.Errorf("call %d: %w", id, err)
+		}
+		if m == nil || string(m.ID) != key {
+			return fmt.Errorf("call %d answered as %v", id, m)
+		}
+		got, err := resultText(m)
+		if err != nil {
+			return fmt.Errorf("id %s: %w", m.ID, err)
+		}
+		if got != text {
+			return fmt.Errorf("id %s came back with another session's text: %.60q", m.ID, got)
+		}
+		calls.Add(1)
+	}
+	return nil
 }
 
 // stressText is what session i's call id says back: its own, and of a
@@ -174,11 +311,18 @@ func stressText(i, id int) string {
 // read within the deadline. Ids repeat across sessions (1, 2, ...) but each
 // text is the session's own.
 func (s stressSession) drive(i int, load stressLoad, dump *stressDump, calls *atomic.Int64) error {
+	rounds, pipeline := load.rounds, load.pipeline
+	if i%2 == 1 { // one call at a time, as the benchmark's aggregate step makes them
+		rounds, pipeline = rounds*pipeline, 1
+	}
+	if s.h != nil {
+		return s.h.drive(i, rounds*pipeline, load.deadline, dump, calls)
+	}
 	id := 0
-	for range load.rounds {
+	for range rounds {
 		want := map[string]string{}
 		var frames [][]byte
-		for range load.pipeline {
+		for range pipeline {
 			id++
 			key := strconv.Itoa(id)
 			want[key] = stressText(i, id)
