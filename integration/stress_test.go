@@ -36,6 +36,9 @@ import (
 // of the test and of the daemon (SIGQUIT) and the sockets' queues (ss),
 // then fails the run.
 //
+// A quarter of the sessions use a second server whose requests wait at the
+// gates (server_requests = "serialize", max_concurrency = 2).
+//
 // In CI it is one run of a few seconds. By hand:
 //
 //	MCPMUX_STRESS_RUNS=50 go test -race -run TestStress -timeout 2h .
@@ -107,7 +110,7 @@ type stressSession struct {
 }
 
 func stressRun(t *testing.T, load stressLoad) {
-	d := startDaemon(t, demo("demo", nil), wsListen)
+	d := startDaemon(t, demo("demo", nil)+demo(stressGated, nil, `server_requests = "serialize"`, "max_concurrency = 2"), wsListen)
 	sessions := openStressSessions(t, d, load)
 
 	stopHogs := startHogs(runtime.NumCPU())
@@ -141,36 +144,50 @@ func stressRun(t *testing.T, load stressLoad) {
 		len(sessions), calls.Load(), elapsed.Round(time.Millisecond), runtime.NumCPU())
 }
 
+// stressGated is the run's second server: its interactive requests take
+// turns (server_requests = "serialize") and at most two are at the server
+// at once (max_concurrency), so that a quarter of the sessions go through
+// the gates.
+const stressGated = "gated"
+
+// stressServer is the server the i-th session of a transport (or yamux
+// connection) uses: every fourth one the gated server.
+func stressServer(i int) string {
+	if i%4 == 3 {
+		return stressGated
+	}
+	return "demo"
+}
+
 // openStressSessions opens and initializes every session of the run, on
 // the test goroutine.
 func openStressSessions(t *testing.T, d *daemon, load stressLoad) []stressSession {
 	var out []stressSession
 	for i := range load.unix {
-		out = append(out, stressSession{name: fmt.Sprintf("unix %d", i), c: open(t, d.socket("demo"))})
+		out = append(out, stressSession{name: fmt.Sprintf("unix %d on %s", i, stressServer(i)), c: open(t, d.socket(stressServer(i)))})
 	}
 	for i := range load.yamuxConns {
-		ys := dialYamux(t, d.socket("demo"))
+		ys := dialYamux(t, d.socket(stressServer(i)))
 		for j := range load.yamuxStreams {
 			c := yamuxStreamClient(t, ys)
 			_, err := c.initialize("2025-06-18")
 			require.NoError(t, err)
-			out = append(out, stressSession{name: fmt.Sprintf("yamux %d.%d", i, j), c: c})
+			out = append(out, stressSession{name: fmt.Sprintf("yamux %d.%d on %s", i, j, stressServer(i)), c: c})
 		}
 	}
 	for i := range load.websocket {
-		c := wsClient(t, d, "demo")
+		c := wsClient(t, d, stressServer(i))
 		_, err := c.initialize("2025-06-18")
 		require.NoError(t, err)
-		out = append(out, stressSession{name: fmt.Sprintf("websocket %d", i), c: c})
+		out = append(out, stressSession{name: fmt.Sprintf("websocket %d on %s", i, stressServer(i)), c: c})
 	}
 	if load.http > 0 {
 		tr := &http.Transport{MaxIdleConnsPerHost: load.http}
 		t.Cleanup(tr.CloseIdleConnections)
-		url := "http://" + d.webAddr() + "/servers/demo"
 		for i := range load.http {
-			h, err := newStressHTTP(&http.Client{Transport: tr}, url)
+			h, err := newStressHTTP(&http.Client{Transport: tr}, "http://"+d.webAddr()+"/servers/"+stressServer(i))
 			require.NoError(t, err, "http session %d", i)
-			out = append(out, stressSession{name: fmt.Sprintf("http %d", i), h: h})
+			out = append(out, stressSession{name: fmt.Sprintf("http %d on %s", i, stressServer(i)), h: h})
 		}
 	}
 	return out
