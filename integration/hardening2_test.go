@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -341,4 +343,45 @@ func TestAutostartLogIsRotated(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(last), "mcpmux stopped", "the newest lines are in the current file")
 	t.Logf("2,000 calls with a stderr line each: %d bytes kept in 3 files of at most %d", total, max)
+}
+
+// TestConnectOutlivesFirstByteTimeout: an editor that starts mcpmux connect
+// and says nothing for longer than first_byte_timeout loses nothing: the
+// daemon closes connect's silent connection, connect reaches it again
+// quietly (even with --reconnect 0), and the initialize sent afterwards is
+// answered, with nothing on stderr.
+func TestConnectOutlivesFirstByteTimeout(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, demo("demo", nil), "")
+	text, err := os.ReadFile(cfg.path)
+	require.NoError(t, err)
+	text = []byte(strings.Replace(string(text), "[daemon]\n", "[daemon]\nfirst_byte_timeout = \"300ms\"\n", 1))
+	require.NoError(t, os.WriteFile(cfg.path, text, 0o600))
+	d := serveConfig(t, cfg)
+
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cmd := mcpmux(ctx, "connect", "--config", d.path, "--reconnect", "0", "demo")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr testutil.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+	}()
+	testutil.Until(t, 10*time.Second, "the daemon closes connect's silent connection", func() bool {
+		return strings.Contains(d.log(), "closed a connection that sent nothing within first_byte_timeout")
+	})
+	_, err = io.WriteString(stdin, initializeLine+"\n")
+	require.NoError(t, err)
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	require.NoError(t, err, "the initialize answer; stderr: %s", stderr.String())
+	m, err := jsonrpc.Parse(bytes.TrimSuffix(line, []byte("\n")))
+	require.NoError(t, err)
+	assert.Equal(t, jsonrpc.KindResult, m.Kind, "%s", line)
+	assert.Empty(t, stderr.String())
 }
