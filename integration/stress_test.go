@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,8 +142,8 @@ func stressRun(t *testing.T, load stressLoad) {
 	}
 	require.Zero(t, failed, "sessions that lost, duplicated or misrouted an answer")
 	assert.Equal(t, int64(load.sessions()*load.rounds*load.pipeline), calls.Load(), "every call answered")
-	t.Logf("%d sessions, %d calls, every answer checked by id and payload, in %v beside %d CPU hogs",
-		len(sessions), calls.Load(), elapsed.Round(time.Millisecond), runtime.NumCPU())
+	t.Logf("%d sessions, %d calls, every answer checked by id and payload, in %v beside %d CPU hogs (HTTP POSTs sent again after a closed keep-alive connection, so far: %d)",
+		len(sessions), calls.Load(), elapsed.Round(time.Millisecond), runtime.NumCPU(), stressReposts.Load())
 }
 
 // stressGated is the run's second server: its interactive requests take
@@ -219,14 +221,32 @@ func newStressHTTP(hc *http.Client, url string) (*stressHTTP, error) {
 	return h, err
 }
 
+// stressReposts counts the POSTs sent again because the keep-alive
+// connection they went out on was closed before any answer (see post).
+var stressReposts atomic.Int64
+
 // post sends one message and returns the answer its response carries (nil
-// for a 202), and the session id the response names.
+// for a 202), and the session id the response names. A POST written on a
+// kept-alive connection that turns out closed (EOF, nothing read) is sent
+// once more on a new one, as Go's client does by itself for idempotent
+// requests only: the server closing an idle connection just as the client
+// reuses it is a race of HTTP/1.1 keep-alive, not an answer lost.
 func (h *stressHTTP) post(frame []byte, within time.Duration) (*jsonrpc.Message, string, error) {
+	m, sid, reused, err := h.postOnce(frame, within)
+	if err != nil && reused && errors.Is(err, io.EOF) {
+		stressReposts.Add(1)
+		m, sid, _, err = h.postOnce(frame, within)
+	}
+	return m, sid, err
+}
+
+func (h *stressHTTP) postOnce(frame []byte, within time.Duration) (m *jsonrpc.Message, sid string, reused bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(frame))
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
 	req.Header.Set("Authorization", "Bearer "+wsToken)
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -237,19 +257,19 @@ func (h *stressHTTP) post(frame []byte, within time.Duration) (*jsonrpc.Message,
 	}
 	resp, err := h.hc.Do(req)
 	if err != nil {
-		return nil, "", err
+		return nil, "", reused, err
 	}
 	defer resp.Body.Close()
-	sid := resp.Header.Get("Mcp-Session-Id")
+	sid = resp.Header.Get("Mcp-Session-Id")
 	switch {
 	case resp.StatusCode == http.StatusAccepted:
-		return nil, sid, nil
+		return nil, sid, reused, nil
 	case resp.StatusCode != http.StatusOK:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-		return nil, sid, fmt.Errorf("POST: %s: %s", resp.Status, b)
+		return nil, sid, reused, fmt.Errorf("POST: %s: %s", resp.Status, b)
 	}
-	m, err := answerIn(resp)
-	return m, sid, err
+	m, err = answerIn(resp)
+	return m, sid, reused, err
 }
 
 // answerIn reads the answer out of a POST's response: a JSON body, or the
