@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,24 +85,25 @@ func awaitWithin(c *client, id string, d time.Duration) (*jsonrpc.Message, error
 	}
 }
 
-// TestManyLargeRequestsWaitForTheWriteQueue: 256 sessions send a 1 MB
-// request each at the same moment, 256 MB for a server whose write queue
-// takes twice write_queue_bytes. None is refused with "write queue full":
-// the sessions wait for room, and every one gets its own answer. The same
-// with a write queue of 4 MiB, which 256 MB overshoots 32 times over.
+// TestManyLargeRequestsWaitForTheWriteQueue: 256 sessions send a request
+// of 250 kB each at the same moment, 64 MB for a server whose write queue
+// of 4 MiB takes 8 MiB. None is refused with "write queue full": the
+// sessions wait for room, and every one gets its own answer. By hand, with
+// MCPMUX_STRESS_RUNS set, the requests are of 1 MB (256 MB) and the default
+// queue (64 MiB) is tried too: a minute or more under the race detector.
 func TestManyLargeRequestsWaitForTheWriteQueue(t *testing.T) {
 	for _, tc := range []struct{ name, queue string }{{"default queue", ""}, {"4MiB queue", `write_queue_bytes = "4MiB"`}} {
 		t.Run(tc.name, func(t *testing.T) {
-			if testing.Short() && tc.queue == "" {
-				t.Skip("-short: the 4 MiB queue alone (a minute of 256 MB through the race detector otherwise)")
+			if tc.queue == "" && os.Getenv("MCPMUX_STRESS_RUNS") == "" {
+				t.Skip("the default queue runs by hand, with MCPMUX_STRESS_RUNS set")
 			}
 			extra := []string{`max_message_bytes = "2MiB"`}
 			if tc.queue != "" {
 				extra = append(extra, tc.queue)
 			}
-			size := 1_000_000
-			if testing.Short() {
-				size = 250_000 // 64 MB: still 8 times what the queue takes
+			size := 250_000 // 64 MB: still 8 times what the 4 MiB queue takes
+			if os.Getenv("MCPMUX_STRESS_RUNS") != "" {
+				size = 1_000_000
 			}
 			d := startDaemon(t, demo("demo", nil, extra...), "")
 			began := time.Now()
@@ -290,4 +294,100 @@ func TestTokenRotate(t *testing.T) {
 	d2 := serveConfig(t, cfg)
 	assert.Equal(t, http.StatusUnauthorized, status(d2, old), "the old token is refused")
 	assert.Equal(t, http.StatusSwitchingProtocols, status(d2, fresh), "the new one is taken")
+}
+
+// TestAutostartLogIsRotated: the daemon auto-start runs logs into its file
+// itself (serve --log-file, as connect passes it) and rotates it by size.
+// With a bound of 64 KiB (--log-max, for the test) and a server that writes
+// a stderr line per request, 2,000 calls leave the log and its two older
+// files each within the bound, no third, and the daemon's last lines in the
+// current file.
+func TestAutostartLogIsRotated(t *testing.T) {
+	t.Parallel()
+	const max = 64 << 10
+	cfg := writeConfig(t, demo("demo", []string{"--stderr-noise"}), "")
+	logPath := filepath.Join(cfg.dir, "mcpmux.log")
+	d := &daemon{daemonConfig: cfg, tb: t, exited: make(chan struct{})}
+	d.cmd = mcpmux(context.Background(), "serve", "--config", cfg.path, "--autostarted", "--log-file", logPath, "--log-max", strconv.Itoa(max))
+	d.cmd.Stdout, d.cmd.Stderr = &d.stdout, &d.stderr
+	require.NoError(t, d.cmd.Start())
+	trackDaemon(d, true)
+	go func() { // owned by stop
+		d.waitErr = d.cmd.Wait()
+		close(d.exited)
+	}()
+	t.Cleanup(d.stop)
+	d.waitReady()
+
+	c := open(t, d.socket("demo"))
+	var frames [][]byte
+	for i := range 2000 {
+		frames = append(frames, toolCall(strconv.Itoa(i), "echo", map[string]string{"text": "x"}))
+	}
+	require.NoError(t, c.send(frames...))
+	for range 2000 {
+		_, err := awaitAny(c, ioTimeout)
+		require.NoError(t, err)
+	}
+	d.stop()
+	assert.Empty(t, d.stderr.String(), "the daemon logged into its file, not stderr")
+	total := 0
+	for _, p := range []string{logPath, logPath + ".1", logPath + ".2"} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err, "%s", p)
+		assert.LessOrEqual(t, fi.Size(), int64(max), p)
+		total += int(fi.Size())
+	}
+	_, err := os.Stat(logPath + ".3")
+	assert.True(t, os.IsNotExist(err), "two older files kept, no more")
+	last, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	assert.Contains(t, string(last), "mcpmux stopped", "the newest lines are in the current file")
+	t.Logf("2,000 calls with a stderr line each: %d bytes kept in 3 files of at most %d", total, max)
+}
+
+// TestConnectOutlivesFirstByteTimeout: an editor that starts mcpmux connect
+// and says nothing for longer than first_byte_timeout loses nothing: the
+// daemon closes connect's silent connection, connect reaches it again
+// quietly (even with --reconnect 0), and the initialize sent afterwards is
+// answered, with nothing on stderr. (A first message that crosses the
+// daemon's close of a silent connection is lost with it, as any message
+// crossing a daemon's end is: a window of the time connect takes to see
+// the close, once per first_byte_timeout of silence.)
+func TestConnectOutlivesFirstByteTimeout(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, demo("demo", nil), "")
+	text, err := os.ReadFile(cfg.path)
+	require.NoError(t, err)
+	// 1 s: the initialize goes out just after connect reached the daemon
+	// again, well within its new connection's second.
+	text = []byte(strings.Replace(string(text), "[daemon]\n", "[daemon]\nfirst_byte_timeout = \"1s\"\n", 1))
+	require.NoError(t, os.WriteFile(cfg.path, text, 0o600))
+	d := serveConfig(t, cfg)
+
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cmd := mcpmux(ctx, "connect", "--config", d.path, "--reconnect", "0", "demo")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr testutil.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+	}()
+	testutil.Until(t, 10*time.Second, "the daemon closes connect's silent connection", func() bool {
+		return strings.Contains(d.log(), "closed a connection that sent nothing within first_byte_timeout")
+	})
+	_, err = io.WriteString(stdin, initializeLine+"\n")
+	require.NoError(t, err)
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	require.NoError(t, err, "the initialize answer; stderr: %s", stderr.String())
+	m, err := jsonrpc.Parse(bytes.TrimSuffix(line, []byte("\n")))
+	require.NoError(t, err)
+	assert.Equal(t, jsonrpc.KindResult, m.Kind, "%s", line)
+	assert.Empty(t, stderr.String())
 }

@@ -2,7 +2,9 @@ package mux
 
 import (
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -59,5 +61,59 @@ func TestSessionWaitingForRoomLeaves(t *testing.T) {
 		m := c.recv()
 		assert.Equal(t, fmt.Sprintf(`"c%d"`, i), string(m.ID))
 		assert.Equal(t, jsonrpc.KindResult, m.Kind, "%s", m.Frame)
+	}
+}
+
+// Under server_requests = "serialize" one interactive request at a time
+// holds the turn. Sessions that keep calling while the server crashes
+// again and again have some of their requests failed by the crashes, in
+// every phase of being forwarded; none may leave the turn held for good:
+// afterwards every session's next call is answered.
+func TestCrashesNeverLeaveTheTurnHeld(t *testing.T) {
+	const sessions, crashes = 8, 30
+	h := newHarness(t, func(c *Config) {
+		c.ServerRequests = ServerRequestsSerialize
+		c.StartTimeout = 10 * time.Second
+		c.RestartBackoffMax = 5 * time.Millisecond
+	})
+	clients := make([]*testClient, sessions)
+	for i := range clients {
+		clients[i] = h.session("2025-11-25")
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := c.conn.Write([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":"s%d-%d","method":"tools/call","params":{"name":"echo"}}`+"\n", i, n))); err != nil {
+					return
+				}
+				if _, err := c.recvFrame(); err != nil {
+					return
+				}
+			}
+		})
+	}
+	for range crashes {
+		before := h.srv.started()
+		h.srv.current().crash("exited")
+		eventually(t, "a new process", func() bool { return h.srv.started() > before && h.Status().State == StateReady })
+	}
+	close(stop)
+	wg.Wait()
+	for i, c := range clients {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"last%d","method":"tools/call","params":{"name":"echo"}}`, i))
+	}
+	for i, c := range clients {
+		m := c.recv()
+		for string(m.ID) != fmt.Sprintf(`"last%d"`, i) { // an answer of the loop may come first
+			m = c.recv()
+		}
+		assert.Equal(t, jsonrpc.KindResult, m.Kind, "session %d: %s", i, m.Frame)
 	}
 }

@@ -221,6 +221,14 @@ func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
 	if !c.h.admit(queued{session: route.Session, up: up, frame: frame, d: data}) {
 		return // waits at a gate: sent when a slot frees
 	}
+	if _, live := c.h.reqs.Get(up); !live && data != nil {
+		// Settled while it was being admitted (its process exited and
+		// failed it, before data.up was set or before the gate knew it): the
+		// slot admit just gave it would be held for good, and with the turn
+		// every interactive request after it would wait forever.
+		c.h.releaseGates(up, data)
+		return
+	}
 	if err := c.sendUp(proc, frame); err != nil {
 		if r, ok := c.h.reqs.Take(up); ok {
 			c.h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server cannot take the request: %v", err), Reason: jsonrpc.ReasonUpstreamUnavailable})

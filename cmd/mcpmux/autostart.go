@@ -166,7 +166,10 @@ func startDaemon(ctx context.Context, cfg *config, sock string) error {
 	if err != nil {
 		return fmt.Errorf("find the mcpmux executable: %w", err)
 	}
-	cmd := exec.Command(exe, "serve", "--config", cfg.Path, "--"+autostartedFlag)
+	// The daemon logs into logPath itself, rotating it by size; its stderr
+	// goes there too, for what comes before the log is open or outside it
+	// (a panic).
+	cmd := exec.Command(exe, "serve", "--config", cfg.Path, "--"+autostartedFlag, "--"+logFileFlag, logPath)
 	cmd.Stderr = logf // stdin and stdout stay /dev/null: the daemon's stdout is unused
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

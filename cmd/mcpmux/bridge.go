@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
@@ -60,8 +61,9 @@ type link struct {
 	// answers are not the client's; the replay fills it before the socket
 	// reader starts, which alone uses it from then on.
 	swallow map[string]bool
-	changed []string   // tools, prompts, resources: the lists to tell the client of once the link is up
-	ended   chan error // 1-buffered: why the socket reader stopped
+	changed []string    // tools, prompts, resources: the lists to tell the client of once the link is up
+	ended   chan error  // 1-buffered: why the socket reader stopped
+	wrote   atomic.Bool // anything was written on it: the client's lines, or a replay
 }
 
 func newLink(conn net.Conn, path string) *link {
@@ -80,6 +82,7 @@ func newLink(conn net.Conn, path string) *link {
 // write queues one line for the daemon. A failed write means the link is
 // going: closing the connection makes sure its reader sees it too.
 func (l *link) write(p []byte) {
+	l.wrote.Store(true)
 	if _, err := l.bw.Write(p); err != nil {
 		l.conn.Close()
 	}
@@ -207,12 +210,14 @@ func (b *bridge) recover(ctx context.Context, l *link, cause error, stdinDone <-
 		return nil, out
 	case errors.As(cause, &refused):
 		return nil, fmt.Errorf("server %s refused the session on %s: %w", b.name, l.path, refused)
+	case cause == nil && !l.wrote.Load():
+		return b.quietly(ctx, stdinDone)
 	case b.reconnect <= 0:
 		return nil, lost(l.path, cause)
 	}
 	fmt.Fprintf(b.stderr, "mcpmux: %v; reconnecting (for up to %s)\n", lost(l.path, cause), b.reconnect)
 	start := time.Now()
-	next, err = b.redial(ctx, stdinDone)
+	next, err = b.redial(ctx, stdinDone, b.reconnect, true)
 	if next == nil {
 		return nil, err
 	}
@@ -221,6 +226,24 @@ func (b *bridge) recover(ctx context.Context, l *link, cause error, stdinDone <-
 	}
 	fmt.Fprintf(b.stderr, "mcpmux: reconnected to %s after %s\n", next.path, time.Since(start).Round(time.Millisecond))
 	return next, nil
+}
+
+// quietRedial bounds the reaching again of a daemon that closed a link
+// the client had not used yet, whatever --reconnect says.
+const quietRedial = 30 * time.Second
+
+// quietly reaches the daemon again, saying nothing, after it closed a
+// link on which nothing was sent yet: the daemon closes connections that
+// stay silent past its first_byte_timeout, and a client that waits that
+// long before its first message has lost nothing. Nothing is replayed:
+// the daemon heard nothing, and what the client sends meanwhile (its
+// initialize, say) waits for the new link and goes out on it as it is.
+func (b *bridge) quietly(ctx context.Context, stdinDone <-chan error) (*link, error) {
+	next, err := b.redial(ctx, stdinDone, max(b.reconnect, quietRedial), false)
+	if next == nil {
+		return nil, err
+	}
+	return next, b.up(next)
 }
 
 // lost says how a link ended.
@@ -242,12 +265,12 @@ const (
 // when it gave up (err says why), when ctx ended, or when stdin ended
 // meanwhile (there is nothing left to send, and nothing was due: the lost
 // link's requests have been answered).
-func (b *bridge) redial(ctx context.Context, stdinDone <-chan error) (next *link, err error) {
-	dctx, cancel := context.WithTimeout(ctx, b.reconnect)
+func (b *bridge) redial(ctx context.Context, stdinDone <-chan error, bound time.Duration, replay bool) (next *link, err error) {
+	dctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	wait := redialFirst
 	for attempt := 1; ; attempt++ {
-		l, err := b.attempt(dctx)
+		l, err := b.attempt(dctx, replay)
 		if err == nil {
 			return l, nil
 		}
@@ -255,7 +278,7 @@ func (b *bridge) redial(ctx context.Context, stdinDone <-chan error) (next *link
 			return nil, nil
 		}
 		if finalDialError(err) || dctx.Err() != nil {
-			return nil, fmt.Errorf("gave up reconnecting to server %s after %d attempts in %s: %w", b.name, attempt, b.reconnect, err)
+			return nil, fmt.Errorf("gave up reconnecting to server %s after %d attempts in %s: %w", b.name, attempt, bound, err)
 		}
 		pause := time.NewTimer(wait/2 + rand.N(wait/2+1))
 		select {
@@ -265,7 +288,7 @@ func (b *bridge) redial(ctx context.Context, stdinDone <-chan error) (next *link
 			if ctx.Err() != nil {
 				return nil, nil
 			}
-			return nil, fmt.Errorf("gave up reconnecting to server %s after %d attempts in %s: %w", b.name, attempt, b.reconnect, err)
+			return nil, fmt.Errorf("gave up reconnecting to server %s after %d attempts in %s: %w", b.name, attempt, bound, err)
 		case err := <-stdinDone:
 			pause.Stop()
 			if err != nil {
@@ -277,13 +300,17 @@ func (b *bridge) redial(ctx context.Context, stdinDone <-chan error) (next *link
 	}
 }
 
-// attempt opens one new link and replays the client's session on it.
-func (b *bridge) attempt(ctx context.Context) (*link, error) {
+// attempt opens one new link and, with replay, replays the client's
+// session on it.
+func (b *bridge) attempt(ctx context.Context, replay bool) (*link, error) {
 	conn, path, err := b.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
 	l := newLink(conn, path)
+	if !replay {
+		return l, nil
+	}
 	if err := b.replay(ctx, l); err != nil {
 		conn.Close()
 		return nil, err

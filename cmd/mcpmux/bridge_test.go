@@ -317,3 +317,20 @@ func TestBridgeGivesUp(t *testing.T) {
 	assert.True(t, errors.As(err, &ne), "the last error is the dial's: %v", err)
 	t.Logf("gave up after %v: %v", took.Round(time.Millisecond), err)
 }
+
+// A daemon that closes a connection the client has not used yet (its
+// first_byte_timeout) is reached again quietly, even with --reconnect 0:
+// nothing was in flight, nothing is said on stderr, and the client's first
+// message, sent later, goes out on the new connection and is answered.
+func TestBridgeRedialsASilentLinkQuietly(t *testing.T) {
+	f := newFakeDaemon(t)
+	b, c1 := startTestBridge(t, f, 0)
+	c1.conn.Close() // the daemon's first_byte_timeout
+	c2 := f.accept()
+	b.send(legacyInit)
+	line := c2.read()
+	assert.JSONEq(t, legacyInit, line, "the client's own initialize, once, not a replay")
+	c2.answer(line, initResult)
+	assert.Contains(t, b.read(), `"serverInfo"`)
+	assert.Empty(t, b.stderr.String(), "nothing was lost: nothing said")
+}

@@ -31,18 +31,38 @@ func newServeCmd() *cobra.Command {
 	}
 	load := configFlag(cmd)
 	var autostarted bool
+	var logPath string
+	var logMax int64
 	cmd.Flags().BoolVar(&autostarted, autostartedFlag, false, "started by `mcpmux connect` (auto-start)")
 	cmd.Flags().MarkHidden(autostartedFlag)
+	cmd.Flags().StringVar(&logPath, logFileFlag, "", "log to this file, rotated by size, instead of stderr (auto-start)")
+	cmd.Flags().MarkHidden(logFileFlag)
+	cmd.Flags().Int64Var(&logMax, "log-max", autostartLogMax, "the size at which --log-file rotates")
+	cmd.Flags().MarkHidden("log-max")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := load()
 		if err != nil {
 			return err
 		}
-		log := newLogger(cfg, cmd.ErrOrStderr())
+		var logw io.Writer = cmd.ErrOrStderr()
+		if logPath != "" {
+			if logMax <= 0 {
+				return fmt.Errorf("--log-max %d: must be positive", logMax)
+			}
+			lf, err := openLogFile(logPath, logMax, autostartLogKeep)
+			if err != nil {
+				return err
+			}
+			defer lf.Close()
+			logw = lf
+		}
+		log := newLogger(cfg, logw)
 		if note := cfg.Listen.SocketDirNote; note != "" {
 			log.Warn("the usual socket folder cannot be used: "+note, "socket_dir", cfg.Listen.SocketDir)
 		}
-		env := daemonEnv{environ: os.Environ(), stderr: cmd.ErrOrStderr(), autostarted: autostarted}
+		// Servers with stderr = "inherit" write into the log as the daemon
+		// does: through the rotating file when there is one.
+		env := daemonEnv{environ: os.Environ(), stderr: logw, autostarted: autostarted}
 		env.state, _ = stateDir(os.Getenv) // none: nothing is remembered
 		if exe, err := os.Executable(); err != nil {
 			log.Warn("cannot find the mcpmux executable to run reapers; a server will outlive a killed mcpmux", "error", err)
@@ -73,6 +93,10 @@ type daemonEnv struct {
 
 // autostartedFlag is the hidden flag of serve that auto-start passes.
 const autostartedFlag = "autostarted"
+
+// logFileFlag is the hidden flag of serve that auto-start passes with its
+// log file, which the daemon then rotates.
+const logFileFlag = "log-file"
 
 // reaperMode, as the first argument, makes the mcpmux binary a reaper
 // (upstream.RunReaper) instead of a command: each server runs under one, so

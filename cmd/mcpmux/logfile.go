@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+)
+
+// The auto-started daemon's log file: rotated once it reaches
+// autostartLogMax bytes, with autostartLogKeep older files kept
+// (mcpmux.log.1 the newest of them), so that it takes at most
+// (1+autostartLogKeep) x autostartLogMax of the disk whatever is logged.
+const (
+	autostartLogMax  = 10 << 20
+	autostartLogKeep = 2
+)
+
+// logFile is a log file that rotates itself by size. Each Write goes whole
+// into the current file; one that would take it past max first moves the
+// files along (path.N-1 to path.N, ..., path to path.1, the oldest
+// dropped) and starts an empty one. It is safe for concurrent use.
+type logFile struct {
+	path string
+	max  int64
+	keep int
+
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+	err  error // why the last rotation failed; writes then go on in the old file
+}
+
+// openLogFile opens (appending to) or creates the log at path, mode 0600.
+func openLogFile(path string, max int64, keep int) (*logFile, error) {
+	l := &logFile{path: path, max: max, keep: keep}
+	if err := l.open(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *logFile) open() error {
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("daemon log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("daemon log: %w", err)
+	}
+	l.f, l.size = f, fi.Size()
+	return nil
+}
+
+// Write implements io.Writer.
+func (l *logFile) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.size > 0 && l.size+int64(len(p)) > l.max {
+		l.rotate()
+	}
+	n, err := l.f.Write(p)
+	l.size += int64(n)
+	return n, err
+}
+
+// rotate moves the files along and opens a fresh one; on failure the
+// current file stays in use (a full disk must not lose the daemon's log
+// altogether), and the failure is written into it once. l.mu is held.
+func (l *logFile) rotate() {
+	for i := l.keep - 1; i >= 1; i-- {
+		os.Rename(l.path+"."+strconv.Itoa(i), l.path+"."+strconv.Itoa(i+1)) // a missing one is fine
+	}
+	err := os.Rename(l.path, l.path+".1")
+	if l.keep == 0 {
+		err = os.Remove(l.path)
+	}
+	if err == nil {
+		old := l.f
+		if err = l.open(); err == nil {
+			old.Close()
+			l.err = nil
+			return
+		}
+		l.f = old
+	}
+	if l.err == nil {
+		fmt.Fprintf(l.f, "mcpmux: cannot rotate the log %s (%v); writing on past %d bytes\n", l.path, err, l.max)
+	}
+	l.err = err
+	l.size = 0 // try again after another max bytes
+}
+
+// Close closes the current file.
+func (l *logFile) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f.Close()
+}
