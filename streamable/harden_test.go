@@ -328,3 +328,28 @@ func TestStreamableRestoreOldEventID(t *testing.T) {
 	assert.JSONEq(t, `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`, evs[0].data)
 	assert.NotEqual(t, seen[2].id, evs[0].id)
 }
+
+// BenchmarkFileStoreSave: a new session's record with many records kept
+// already (each new one used to read the whole folder).
+func BenchmarkFileStoreSave(b *testing.B) {
+	for _, kept := range []int{10, 5000} {
+		b.Run(fmt.Sprintf("kept=%d", kept), func(b *testing.B) {
+			dir := b.TempDir()
+			store := &streamable.FileStore{Dir: dir, Max: kept + b.N + 1, Idle: time.Hour}
+			id := func(n int) string { // 26 letters of rand.Text's alphabet
+				b := []byte(strings.Repeat("A", 26))
+				for i := 25; n > 0; i, n = i-1, n/26 {
+					b[i] = byte('A' + n%26)
+				}
+				return string(b)
+			}
+			for n := range kept {
+				require.NoError(b, store.Save(&streamable.Record{ID: id(n), Server: "demo", Initialize: []byte(`{}`)}))
+			}
+			b.ResetTimer()
+			for n := range b.N {
+				store.Save(&streamable.Record{ID: id(kept + n), Server: "demo", Initialize: []byte(`{}`)})
+			}
+		})
+	}
+}

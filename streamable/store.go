@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -52,7 +53,20 @@ type FileStore struct {
 	Dir  string
 	Max  int
 	Idle time.Duration
+
+	// Each new record used to read the whole folder; with thousands of
+	// sessions that made starting one slower the more there were. The
+	// folder is now read when the records may be past Max, and once a
+	// minute for the expired ones.
+	mu      sync.Mutex
+	counted bool                 // count is known
+	count   int                  // records in the folder
+	pruned  time.Time            // the last read of the folder
+	touched map[string]time.Time // when each record's time was last set
 }
+
+// pruneEvery is how often a new record also looks for expired ones.
+const pruneEvery = time.Minute
 
 // recordExt ends the name of every record file.
 const recordExt = ".json"
@@ -93,7 +107,12 @@ func (s *FileStore) Save(r *Record) error {
 		return err
 	}
 	if fresh {
-		s.prune()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.count++
+		if !s.counted || (s.Max > 0 && s.count > s.Max) || time.Since(s.pruned) > pruneEvery {
+			s.pruneLocked()
+		}
 	}
 	return nil
 }
@@ -146,27 +165,59 @@ func (s *FileStore) expired(fi fs.FileInfo) bool {
 	return s.Idle > 0 && time.Since(fi.ModTime()) > s.Idle
 }
 
-// Touch implements Store: the file's time is the session's last request.
+// Touch implements Store: the file's time is the session's last request,
+// within a 60th of Idle (at most a minute), so that not every request
+// costs a system call.
 func (s *FileStore) Touch(id string) {
-	if validID(id) {
-		now := time.Now()
-		os.Chtimes(s.path(id), now, now)
+	if !validID(id) {
+		return
 	}
+	now := time.Now()
+	if !s.touchDue(id, now) {
+		return
+	}
+	os.Chtimes(s.path(id), now, now)
+}
+
+func (s *FileStore) touchDue(id string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	every := min(time.Minute, s.Idle/60)
+	if last, ok := s.touched[id]; ok && now.Sub(last) < every {
+		return false
+	}
+	if s.touched == nil {
+		s.touched = make(map[string]time.Time)
+	}
+	s.touched[id] = now
+	return true
 }
 
 // Delete implements Store.
 func (s *FileStore) Delete(id string) {
-	if validID(id) {
-		os.Remove(s.path(id))
-	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleteLocked(id)
 }
 
-// prune removes the expired records, and the oldest beyond Max.
-func (s *FileStore) prune() {
+func (s *FileStore) deleteLocked(id string) {
+	if !validID(id) {
+		return
+	}
+	if os.Remove(s.path(id)) == nil && s.count > 0 {
+		s.count--
+	}
+	delete(s.touched, id)
+}
+
+// pruneLocked removes the expired records, and the oldest beyond Max, and
+// counts those left.
+func (s *FileStore) pruneLocked() {
 	ents, err := os.ReadDir(s.Dir)
 	if err != nil {
 		return
 	}
+	s.pruned = time.Now()
 	type rec struct {
 		id  string
 		mod time.Time
@@ -179,20 +230,25 @@ func (s *FileStore) prune() {
 			continue
 		}
 		if s.expired(fi) {
-			s.Delete(id)
+			s.deleteLocked(id)
 			continue
 		}
 		live = append(live, rec{id, fi.ModTime()})
 	}
+	s.count, s.counted = len(live), true
 	if s.Max <= 0 || len(live) <= s.Max {
 		return
 	}
 	slices.SortFunc(live, func(a, b rec) int { return cmp.Compare(a.mod.UnixNano(), b.mod.UnixNano()) })
 	for _, r := range live[:len(live)-s.Max] {
-		s.Delete(r.id)
+		s.deleteLocked(r.id)
 	}
 }
 
 // Prune removes the expired records, and the oldest beyond Max: at the
 // daemon's start.
-func (s *FileStore) Prune() { s.prune() }
+func (s *FileStore) Prune() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pruneLocked()
+}
