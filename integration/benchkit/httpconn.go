@@ -52,8 +52,10 @@ func dialHTTP(url, token string) (conn, error) {
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
+		// Below the daemon's one minute, as clients' are, so that a POST
+		// never goes out on a connection the server is closing as idle.
+		IdleConnTimeout:    30 * time.Second,
+		DisableCompression: true,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &httpConn{url: url, token: token, client: &http.Client{Transport: tr},

@@ -87,7 +87,10 @@ func startDaemon(ctx context.Context, dir, mcpmux string, maxSessions int, serve
 	}
 	d := &daemon{config: filepath.Join(dir, "mux.toml"), sockets: filepath.Join(dir, "s"), log: &syncBuffer{}, exited: make(chan struct{})}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[daemon]\nlog_level = \"info\"\n\n[listen]\nsocket_dir = %q\nhttp = \"127.0.0.1:0\"\nhttp_token = %q\n", d.sockets, token)
+	// The web listener's connection cap (1024 by default) would hold back
+	// the many-sessions steps over WebSocket and HTTP.
+	fmt.Fprintf(&b, "[daemon]\nlog_level = \"info\"\nmax_http_sessions = %d\n\n[listen]\nsocket_dir = %q\nhttp = \"127.0.0.1:0\"\nhttp_token = %q\nhttp_max_connections = %d\n",
+		maxSessions, d.sockets, token, 2*maxSessions)
 	for _, s := range servers {
 		args := make([]string, len(s.argv)-1)
 		for i, a := range s.argv[1:] {

@@ -250,6 +250,10 @@ func (r *Report) SizesTable() string {
 		}
 		fmt.Fprintf(&b, "| %s |", p)
 		for _, d := range row.Sizes {
+			if d == 0 {
+				b.WriteString(" refused |")
+				continue
+			}
 			fmt.Fprintf(&b, " %s |", dur(d))
 		}
 		b.WriteString("\n")
