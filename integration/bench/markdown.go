@@ -43,11 +43,12 @@ func mdHeader(w printf, rep *benchkit.Report) {
 	w("- CPUs: %d (the client, the proxy and the server share them)\n", m.CPUs)
 	w("- Go: %s; Node: %s\n", m.Go, m.Node)
 	w("- mcpmux: built from this repository at %s\n", m.Commit)
-	w("- supergateway 4.0.0, @modelcontextprotocol/server-everything 2026.8.31 (pinned in `integration/node`)\n\n")
+	w("- supergateway 4.0.0, mcp-proxy 6.7.19, @modelcontextprotocol/server-everything 2026.8.31 (pinned in `integration/node`)\n\n")
 
 	w("## Targets\n\n")
-	w("The targets of issue #6, each computed from figures of this run (ratios against the relay or\n")
-	w("supergateway measured minutes apart, on the same machine).\n\n")
+	w("The targets of issue #6, then those of #18 (each mcpmux path against its own floor, the HTTP\n")
+	w("front against its peers), each computed from figures of this run (ratios against a floor or a\n")
+	w("peer measured minutes apart, on the same machine).\n\n")
 	w("%s", rep.TargetsTable())
 
 }
