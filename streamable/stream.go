@@ -56,6 +56,7 @@ type sseConn struct {
 	writeTimeout time.Duration
 	done         chan struct{} // closed when the stream lets go of it
 	started      bool          // the headers went out
+	headerTimer  *time.Timer   // startSoon's, stopped once the headers go with an event
 }
 
 func newSSEConn(rw http.ResponseWriter, writeTimeout time.Duration) *sseConn {
@@ -202,7 +203,11 @@ var headerDelay = 5 * time.Millisecond
 
 // startSoon sends c's headers after headerDelay if no event has by then.
 func (st *stream) startSoon(c *sseConn) {
-	time.AfterFunc(headerDelay, func() { st.start(c) })
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.conn == c && !c.started {
+		c.headerTimer = time.AfterFunc(headerDelay, func() { st.start(c) })
+	}
 }
 
 // keepalive writes a comment line on c.
@@ -302,6 +307,9 @@ func (c *sseConn) write(p []byte) error { return c.writeEvent(p, true) }
 func (c *sseConn) writeEvent(p []byte, flush bool) error {
 	if !c.started {
 		c.setHeader()
+		if c.headerTimer != nil {
+			c.headerTimer.Stop()
+		}
 	}
 	c.rc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 	if _, err := c.rw.Write(p); err != nil {
