@@ -46,13 +46,8 @@ func TestBrokenConfigKeepsClients(t *testing.T) {
 	cfg, err := loadConfig(path)
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithCancel(t.Context())
+	served, _, cancel := serveInBackground(t, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}, state: state})
 	defer cancel()
-	served := make(chan error, 1)
-	var log testutil.Buffer
-	go func() {
-		served <- serve(ctx, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}, stderr: &log, state: state}, newLogger(cfg, &log))
-	}()
 	testutil.Until(t, 10*time.Second, "the daemon has written its record", func() bool {
 		_, ok := readRecord(state, path)
 		return ok
@@ -61,27 +56,27 @@ func TestBrokenConfigKeepsClients(t *testing.T) {
 	broken := strings.Replace(good, "stdin_grace", "stdin_grac", 1)
 	require.NoError(t, os.WriteFile(path, []byte(broken), 0o600))
 	wantWarning := path + ":7: servers.idle.stdin_grac: unknown key"
-	out, errOut, err := runCLIErr(ctx, "status", "--json", "--config", path)
+	out, errOut, err := runCLIErr(t.Context(), "status", "--json", "--config", path)
 	require.NoError(t, err, "status with a broken config: %s", errOut)
 	var st daemon.Status
 	require.NoError(t, json.Unmarshal([]byte(out), &st), "stdout is the status alone: %s", out)
 	assert.Equal(t, [2]any{path, 1}, [2]any{st.Config, len(st.Servers)}, "the running daemon answered")
 	assert.Contains(t, errOut, "mcpmux: warning: "+wantWarning+"\n", "status warns naming file, line and key")
 
-	out, errOut, err = runCLIErr(ctx, "restart", "idle", "--config", path)
+	out, errOut, err = runCLIErr(t.Context(), "restart", "idle", "--config", path)
 	assert.Equal(t, [2]any{nil, "restarting idle\n"}, [2]any{err, out}, "restart with a broken config")
 	assert.Contains(t, errOut, wantWarning)
-	out, errOut, err = runCLIErr(ctx, "logs", "idle", "--config", path)
+	out, errOut, err = runCLIErr(t.Context(), "logs", "idle", "--config", path)
 	assert.NoError(t, err, "logs with a broken config: %s", errOut)
 	assert.Contains(t, out, "server started")
 	assert.Contains(t, errOut, wantWarning)
 
-	_, _, err = runCLIErr(ctx, "reload", "--config", path)
+	_, _, err = runCLIErr(t.Context(), "reload", "--config", path)
 	assert.EqualError(t, err, wantWarning, "reload refuses the file")
 
 	moved := strings.Replace(good, `socket_dir = "s"`, `socket_dir = "elsewhere"`, 1)
 	require.NoError(t, os.WriteFile(path, []byte(moved), 0o600))
-	out, errOut, err = runCLIErr(ctx, "status", "--json", "--config", path)
+	out, errOut, err = runCLIErr(t.Context(), "status", "--json", "--config", path)
 	require.NoError(t, err, "status after socket_dir changed: %s", errOut)
 	assert.Empty(t, errOut, "nothing to warn about")
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
@@ -111,12 +106,7 @@ func TestConnectNotServed(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(good), 0o600))
 	cfg, err := loadConfig(path)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	var log testutil.Buffer
-	go func() {
-		served <- serve(ctx, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}, stderr: &log, state: state}, newLogger(cfg, &log))
-	}()
+	served, _, cancel := serveInBackground(t, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}, state: state})
 	defer func() {
 		cancel()
 		assert.NoError(t, <-served)
@@ -128,12 +118,12 @@ func TestConnectNotServed(t *testing.T) {
 	sockets := filepath.Join(dir, "s")
 
 	require.NoError(t, os.WriteFile(path, []byte(good+"\n[servers.more]\ncommand = \"sleep\"\n"), 0o600))
-	_, _, err = runCLIErr(ctx, "connect", "--config", path, "more")
+	_, _, err = runCLIErr(t.Context(), "connect", "--config", path, "more")
 	assert.EqualError(t, err, "the mcpmux daemon on "+sockets+" (pid "+strconv.Itoa(os.Getpid())+
 		") does not serve more; it serves idle; more is in "+path+": run `mcpmux reload` to serve it")
 
 	require.NoError(t, os.WriteFile(path, []byte(good+"\n[servers.more]\ncomand = \"sleep\"\n"), 0o600))
-	_, errOut, err := runCLIErr(ctx, "connect", "--config", path, "more")
+	_, errOut, err := runCLIErr(t.Context(), "connect", "--config", path, "more")
 	assert.ErrorContains(t, err, "does not serve more; it serves idle", "a broken file: the daemon says")
 	assert.Contains(t, errOut, "servers.more.comand: unknown key")
 }

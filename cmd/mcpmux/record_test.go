@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,13 +74,8 @@ func TestServeRecords(t *testing.T) {
 	require.NoError(t, err)
 	state := t.TempDir()
 
-	ctx, cancel := context.WithCancel(t.Context())
+	served, _, cancel := serveInBackground(t, cfg, daemonEnv{state: state, autostarted: true})
 	defer cancel()
-	served := make(chan error, 1)
-	var log testutil.Buffer
-	go func() {
-		served <- serve(ctx, cfg, daemonEnv{stderr: &log, state: state, autostarted: true}, newLogger(cfg, &log))
-	}()
 	var rec daemonRecord
 	testutil.Until(t, 10*time.Second, "the record is written", func() bool {
 		var ok bool

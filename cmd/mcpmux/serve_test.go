@@ -28,6 +28,20 @@ func runCLI(ctx context.Context, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// serveInBackground runs serve with cfg and env (its stderr: the returned
+// log) until the returned cancel; served gets what serve returned.
+func serveInBackground(t *testing.T, cfg *config, env daemonEnv) (served <-chan error, log *testutil.Buffer, cancel context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	log = &testutil.Buffer{}
+	env.stderr = log
+	go func() { // its end is sent on served, which the test waits for
+		done <- serve(ctx, cfg, env, newLogger(cfg, log))
+	}()
+	return done, log, cancel
+}
+
 // TestServeInProcess drives `serve` and the commands that talk to it:
 // status, reload (a server added, a change to [daemon] reported as not
 // applied), restart, logs, and a shutdown when the context ends.
@@ -39,13 +53,9 @@ func TestServeInProcess(t *testing.T) {
 	cfg, err := loadConfig(path)
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithCancel(t.Context())
+	served, log, cancel := serveInBackground(t, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}})
 	defer cancel()
-	served := make(chan error, 1)
-	var log testutil.Buffer
-	go func() {
-		served <- serve(ctx, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}, stderr: &log}, newLogger(cfg, &log))
-	}()
+	ctx := t.Context()
 	var st daemon.Status
 	testutil.Eventually(t, 10*time.Second, "status answers", func() (bool, error) {
 		out, err := runCLI(ctx, "status", "--json", "--config", path)
