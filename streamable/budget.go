@@ -37,3 +37,12 @@ func (b *replayBudget) over() bool {
 	}
 	return b.session.Load() > b.sessionMax || b.daemon.Load() > b.daemonMax
 }
+
+// fits reports whether n more bytes keep the session and the daemon within
+// their bounds.
+func (b *replayBudget) fits(n int) bool {
+	if b == nil {
+		return true
+	}
+	return b.session.Load()+int64(n) <= b.sessionMax && b.daemon.Load()+int64(n) <= b.daemonMax
+}

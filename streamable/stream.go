@@ -87,6 +87,10 @@ func parseEventID(id string) (st, no uint64, ok bool) {
 func (st *stream) push(no uint64, data []byte, final bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.pushLocked(no, data, final)
+}
+
+func (st *stream) pushLocked(no uint64, data []byte, final bool) {
 	if data != nil && !st.released {
 		ev := event{no: no, data: data}
 		st.events = append(st.events, ev)
@@ -140,6 +144,10 @@ func (st *stream) dropDelivered() (within bool) {
 func (st *stream) release() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.releaseLocked()
+}
+
+func (st *stream) releaseLocked() {
 	st.budget.add(-st.bytes)
 	st.events, st.bytes, st.released = nil, 0, true
 }

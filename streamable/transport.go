@@ -1,6 +1,7 @@
 package streamable
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -43,9 +44,10 @@ type transport struct {
 	closeOnce sync.Once
 	eventNo   atomic.Uint64 // numbers the events; unique within the session
 
-	budget *replayBudget // what its streams keep for resumption
-	posts  chan struct{} // a token per POST being read or handed over: max_inflight at most
-	memo   *memo         // what the client set up, kept in the store; nil without one
+	rest   []outbox.Frame // what a partial TryWrite left, placed first next time (the outbox's writer side only)
+	budget *replayBudget  // what its streams keep for resumption
+	posts  chan struct{}  // a token per POST being read or handed over: max_inflight at most
+	memo   *memo          // what the client set up, kept in the store; nil without one
 
 	mu         sync.Mutex
 	streams    map[uint64]*stream // by tag; 0: the GET stream
@@ -224,6 +226,10 @@ func (t *transport) idleSince() (since time.Time, idle bool) {
 // a dead one is let go, and the frames wait for the client to resume the
 // stream. A frame for a stream that is gone or finished is dropped.
 func (t *transport) WriteFrames(frames []outbox.Frame) error {
+	if len(t.rest) > 0 {
+		frames = append(t.rest, frames...)
+		t.rest = nil
+	}
 	for _, f := range frames {
 		if t.closed() {
 			return net.ErrClosed
@@ -263,9 +269,89 @@ func (t *transport) trimReplay() {
 	}
 }
 
-// TryWrite implements session.Transport: writes to the streams may block,
-// so they are all left to the session's writer.
-func (t *transport) TryWrite([]outbox.Frame) (ok, more bool) { return false, false }
+// TryWrite implements outbox.Writer: it places frames from the caller's
+// goroutine as far as that cannot block, so that a quick answer reaches its
+// POST with no goroutine handoff. A frame for a stream that is gone is
+// dropped, one for a stream without a connection is kept, and the final
+// event of a POST stream goes into the response's buffer, to leave with
+// the end of the response, when it fits there. It stops at a frame that
+// would be written and flushed, that would take the replay past its bound,
+// or whose streams are busy: the rest is kept, and goes first in the
+// WriteFrames the queue then owes.
+func (t *transport) TryWrite(frames []outbox.Frame) (ok, more bool) {
+	if len(t.rest) > 0 {
+		return false, false
+	}
+	for i, f := range frames {
+		if t.tryPlace(f) {
+			continue
+		}
+		if i == 0 {
+			return false, false
+		}
+		t.rest = append(t.rest[:0], frames[i:]...)
+		return true, true
+	}
+	return true, false
+}
+
+// responseBuffer is what an HTTP response buffers before it writes to the
+// connection (net/http's, before chunking): an event that fits in it, into
+// an empty buffer, is only copied.
+const responseBuffer = 2048
+
+// tryPlace does for f what WriteFrames does, when none of it can block; it
+// reports false, having done nothing, when some of it could. Every lock is
+// taken with TryLock below the transport's, so it never waits on a write in
+// progress.
+func (t *transport) tryPlace(f outbox.Frame) bool {
+	if t.closed() {
+		return false // WriteFrames reports it
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.streams[f.Tag]
+	final := f.Last && f.Tag != 0
+	switch {
+	case st == nil || st.finished || (f.Data == nil && !final):
+		return true // nothing to do, as for WriteFrames
+	case !t.budget.fits(len(f.Data)) || !st.mu.TryLock():
+		return false
+	}
+	defer st.mu.Unlock()
+	// A stream's connection has nothing buffered between writes: every
+	// event but a final one is flushed.
+	if st.conn != nil && (!final || eventSize(f.Data) > responseBuffer) {
+		return false
+	}
+	if final {
+		var old *stream
+		if len(t.finished) >= finishedKept {
+			old = t.streams[t.finished[0]]
+		}
+		if old != nil && !old.mu.TryLock() {
+			return false
+		}
+		t.finishWith(st, old)
+		if old != nil {
+			old.mu.Unlock()
+		}
+	}
+	var no uint64
+	if f.Data != nil {
+		no = t.eventNo.Add(1)
+	}
+	st.pushLocked(no, f.Data, final)
+	if final {
+		st.endLocked()
+	}
+	return true
+}
+
+// eventSize bounds the length of sseEvent's encoding of data.
+func eventSize(data []byte) int {
+	return len(data) + 7*bytes.Count(data, []byte{'\n'}) + 64
+}
 
 // place finds the stream of a frame; final means the frame is the last of
 // its POST stream (the GET stream never ends this way). nil: the stream is
@@ -290,11 +376,29 @@ func (t *transport) finishLocked(st *stream) {
 	if st.finished || st.no == 0 {
 		return
 	}
+	var old *stream
+	if len(t.finished) >= finishedKept {
+		old = t.streams[t.finished[0]]
+	}
+	if old != nil {
+		old.mu.Lock()
+		defer old.mu.Unlock()
+	}
+	t.finishWith(st, old)
+}
+
+// finishWith is finishLocked, given the stream that finishing st lets go
+// of (the oldest finished one, once finishedKept are kept), locked by the
+// caller, or nil.
+func (t *transport) finishWith(st, old *stream) {
+	if st.finished || st.no == 0 {
+		return
+	}
 	st.finished = true
 	t.finished = append(t.finished, st.no)
 	if len(t.finished) > finishedKept {
-		if old := t.streams[t.finished[0]]; old != nil {
-			old.release()
+		if old != nil {
+			old.releaseLocked()
 		}
 		delete(t.streams, t.finished[0])
 		t.finished = t.finished[1:]
