@@ -127,6 +127,7 @@ type Row struct {
 	Huge1, Huge10 time.Duration   // median time of one 1 MB and one 10 MB result
 	MBps1, MBps10 float64         // answer bytes received per second
 	Sizes         []time.Duration // median echo round trip with each of Counts.MsgSizes (the Go backend only)
+	Failed        string          // a peer that failed while measured: why; its figures are left out
 }
 
 // AggRow is the aggregate throughput of one path with some sessions at once.

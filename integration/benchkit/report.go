@@ -220,6 +220,11 @@ func (r *Report) PathsTable() string {
 			if row == nil {
 				continue
 			}
+			if row.Failed != "" {
+				fmt.Fprintf(&b, "| %s | failed while measured: %.120s |", p, row.Failed)
+				b.WriteString("\n")
+				continue
+			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %.0f |", p, dur(row.P50), dur(row.P99), row.CallsPerSec)
 			if huge {
 				fmt.Fprintf(&b, " %s | %.0f | %s | %.0f |", dur(row.Huge1), row.MBps1, dur(row.Huge10), row.MBps10)
