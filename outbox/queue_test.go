@@ -636,3 +636,48 @@ func (a *atomicMax) load() int {
 	defer a.mu.Unlock()
 	return a.max
 }
+
+// The writer goroutine, woken while a Flush holds the Writer, takes no
+// turn and leaves the Flush's turn alone: a second Flush meanwhile only
+// queues, so two writes never share the Writer and no frame is lost or
+// overwritten. (The stdin writer of earlier releases ended a Flush's turn
+// when it woke with nothing to write; two Flushes then wrote at once from
+// one buffer, and a request never reached its server.)
+func TestWokenWriterLeavesAFlushItsTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		w := &fakeWriter{}
+		first := true
+		w.during = func() {
+			if first { // only the first TryWrite waits: the test's goroutines take turns
+				first = false
+				<-release
+			}
+		}
+		q := newQueue(w, outbox.Config{})
+		running(t, q)
+
+		require.NoError(t, q.SendLater(frame(`{"a":1}`)))
+		flushed := make(chan struct{})
+		go func() {
+			defer close(flushed)
+			q.Flush() // writes a itself, and waits inside TryWrite for release
+		}()
+		synctest.Wait()
+		require.NoError(t, q.Send(frame(`{"b":2}`))) // wakes the writer goroutine: busy, it must not take a turn
+		synctest.Wait()
+		require.NoError(t, q.SendLater(frame(`{"c":3}`)))
+		q.Flush() // the first Flush still holds the Writer: this one only queues
+		calls, wire := w.snapshot()
+		assert.Equal(t, []string{"try"}, calls, "nothing but the first Flush's write began")
+		assert.Empty(t, wire)
+
+		close(release)
+		<-flushed
+		synctest.Wait()
+		calls, wire = w.snapshot()
+		assert.Equal(t, []string{`{"a":1}`, `{"b":2}`, `{"c":3}`}, wire, "each frame once, in order")
+		assert.Equal(t, []string{"try", "write"}, calls, "the rest went in one turn of the writer goroutine")
+		assert.Zero(t, w.overlaps.Load(), "overlapping Writer calls")
+	})
+}
