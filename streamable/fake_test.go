@@ -1,6 +1,7 @@
 package streamable_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sync"
@@ -27,8 +28,9 @@ type hubEndpoint struct {
 	gate  chan struct{}
 	ended chan struct{} // a value per session that ended
 
-	mu   sync.Mutex
-	seen []string // "method id" of every request, in order
+	mu     sync.Mutex
+	seen   []string // "method id" of every request, in order
+	broken int      // frames that came with a line break in them
 }
 
 // requests is "method id" of every request the endpoint got.
@@ -70,6 +72,11 @@ func (e *hubEndpoint) Serve(ctx context.Context, t session.Transport, _ session.
 		frame, tag, err := t.ReadFrame()
 		if err != nil {
 			return err
+		}
+		if bytes.ContainsAny(frame, "\r\n") {
+			e.mu.Lock()
+			e.broken++
+			e.mu.Unlock()
 		}
 		m, err := jsonrpc.Parse(frame)
 		if err != nil {

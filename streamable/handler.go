@@ -179,7 +179,7 @@ var errClientLeft = &refusal{}
 
 // readBody reads and checks a POST's body within limit bytes.
 func readBody(r *http.Request, limit int) (*body, *refusal) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
+	raw, err := readAll(r, limit)
 	switch {
 	case err != nil && r.Context().Err() != nil:
 		return nil, errClientLeft
@@ -196,9 +196,15 @@ func readBody(r *http.Request, limit int) (*body, *refusal) {
 			Code: jsonrpc.CodeParseError, Message: "parse error: not valid UTF-8 JSON", Reason: jsonrpc.ReasonParseError,
 		}}
 	}
-	var compact bytes.Buffer
-	json.Compact(&compact, raw)
-	b := &body{frame: compact.Bytes(), batch: jsonrpc.IsBatch(compact.Bytes())}
+	frame := raw
+	if bytes.ContainsAny(raw, "\r\n") {
+		// One line for the server's stdin: valid JSON has line breaks only
+		// between its tokens, which compaction drops.
+		var compact bytes.Buffer
+		json.Compact(&compact, raw)
+		frame = compact.Bytes()
+	}
+	b := &body{frame: frame, batch: jsonrpc.IsBatch(frame)}
 	if !b.batch {
 		m, err := jsonrpc.Parse(b.frame)
 		if err != nil {
@@ -226,6 +232,23 @@ func readBody(r *http.Request, limit int) (*body, *refusal) {
 		}
 	}
 	return b, nil
+}
+
+// readAll reads a body of up to limit bytes, and one more if the body is
+// longer: into a buffer of its declared length when it declares one within
+// the limit, so that a body is read without the buffer growing.
+func readAll(r *http.Request, limit int) ([]byte, error) {
+	lr := io.LimitReader(r.Body, int64(limit)+1)
+	n := r.ContentLength
+	if n <= 0 || n > int64(limit) {
+		return io.ReadAll(lr)
+	}
+	buf := make([]byte, n+1) // +1: a body longer than it said is seen, and refused
+	k, err := io.ReadFull(lr, buf)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		err = nil // shorter than the buffer: the whole body
+	}
+	return buf[:k], err
 }
 
 // post serves one POST: its checks, then its message.

@@ -458,3 +458,53 @@ func TestStreamableClose(t *testing.T) {
 	_, reason, _ := rpcError(t, resp)
 	assert.Equal(t, "shutting_down", reason)
 }
+
+// TestStreamableBodyForms: a body is taken whole however it comes: of its
+// declared length or chunked, on one line or pretty-printed over several
+// (which reaches the session as one line), and up to the size limit.
+func TestStreamableBodyForms(t *testing.T) {
+	hs := startHTTP(t, 0)
+	sid := hs.initialize(t)
+	pad := strings.Repeat("p", 1<<10-80) // the body just under the 1 KiB limit
+	tests := []struct {
+		name, body string
+		chunked    bool
+	}{
+		{"one line", `{"jsonrpc":"2.0","id":1,"method":"echo","params":{"x":"` + pad + `"}}`, false},
+		{"chunked", `{"jsonrpc":"2.0","id":1,"method":"echo","params":{"x":"` + pad + `"}}`, true},
+		{"pretty-printed", "{\r\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"method\": \"echo\",\n  \"params\": {\"x\": \"a b\"}\n}\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var rd io.Reader = strings.NewReader(tt.body)
+			if tt.chunked {
+				rd = io.MultiReader(rd) // no length known: sent chunked
+			}
+			req, err := http.NewRequestWithContext(t.Context(), "POST", hs.base, rd)
+			require.NoError(t, err)
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+			resp, err := hs.hc.Do(req)
+			require.NoError(t, err)
+			t.Cleanup(func() { resp.Body.Close() })
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			evs := readEvents(t, resp, -1)
+			require.Len(t, evs, 1)
+			var m struct {
+				ID     int             `json:"id"`
+				Result json.RawMessage `json:"result"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(evs[0].data), &m))
+			assert.Equal(t, 1, m.ID)
+			var want, got any
+			require.NoError(t, json.Unmarshal([]byte(tt.body), &want))
+			require.NoError(t, json.Unmarshal(m.Result, &got))
+			assert.Equal(t, want.(map[string]any)["params"], got, "the params came through whole")
+		})
+	}
+	hs.hub.mu.Lock()
+	defer hs.hub.mu.Unlock()
+	assert.Zero(t, hs.hub.broken, "every frame reached the session as one line")
+}
