@@ -130,7 +130,9 @@ type Session struct {
 	t   Transport
 	log *slog.Logger
 
-	done      chan struct{} // closed once, by closeWith
+	ending    context.Context // done once, by closeWith: Run's closing of the transport waits on it
+	end       context.CancelFunc
+	done      <-chan struct{} // ending's
 	closeOnce sync.Once
 	err       error // why it ended; set before done is closed
 
@@ -162,12 +164,15 @@ func New(cfg Config, t Transport) *Session {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	ending, end := context.WithCancel(context.Background())
 	s := &Session{
 		cfg:     cfg,
 		t:       t,
 		log:     log.With("session", cfg.ID),
 		started: time.Now(),
-		done:    make(chan struct{}),
+		ending:  ending,
+		end:     end,
+		done:    ending.Done(),
 		ended:   make(chan struct{}, 1),
 	}
 	s.out = outbox.New(t, outbox.Config{HighWater: cfg.OutboxHighWater, Max: cfg.OutboxMax})
@@ -230,13 +235,16 @@ func (s *Session) Run(ctx context.Context, h Handler) error {
 	}
 	writerDone := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { s.closeWith(s.readLoop(ctx, h)) })
-	wg.Go(func() {
-		select {
-		case <-ctx.Done():
-			s.closeWith(context.Cause(ctx))
-		case <-s.done:
-		}
+	// Nothing waits for the end while the session lives: the end of ctx
+	// ends the session, and the end of the session closes the transport,
+	// each in a function run when it comes (no goroutine per idle session).
+	wg.Add(2)
+	stopWatch := context.AfterFunc(ctx, func() {
+		defer wg.Done()
+		s.closeWith(context.Cause(ctx))
+	})
+	context.AfterFunc(s.ending, func() {
+		defer wg.Done()
 		// Closing the transport unblocks the reader, and the writer too when
 		// it is stuck in a write to a client that stopped reading. A client
 		// that half-closed gets flushTimeout to take what was queued.
@@ -250,9 +258,13 @@ func (s *Session) Run(ctx context.Context, h Handler) error {
 		}
 		s.t.Close()
 	})
+	wg.Go(func() { s.closeWith(s.readLoop(ctx, h)) })
 	err := s.writeLoop()
 	close(writerDone)
-	s.closeWith(err)
+	s.closeWith(err) // the transport's closing runs, if it has not yet
+	if stopWatch() {
+		wg.Done() // ctx did not end: its function will never run
+	}
 	cancel()
 	wg.Wait()
 	s.aheadWG.Wait() // the transport is closed: its read has returned
@@ -277,7 +289,7 @@ func (s *Session) closeWith(err error) {
 	}
 	s.closeOnce.Do(func() {
 		s.err = err
-		close(s.done)
+		s.end()
 	})
 }
 
