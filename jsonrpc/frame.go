@@ -53,6 +53,10 @@ func NewReaderSize(r io.Reader, limit, size int) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, size), limit: limit}
 }
 
+// Reset makes the Reader read from r, keeping its buffer; what it had
+// buffered is dropped.
+func (r *Reader) Reset(src io.Reader) { r.br.Reset(src) }
+
 // HasLine reports whether the first buffered line is whole and not blank,
 // so that the next Read returns without waiting for input. (A blank line
 // first makes it report false, a flush too many for a caller that batches,

@@ -364,3 +364,22 @@ func TestTooLargeError(t *testing.T) {
 	require.ErrorAs(t, fmt.Errorf("read client: %w", err), &tl)
 	assert.Equal(t, raw("1"), tl.ID, "ID through a wrap")
 }
+
+// Reset moves a Reader to another source: what the first had buffered is
+// dropped, the limit stays.
+func TestReaderReset(t *testing.T) {
+	r := jsonrpc.NewReader(strings.NewReader("{\"a\":1}\n{\"a\":2}\n"), 16)
+	f, err := r.Read()
+	require.NoError(t, err)
+	assert.Equal(t, `{"a":1}`, string(f))
+	r.Reset(strings.NewReader("{\"b\":1}\n{\"b\":\"" + strings.Repeat("x", 32) + "\"}\n"))
+	f, err = r.Read()
+	require.NoError(t, err)
+	assert.Equal(t, `{"b":1}`, string(f), "the new source, not what the old one had buffered")
+	_, err = r.Read()
+	var tooLarge *jsonrpc.TooLargeError
+	require.ErrorAs(t, err, &tooLarge, "the limit holds after Reset")
+	assert.Equal(t, 16, tooLarge.Limit)
+	_, err = r.Read()
+	assert.ErrorIs(t, err, io.EOF)
+}

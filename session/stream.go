@@ -28,8 +28,6 @@ type Stream struct {
 	r    *jsonrpc.Reader
 	once sync.Once
 
-	limit int // the largest message read
-
 	buf  []byte      // frames gathered for one write
 	bufs net.Buffers // a large frame and its newline
 	rest []byte      // what a partial TryWrite left, written first next time
@@ -37,7 +35,7 @@ type Stream struct {
 
 // NewStream frames conn, refusing messages over maxMessageBytes.
 func NewStream(conn net.Conn, maxMessageBytes int) *Stream {
-	s := &Stream{conn: conn, r: jsonrpc.NewReader(conn, maxMessageBytes), limit: maxMessageBytes}
+	s := &Stream{conn: conn, r: jsonrpc.NewReader(conn, maxMessageBytes)}
 	if sc, ok := conn.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			s.raw = raw
@@ -55,7 +53,7 @@ func (s *Stream) SetLineTimeout(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	s.r = jsonrpc.NewReader(&lineWatch{conn: s.conn, timeout: d}, s.limit)
+	s.r.Reset(&lineWatch{conn: s.conn, timeout: d})
 }
 
 // lineWatch is a connection read through a deadline that runs while a line
