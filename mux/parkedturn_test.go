@@ -74,3 +74,45 @@ func TestParkedInputFreesTheTurn(t *testing.T) {
 		return len(holders) == 0 && len(waiting) == 0 && h.hub.reqs.Len() == 0
 	})
 }
+
+// TestLegacyServersOwnInputRequests: a legacy server's answer that asks for
+// input in its own words (inputRequests, requestState: a server of both
+// eras opened legacy does so for a later round) reaches a modern session as
+// input_required, never as complete; the retry carries the server's own
+// requestState, which is the server's to check, so it goes to the server.
+func TestLegacyServersOwnInputRequests(t *testing.T) {
+	h := newHarness(t, nil)
+	c := h.connect()
+	caps := `{"elicitation":{}}`
+	c.send(modern(`"call"`, "tools/call", `{"name":"hang"}`, "M", caps))
+	var up json.RawMessage
+	eventually(t, "the call reaches the server", func() bool {
+		calls := h.srv.messages("tools/call")
+		if len(calls) == 1 {
+			up = calls[0].ID
+		}
+		return up != nil
+	})
+	h.srv.current().reply(jsonrpc.Response(up, json.RawMessage(`{"content":[],"inputRequests":{"step2":{"method":"elicitation/create","params":{"message":"color?","requestedSchema":{"type":"object"}}}},"requestState":"round=2"}`)))
+	m := c.recv()
+	require.Equal(t, `"call"`, string(m.ID), "%s", m.Frame)
+	state, key := inputOf(t, m)
+	assert.Equal(t, []string{"round=2", "step2"}, []string{state, key}, "the server's own state and key")
+	assert.NotContains(t, string(m.Result), "ttlMs")
+
+	c.send(modern(`"retry"`, "tools/call", `{"name":"echo","inputResponses":{"step2":{"action":"accept","content":{"color":"blue"}}},"requestState":"round=2"}`, "M", caps))
+	m = c.recv()
+	require.Equal(t, `"retry"`, string(m.ID), "%s", m.Frame)
+	assert.Contains(t, string(m.Result), `"resultType":"complete"`)
+	calls := h.srv.messages("tools/call")
+	require.Len(t, calls, 2)
+	assert.Contains(t, string(calls[1].Params), `"requestState":"round=2"`, "the retry went to the server with its state")
+
+	// An empty inputRequests asks for nothing: complete, as before.
+	c.send(modern(`"empty"`, "tools/call", `{"name":"hang"}`, "M", caps))
+	eventually(t, "the third call reaches the server", func() bool { return len(h.srv.messages("tools/call")) == 3 })
+	h.srv.current().reply(jsonrpc.Response(h.srv.messages("tools/call")[2].ID, json.RawMessage(`{"content":[],"inputRequests":{}}`)))
+	m = c.recv()
+	require.Equal(t, `"empty"`, string(m.ID), "%s", m.Frame)
+	assert.Contains(t, string(m.Result), `"resultType":"complete"`)
+}
