@@ -370,3 +370,31 @@ func (h *Hub) dropParked(session uint64) {
 		}
 	}
 }
+
+// rootsFromCause puts a legacy server's roots/list, when mcpmux has no
+// roots of its own to answer with, to the modern request that holds the
+// turn (exactly its cause) as an input request, if that request declared
+// roots in its envelope, and refuses it with -32021 if not; false when no
+// modern request holds the turn (the server gets -32601, as before).
+func (h *Hub) rootsFromCause(proc process, m *jsonrpc.Message) bool {
+	busy, _ := h.gates.holder()
+	if busy == 0 {
+		return false
+	}
+	r, ok := h.reqs.Get(busy)
+	d := dataOf(r)
+	if !ok || d == nil || d.modern == nil || d.isListen() || isParkedID(r.ID) {
+		return false
+	}
+	c := h.sessions.get(r.Session)
+	if c == nil {
+		return false
+	}
+	n := need{roots: true}
+	if !d.modern.caps.meets(n) {
+		h.refuseUndeclared(proc, busy, r, m, n)
+		return true
+	}
+	h.askModern(proc, c, busy, r, m)
+	return true
+}

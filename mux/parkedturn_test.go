@@ -116,3 +116,32 @@ func TestLegacyServersOwnInputRequests(t *testing.T) {
 	require.Equal(t, `"empty"`, string(m.ID), "%s", m.Frame)
 	assert.Contains(t, string(m.Result), `"resultType":"complete"`)
 }
+
+// TestRootsFromTheModernCause: under "serialize", with no roots of its own
+// (none configured, roots not gathered from sessions), mcpmux puts a legacy
+// server's roots/list to the modern request that holds the turn, as an
+// input request, when that request declared roots; one that did not is
+// refused with -32021 naming roots, and the call is cancelled at the server.
+func TestRootsFromTheModernCause(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ServerRequests = ServerRequestsSerialize })
+	caps := `{"roots":{"listChanged":true}}`
+	c := h.connect()
+	c.send(modern(`"call"`, "tools/call", `{"name":"roots"}`, "M", caps))
+	m := c.recv()
+	require.Equal(t, `"call"`, string(m.ID), "%s", m.Frame)
+	state, key := inputOf(t, m)
+	assert.Contains(t, string(m.Result), `"method":"roots/list"`)
+
+	c.send(modern(`"retry"`, "tools/call", `{"name":"roots","inputResponses":{"`+key+`":{"roots":[{"uri":"file:///r"}]}},"requestState":"`+state+`"}`, "M", caps))
+	m = c.recv()
+	require.Equal(t, `"retry"`, string(m.ID), "%s", m.Frame)
+	assert.JSONEq(t, `{"answer":{"roots":[{"uri":"file:///r"}]},"resultType":"complete"}`, string(m.Result))
+
+	c.send(modern(`"plain"`, "tools/call", `{"name":"roots"}`, "M", `{}`))
+	m = c.recv()
+	require.Equal(t, `"plain"`, string(m.ID), "%s", m.Frame)
+	code, reason := errorOf(t, m)
+	assert.Equal(t, []any{-32021, "missing_capability"}, []any{code, reason}, "%s", m.Frame)
+	assert.Contains(t, string(m.Error), `"requiredCapabilities":{"roots":{}}`)
+	eventually(t, "the refused call cancelled at the server", func() bool { return len(h.srv.messages("notifications/cancelled")) == 1 })
+}

@@ -320,6 +320,9 @@ func (h *Hub) serverRequest(m *jsonrpc.Message) {
 			h.answerRoots(proc, m)
 			return
 		}
+		if h.rootsFromCause(proc, m) {
+			return
+		}
 	case "sampling/createMessage", "elicitation/create":
 		if info := h.describedServer(); info != nil && info.era == eraModern {
 			break // a modern server asks for input in its answers, never in requests
