@@ -24,6 +24,7 @@ type need struct {
 	context     bool // sampling with includeContext
 	elicitation bool
 	mode        string // elicitation mode: form or url
+	roots       bool   // roots/list
 }
 
 // caps is what a session declared in its initialize.
@@ -68,6 +69,8 @@ func (c caps) meets(n need) bool {
 	switch {
 	case n.sampling:
 		return c.sampling && (!n.tools || c.samplingTools) && (!n.context || c.samplingContext)
+	case n.roots:
+		return c.roots
 	case n.elicitation:
 		if n.mode == "url" {
 			return c.elicitURL
@@ -205,6 +208,8 @@ func (n need) required() map[string]any {
 			s["context"] = map[string]any{}
 		}
 		return map[string]any{"sampling": s}
+	case n.roots:
+		return map[string]any{"roots": map[string]any{}}
 	case n.mode == "url":
 		return map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}
 	}

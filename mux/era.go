@@ -84,12 +84,16 @@ func stringMember(obj []byte, name string, v *string) bool {
 	return raw != nil && raw[0] == '"' && json.Unmarshal(raw, v) == nil
 }
 
-// envelopeKeys are the members of a modern envelope, which a legacy server
-// must not see: a dual-era server would serve that one request in the
-// other era.
-var envelopeKeys = []string{protocol.MetaProtocolVersion, protocol.MetaClientInfo, protocol.MetaClientCapabilities, protocol.MetaLogLevel}
+// envelopeKeys are the members of a modern envelope that a legacy server
+// must not see: the revision above all, for a dual-era server would serve
+// that one request in the other era. The request's clientCapabilities stay:
+// a legacy server ignores a _meta member it does not know, and one that
+// reads it (the go-sdk's ClientCapabilities does, before its session's)
+// learns what this very client can do, not the union mcpmux declared in its
+// initialize, so it can refuse a tool with -32021 as a modern server would.
+var envelopeKeys = []string{protocol.MetaProtocolVersion, protocol.MetaClientInfo, protocol.MetaLogLevel}
 
-// stripEnvelope returns the edits that take the envelope out of a request's
+// stripEnvelope returns the edits that take the envelope keys out of a request's
 // _meta, with the progress token, if any, replaced by token. ok is false when
 // the request has no _meta object.
 func stripEnvelope(m *jsonrpc.Message, token []byte) (jsonrpc.Edit, bool) {

@@ -236,7 +236,11 @@ func TestModernSessionOnLegacyServer(t *testing.T) {
 	m0.send(modern(`1`, "tools/call", `{"name":"echo"}`, "M", `{}`))
 	m := m0.recv()
 	assert.Contains(t, string(m.Result), `"resultType":"complete"`)
-	assert.NotContains(t, string(h.srv.messages("tools/call")[0].Params), "io.modelcontextprotocol/", "the envelope stays away from a legacy server")
+	sent := string(h.srv.messages("tools/call")[0].Params)
+	for _, k := range []string{"protocolVersion", "clientInfo", "logLevel"} {
+		assert.NotContains(t, sent, "io.modelcontextprotocol/"+k, "the envelope's %s stays away from a legacy server", k)
+	}
+	assert.Contains(t, sent, `"io.modelcontextprotocol/clientCapabilities":{}`, "the request's own capabilities go with it")
 
 	// A listen served by mcpmux: acknowledged, joined to the counted
 	// subscribe, its notifications tagged with the session's id.

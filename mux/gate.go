@@ -28,6 +28,9 @@ type queued struct {
 	up      int64
 	frame   []byte
 	d       *routeData
+	// input: frame answers a server request of up's (the input a parked
+	// request waited for), which holds its max_concurrency slot already.
+	input bool
 }
 
 // acquire gives q a slot, or queues it; true means the caller sends it now.

@@ -217,6 +217,12 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 		"requestState":  state,
 	})
 	c.sess.Logger().Debug("asked a modern session for input", "method", m.Method, "for", r.Method)
+	if d := dataOf(r); d != nil && d.serial {
+		// Parked, it causes nothing until its input comes, and it may never
+		// come: the turn goes on to the next request, and the retry takes it
+		// again before the input reaches the server.
+		h.releaseTurn(up)
+	}
 	c.sess.Send(outbox.Frame{Data: jsonrpc.Response(r.ID, body), Tag: r.Tag, Last: true})
 	if detached {
 		c.sess.End() // answered, as far as this session goes: the retry's session takes the request up
@@ -274,11 +280,7 @@ func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink
 		h.answerEnded(c, p, m.ID, out.tag())
 		return true
 	}
-	h.giveInput(p, m)
-	if d := h.routeData(p.up); d != nil && h.cfg.RequestTimeout > 0 {
-		up := p.up
-		d.timer.Store(time.AfterFunc(h.cfg.RequestTimeout, func() { h.timeout(up) }))
-	}
+	h.giveInput(c, p, m)
 	return true
 }
 
@@ -292,18 +294,29 @@ func (h *Hub) routeData(up int64) *routeData {
 }
 
 // giveInput answers the server's parked request with what the retry
-// carries for it.
-func (h *Hub) giveInput(p *parkedInput, m *jsonrpc.Message) {
-	proc := h.life.current()
-	if proc == nil {
-		return
+// carries for it. Under the turn the answer waits for it, as the request
+// did at first: once answered, the server may go on to ask for more, which
+// must reach this retry.
+func (h *Hub) giveInput(c *client, p *parkedInput, m *jsonrpc.Message) {
+	var frame []byte
+	if s, ok := m.ParamsPath("inputResponses", p.key); ok {
+		frame = jsonrpc.Response(p.asked, m.Frame[s.Start:s.End])
+	} else {
+		frame = noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonNoClient, "the session retried without an answer to "+p.method)
 	}
-	s, ok := m.ParamsPath("inputResponses", p.key)
-	if !ok {
-		proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonNoClient, "the session retried without an answer to "+p.method))
-		return
+	d := h.routeData(p.up)
+	if d != nil && d.serial {
+		if !h.gates.turn.acquire(queued{session: c.sess.ID(), up: p.up, frame: frame, d: d, input: true}) {
+			return // sent when the turn comes (sendReleased)
+		}
+		if _, live := h.reqs.Get(p.up); !live {
+			h.releaseTurn(p.up) // it ended before it took the turn, which its settling could not free
+			return
+		}
 	}
-	proc.Send(jsonrpc.Response(p.asked, m.Frame[s.Start:s.End]))
+	if proc := h.life.current(); proc != nil && proc.Send(frame) == nil {
+		h.sent(p.up, d)
+	}
 }
 
 // answerEnded answers a retry whose upstream request ended while it was
@@ -356,4 +369,32 @@ func (h *Hub) dropParked(session uint64) {
 			proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonClientGone, "the session that was asked has gone"))
 		}
 	}
+}
+
+// rootsFromCause puts a legacy server's roots/list, when mcpmux has no
+// roots of its own to answer with, to the modern request that holds the
+// turn (exactly its cause) as an input request, if that request declared
+// roots in its envelope, and refuses it with -32021 if not; false when no
+// modern request holds the turn (the server gets -32601, as before).
+func (h *Hub) rootsFromCause(proc process, m *jsonrpc.Message) bool {
+	busy, _ := h.gates.holder()
+	if busy == 0 {
+		return false
+	}
+	r, ok := h.reqs.Get(busy)
+	d := dataOf(r)
+	if !ok || d == nil || d.modern == nil || d.isListen() || isParkedID(r.ID) {
+		return false
+	}
+	c := h.sessions.get(r.Session)
+	if c == nil {
+		return false
+	}
+	n := need{roots: true}
+	if !d.modern.caps.meets(n) {
+		h.refuseUndeclared(proc, busy, r, m, n)
+		return true
+	}
+	h.askModern(proc, c, busy, r, m)
+	return true
 }

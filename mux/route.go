@@ -206,8 +206,16 @@ var cacheable = map[string]bool{
 	"resources/templates/list": true, "resources/read": true,
 }
 
+// asksForInput: a result carries input requests (a non-empty inputRequests
+// object).
+func asksForInput(result json.RawMessage) bool {
+	in := member(result, "inputRequests")
+	return len(in) > 1 && in[0] == '{' && !emptyObject(in)
+}
+
 // shapeDown is a legacy server's answer as a modern session gets it, under
-// id: a result says it is complete (and how long it may be cached, for the
+// id: a result says it is complete, or that it needs input when it asks
+// for some (and how long it may be cached, for the
 // lists), and the retired resource-not-found code becomes -32602.
 func (h *Hub) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string) []byte {
 	idSpan, _ := m.IDSpan()
@@ -218,7 +226,13 @@ func (h *Hub) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string) [
 			break
 		}
 		add := map[string]json.RawMessage{"resultType": json.RawMessage(`"complete"`)}
-		if cacheable[method] {
+		if inputMethod(method) && asksForInput(m.Result) {
+			// A server of both eras opened legacy may still answer a later
+			// round with input requests of its own (the go-sdk does, once it
+			// has fulfilled the first round by requests): they are what it
+			// says, and the retry, with its own requestState, goes to it.
+			add["resultType"] = json.RawMessage(`"input_required"`)
+		} else if cacheable[method] {
 			add["ttlMs"], add["cacheScope"] = json.RawMessage(`0`), json.RawMessage(`"private"`)
 		}
 		have := func(k string) bool { _, ok := jsonrpc.FindPath(m.Result, k); return ok }
@@ -304,6 +318,9 @@ func (h *Hub) serverRequest(m *jsonrpc.Message) {
 	case "roots/list":
 		if h.declaresRoots() {
 			h.answerRoots(proc, m)
+			return
+		}
+		if h.rootsFromCause(proc, m) {
 			return
 		}
 	case "sampling/createMessage", "elicitation/create":

@@ -79,17 +79,26 @@ func (h *Hub) admit(q queued) bool {
 // requests that get a slot by it.
 func (h *Hub) releaseGates(up int64, d *routeData) {
 	if d.serial {
-		if next, ok := h.gates.turn.release(up); ok {
-			// It had waited for the turn; max_concurrency may hold it still.
-			if !next.d.limited || h.gates.limit.acquire(next) {
-				h.sendReleased(next)
-			}
-		}
+		h.releaseTurn(up)
 	}
 	if d.limited {
 		if next, ok := h.gates.limit.release(up); ok {
 			h.sendReleased(next)
 		}
+	}
+}
+
+// releaseTurn frees the turn up holds, if it holds it, and sends what gets
+// the turn by it.
+func (h *Hub) releaseTurn(up int64) {
+	next, ok := h.gates.turn.release(up)
+	if !ok {
+		return
+	}
+	// It had waited for the turn; max_concurrency may hold it still, unless
+	// it is input for a request that holds its slot already.
+	if next.input || !next.d.limited || h.gates.limit.acquire(next) {
+		h.sendReleased(next)
 	}
 }
 
