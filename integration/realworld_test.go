@@ -461,6 +461,13 @@ func TestRealWorldMemory(t *testing.T) {
 		"yamux":   yamux,
 		"entity":  ent, "other": other,
 	}, &r, func(string) {
+		// The clients' initialize may have been answered from what mcpmux
+		// remembers of the server while it still starts: its pid comes
+		// once it is ready.
+		testutil.Until(t, readyTimeout, "memory ready", func() bool {
+			pid, _, _ := rwServerStatus(t, d, "memory")
+			return pid != 0
+		})
 		pid, _, clients := rwServerStatus(t, d, "memory")
 		assert.NotZero(t, pid)
 		assert.Len(t, clients, 3, "sessions of memory: %v", clients)
