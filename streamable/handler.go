@@ -245,8 +245,11 @@ func readAll(r *http.Request, limit int) ([]byte, error) {
 	}
 	buf := make([]byte, n+1) // +1: a body longer than it said is seen, and refused
 	k, err := io.ReadFull(lr, buf)
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		err = nil // shorter than the buffer: the whole body
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) && int64(k) == n:
+		err = nil // the whole body, as long as it said
+	case errors.Is(err, io.EOF):
+		err = io.ErrUnexpectedEOF // nothing of a body that said it had n bytes
 	}
 	return buf[:k], err
 }
