@@ -325,10 +325,7 @@ func (t *transport) tryPlace(f outbox.Frame) bool {
 		return false
 	}
 	if final {
-		var old *stream
-		if len(t.finished) >= finishedKept {
-			old = t.streams[t.finished[0]]
-		}
+		old := t.retiring()
 		if old != nil && !old.mu.TryLock() {
 			return false
 		}
@@ -348,9 +345,11 @@ func (t *transport) tryPlace(f outbox.Frame) bool {
 	return true
 }
 
-// eventSize bounds the length of sseEvent's encoding of data.
+// eventSize bounds the length of sseEvent's encoding of data: its id line
+// (two numbers of up to 20 digits), its event line, a data line's prefix
+// per line, and the blank line that ends it.
 func eventSize(data []byte) int {
-	return len(data) + 7*bytes.Count(data, []byte{'\n'}) + 64
+	return len(data) + 7*bytes.Count(data, []byte{'\n'}) + 96
 }
 
 // place finds the stream of a frame; final means the frame is the last of
@@ -376,10 +375,7 @@ func (t *transport) finishLocked(st *stream) {
 	if st.finished || st.no == 0 {
 		return
 	}
-	var old *stream
-	if len(t.finished) >= finishedKept {
-		old = t.streams[t.finished[0]]
-	}
+	old := t.retiring()
 	if old != nil {
 		old.mu.Lock()
 		defer old.mu.Unlock()
@@ -387,13 +383,18 @@ func (t *transport) finishLocked(st *stream) {
 	t.finishWith(st, old)
 }
 
-// finishWith is finishLocked, given the stream that finishing st lets go
-// of (the oldest finished one, once finishedKept are kept), locked by the
-// caller, or nil.
-func (t *transport) finishWith(st, old *stream) {
-	if st.finished || st.no == 0 {
-		return
+// retiring is the finished stream that finishing one more lets go of (the
+// oldest, once finishedKept are kept), or nil.
+func (t *transport) retiring() *stream {
+	if len(t.finished) < finishedKept {
+		return nil
 	}
+	return t.streams[t.finished[0]]
+}
+
+// finishWith is finishLocked for a POST stream not yet finished, given
+// retiring's stream, locked by the caller, or nil.
+func (t *transport) finishWith(st, old *stream) {
 	st.finished = true
 	t.finished = append(t.finished, st.no)
 	if len(t.finished) > finishedKept {
