@@ -27,8 +27,8 @@ func (h *Handler) admit(r *http.Request, server string, ep Endpoint, rec Record)
 		t.memo = newMemo(h.cfg.Store, rec, h.cfg.SessionIdle)
 	}
 	t.expire = func() {
-		h.log.Debug("HTTP session expired", "server", server, "http_session", t.id, "idle", h.cfg.SessionIdle)
 		h.end(t)
+		h.log.Debug("HTTP session expired", "server", server, "http_session", t.id, "idle", h.cfg.SessionIdle)
 	}
 	for {
 		victim, f := h.register(t)
