@@ -12,6 +12,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/socket"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 // TestParseConfigFull sets every key and checks the whole result.
@@ -92,71 +98,78 @@ write_queue_bytes = "8kib"
 		Daemon: Daemon{LogLevel: slog.LevelDebug, LogFormat: "json", Autostart: false, IdleExit: 90 * time.Second,
 			FirstByteTimeout: 20 * time.Second, LineTimeout: 0, MaxQueuedBytes: 256 << 20, MaxHTTPSessions: 64},
 		Listen: Listen{
-			SocketDir:       filepath.Join(dir, "run", "sockets"),
-			HTTP:            "127.0.0.1:7878",
-			HTTPToken:       "s3cret",
-			HTTPOrigins:     []string{"https://app.example", "http://localhost:3000"},
-			MaxInflight:     32,
-			OutboxHighWater: 512 << 10,
-			OutboxMax:       8 << 20,
-
-			HTTPAllowRemote:   true,
+			SocketDir:         filepath.Join(dir, "run", "sockets"),
 			MaxStreamsPerConn: 16,
-			HTTPSessionIdle:   5 * time.Minute,
-			DrainTimeout:      3 * time.Second,
-
-			HTTPMaxConnections: 100,
+			Session: session.Config{
+				MaxInflight:     32,
+				OutboxHighWater: 512 << 10,
+				OutboxMax:       8 << 20,
+				DrainTimeout:    3 * time.Second,
+			},
+			Web: socket.WebConfig{
+				Addr:            "127.0.0.1:7878",
+				Token:           "s3cret",
+				Origins:         []string{"https://app.example", "http://localhost:3000"},
+				AllowRemote:     true,
+				HTTPSessionIdle: 5 * time.Minute,
+				MaxInflight:     32,
+				MaxConnections:  100,
+			},
 		},
-		Servers: []Server{
-			{
-				Name:            "alpha.v2",
-				Command:         filepath.Join(dir, "bin", "alpha"),
-				Stderr:          "discard",
-				StdinGrace:      2 * time.Second,
-				TermGrace:       2 * time.Second,
-				StartTimeout:    30 * time.Second,
-				InitTimeout:     5 * time.Minute,
-				Protocol:        "auto",
-				MaxMessageBytes: 4096,
-				MaxJunkLines:    10,
-				WriteQueueBytes: 8 << 10,
+		Servers: []daemon.Server{
+			{Hub: mux.Config{
+				Name: "alpha.v2",
+				Upstream: upstream.Config{
+					Command:           filepath.Join(dir, "bin", "alpha"),
+					Stderr:            upstream.StderrDiscard,
+					StdinGrace:        2 * time.Second,
+					TermGrace:         2 * time.Second,
+					MaxMessageBytes:   4096,
+					MaxJunkLines:      10,
+					WriteQueueBytes:   8 << 10,
+					WriteStallTimeout: time.Minute,
+				},
+				StartTimeout:      30 * time.Second,
+				InitializeTimeout: 5 * time.Minute,
+				Protocol:          "auto",
 
 				RestartBackoff:    250 * time.Millisecond,
 				RestartBackoffMax: 30 * time.Second,
 				RestartWindow:     time.Minute,
 				MaxRestarts:       5,
-				WriteStallTimeout: time.Minute,
 				PingFailures:      3,
 
 				MaxSessions:          1024,
 				ServerRequests:       "auto",
 				ServerRequestTimeout: time.Minute,
 				DefaultLogLevel:      "info",
-			},
-			{
-				Name:            "memory",
-				Command:         "npx",
-				Args:            []string{"-y", "@modelcontextprotocol/server-memory"},
-				Env:             map[string]string{"MEMORY_FILE_PATH": "/home/me/memory.json", "EMPTY": ""},
-				InheritEnv:      []string{"LANG", "HTTPS_PROXY"},
-				Cwd:             cwd,
-				Stderr:          "file",
-				StderrPath:      filepath.Join(dir, "logs", "memory.log"),
-				StdinGrace:      250 * time.Millisecond,
-				TermGrace:       90 * time.Second,
-				StartTimeout:    5 * time.Second,
-				InitTimeout:     2 * time.Minute,
-				Protocol:        "legacy",
-				UpstreamCaps:    json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{}}`),
-				MaxMessageBytes: 2_000_000,
-				MaxJunkLines:    0,
-				WriteQueueBytes: 1 << 30,
+			}},
+			{Hub: mux.Config{
+				Name: "memory",
+				Upstream: upstream.Config{
+					Command:           "npx",
+					Args:              []string{"-y", "@modelcontextprotocol/server-memory"},
+					Env:               map[string]string{"MEMORY_FILE_PATH": "/home/me/memory.json", "EMPTY": ""},
+					InheritEnv:        []string{"LANG", "HTTPS_PROXY"},
+					Dir:               cwd,
+					Stderr:            upstream.StderrFile,
+					StderrPath:        filepath.Join(dir, "logs", "memory.log"),
+					StdinGrace:        250 * time.Millisecond,
+					TermGrace:         90 * time.Second,
+					MaxMessageBytes:   2_000_000,
+					MaxJunkLines:      upstream.None, // max_junk_lines = 0: none tolerated
+					WriteQueueBytes:   1 << 30,
+					WriteStallTimeout: 0,
+				},
+				StartTimeout:         5 * time.Second,
+				InitializeTimeout:    2 * time.Minute,
+				Protocol:             "legacy",
+				UpstreamCapabilities: json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{}}`),
 
 				RestartBackoff:    10 * time.Millisecond,
 				RestartBackoffMax: time.Second,
 				RestartWindow:     10 * time.Second,
-				MaxRestarts:       0,
-				WriteStallTimeout: 0,
+				MaxRestarts:       mux.NoLimit, // max_restarts = 0
 				PingInterval:      15 * time.Second,
 				PingFailures:      2,
 				RequestTimeout:    2 * time.Minute,
@@ -169,8 +182,7 @@ write_queue_bytes = "8kib"
 				ServerRequestTimeout: 5 * time.Second,
 				Roots:                []string{"file:///home/me/project"},
 				DefaultLogLevel:      "warning",
-				Share:                "isolated",
-			},
+			}, Share: "isolated"},
 		},
 	}
 	assert.Equal(t, want, cfg, "full config:\n%s", doc)
@@ -178,48 +190,53 @@ write_queue_bytes = "8kib"
 
 // TestParseConfigDefaults checks what absent keys become.
 func TestParseConfigDefaults(t *testing.T) {
-	server := func(name, command string) Server {
-		return Server{
-			Name:            name,
-			Command:         command,
-			Stderr:          "log",
-			StdinGrace:      2 * time.Second,
-			TermGrace:       2 * time.Second,
-			StartTimeout:    30 * time.Second,
-			InitTimeout:     5 * time.Minute,
-			Protocol:        "auto",
-			MaxMessageBytes: 16 << 20,
-			MaxJunkLines:    10,
-			WriteQueueBytes: 64 << 20,
+	server := func(name, command string) daemon.Server {
+		return daemon.Server{Hub: mux.Config{
+			Name: name,
+			Upstream: upstream.Config{
+				Command:           command,
+				Stderr:            upstream.StderrLog,
+				StdinGrace:        2 * time.Second,
+				TermGrace:         2 * time.Second,
+				MaxMessageBytes:   16 << 20,
+				MaxJunkLines:      10,
+				WriteQueueBytes:   64 << 20,
+				WriteStallTimeout: time.Minute,
+			},
+			StartTimeout:      30 * time.Second,
+			InitializeTimeout: 5 * time.Minute,
+			Protocol:          "auto",
 
 			RestartBackoff:    250 * time.Millisecond,
 			RestartBackoffMax: 30 * time.Second,
 			RestartWindow:     time.Minute,
 			MaxRestarts:       5,
-			WriteStallTimeout: time.Minute,
 			PingFailures:      3,
 
 			MaxSessions:          1024,
 			ServerRequests:       "auto",
 			ServerRequestTimeout: time.Minute,
 			DefaultLogLevel:      "info",
-		}
+		}}
 	}
 	listen := func(socketDir string) Listen {
 		return Listen{
-			SocketDir:       socketDir,
-			MaxInflight:     256,
-			OutboxHighWater: 1 << 20,
-			OutboxMax:       64 << 20,
-
+			SocketDir:         socketDir,
 			MaxStreamsPerConn: 256,
-			HTTPSessionIdle:   24 * time.Hour,
-			DrainTimeout:      time.Minute,
-
-			HTTPMaxConnections: 1024,
+			Session: session.Config{
+				MaxInflight:     256,
+				OutboxHighWater: 1 << 20,
+				OutboxMax:       64 << 20,
+				DrainTimeout:    time.Minute,
+			},
+			Web: socket.WebConfig{
+				MaxInflight:     256,
+				HTTPSessionIdle: 24 * time.Hour,
+				MaxConnections:  1024,
+			},
 		}
 	}
-	daemon := Daemon{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
+	daemonTable := Daemon{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
 		FirstByteTimeout: time.Minute, LineTimeout: time.Minute, MaxQueuedBytes: 1 << 30, MaxHTTPSessions: 256}
 	defaultDir, note := DefaultSocketDir(os.Getuid())
 	require.Empty(t, note, "this machine's default socket folder is the usual one")
@@ -233,7 +250,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		{
 			name: "empty file",
 			doc:  "",
-			want: &Config{Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(defaultDir)},
+			want: &Config{Path: "/etc/mcpmux/mux.toml", Daemon: daemonTable, Listen: listen(defaultDir)},
 		},
 		{
 			// Clients strip XDG_RUNTIME_DIR from the environment of the
@@ -242,8 +259,8 @@ func TestParseConfigDefaults(t *testing.T) {
 			runtimeDir: "/run/user/4242",
 			doc:        "[servers.memory]\ncommand = \"npx\"\n",
 			want: &Config{
-				Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(defaultDir),
-				Servers: []Server{server("memory", "npx")},
+				Path: "/etc/mcpmux/mux.toml", Daemon: daemonTable, Listen: listen(defaultDir),
+				Servers: []daemon.Server{server("memory", "npx")},
 			},
 		},
 		{
@@ -256,8 +273,8 @@ servers.zeta = { command = "z" }
 command = "a"
 `,
 			want: &Config{
-				Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(defaultDir),
-				Servers: []Server{server("alpha", "a"), server("beta", "b"), server("zeta", "z")},
+				Path: "/etc/mcpmux/mux.toml", Daemon: daemonTable, Listen: listen(defaultDir),
+				Servers: []daemon.Server{server("alpha", "a"), server("beta", "b"), server("zeta", "z")},
 			},
 		},
 	}
@@ -299,7 +316,8 @@ func TestParseConfigPaths(t *testing.T) {
 			if !filepath.IsAbs(wantPath) {
 				wantPath = filepath.Join(dir, wantPath)
 			}
-			got := [4]string{cfg.Servers[0].Command, cfg.Listen.SocketDir, cfg.Servers[0].Stderr, cfg.Servers[0].StderrPath}
+			u := cfg.Servers[0].Hub.Upstream
+			got := [4]string{u.Command, cfg.Listen.SocketDir, u.Stderr.String(), u.StderrPath}
 			assert.Equal(t, [4]string{tt.want, wantPath, "file", wantPath}, got, "value %q", tt.value)
 		})
 	}
@@ -469,7 +487,7 @@ func TestLoadConfig(t *testing.T) {
 		path := write("ok.toml", "[servers.tool]\ncommand = \"./tool\"\n")
 		cfg, err := Load(path)
 		require.NoError(t, err)
-		assert.Equal(t, [2]string{path, filepath.Join(dir, "tool")}, [2]string{cfg.Path, cfg.Servers[0].Command}, "config %s", path)
+		assert.Equal(t, [2]string{path, filepath.Join(dir, "tool")}, [2]string{cfg.Path, cfg.Servers[0].Hub.Upstream.Command}, "config %s", path)
 	})
 	t.Run("relative path", func(t *testing.T) {
 		write("rel.toml", "[servers.tool]\ncommand = \"bin/tool\"\n")
@@ -477,7 +495,7 @@ func TestLoadConfig(t *testing.T) {
 		cfg, err := Load("rel.toml")
 		require.NoError(t, err)
 		assert.Equal(t, [2]string{filepath.Join(dir, "rel.toml"), filepath.Join(dir, "bin", "tool")},
-			[2]string{cfg.Path, cfg.Servers[0].Command}, "config rel.toml in %s", dir)
+			[2]string{cfg.Path, cfg.Servers[0].Hub.Upstream.Command}, "config rel.toml in %s", dir)
 	})
 
 	tests := []struct {
@@ -576,14 +594,17 @@ func TestConfigParseSize(t *testing.T) {
 	}
 }
 
-// TestParseConfigUnknownAndBadTogether: the unknown keys go-toml finds and
-// the bad values found after it are reported together, in line order; a
-// wrong type is reported alone, since decoding stops there.
+// TestParseConfigUnknownAndBadTogether: unknown keys, bad values and
+// values of the wrong type are reported together, in line order.
 func TestParseConfigUnknownAndBadTogether(t *testing.T) {
 	doc := "[daemon]\nlog_level = \"loud\"\n[servers.x]\ncommand = \"a\"\nbogus = 1\nenv = { A = \"1\", nope = 2 }\n"
 	_, err := Parse([]byte(doc), "mux.toml", "/etc/mcpmux")
 	require.Error(t, err)
-	assert.Equal(t, "mux.toml:6: servers.x.env.nope: must be a string (got an integer)", err.Error(), "doc:\n%s", doc)
+	assert.Equal(t, strings.Join([]string{
+		`mux.toml:2: daemon.log_level: invalid log level "loud": want "debug", "info", "warn" or "error"`,
+		`mux.toml:5: servers.x.bogus: unknown key`,
+		`mux.toml:6: servers.x.env.nope: must be a string (got an integer)`,
+	}, "\n"), err.Error(), "doc:\n%s", doc)
 
 	doc = "[daemon]\nlog_level = \"loud\"\n[servers]\nx = { command = \"a\",\n  bogus = 1 }\n"
 	_, err = Parse([]byte(doc), "mux.toml", "/etc/mcpmux")
@@ -591,5 +612,32 @@ func TestParseConfigUnknownAndBadTogether(t *testing.T) {
 	assert.Equal(t, strings.Join([]string{
 		`mux.toml:2: daemon.log_level: invalid log level "loud": want "debug", "info", "warn" or "error"`,
 		`mux.toml:5: servers.x.bogus: unknown key`,
+	}, "\n"), err.Error(), "doc:\n%s", doc)
+}
+
+// TestParseConfigSixMistakes: a file with six mistakes, three of them
+// values of the wrong type, is reported whole, one line per mistake; a
+// wrong type does not hide what comes after it.
+func TestParseConfigSixMistakes(t *testing.T) {
+	doc := `[daemon]
+log_level = 1
+autostart = "yes"
+
+[servers.memory]
+command = "npx"
+args = "-y"
+stdin_grace = "soon"
+max_sessions = 0
+restarts = 3
+`
+	_, err := Parse([]byte(doc), "mux.toml", "/etc/mcpmux")
+	require.Error(t, err)
+	assert.Equal(t, strings.Join([]string{
+		`mux.toml:2: daemon.log_level: must be a string (got an integer)`,
+		`mux.toml:3: daemon.autostart: must be true or false (got a string)`,
+		`mux.toml:7: servers.memory.args: must be an array of strings (got a string)`,
+		`mux.toml:8: servers.memory.stdin_grace: invalid duration "soon"`,
+		`mux.toml:9: servers.memory.max_sessions: must be at least 1 (got 0)`,
+		`mux.toml:10: servers.memory.restarts: unknown key`,
 	}, "\n"), err.Error(), "doc:\n%s", doc)
 }

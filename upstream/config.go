@@ -54,6 +54,11 @@ const (
 	DefaultStderrTailLines = 20
 )
 
+// None, as Config.StdinGrace or Config.TermGrace, is no wait at all; as
+// Config.MaxJunkLines or Config.BannerBytes, nothing tolerated. (Their zero
+// value is the default.)
+const None = -1
+
 // inheritedEnv are the variables every server gets from the daemon's
 // environment, when set there.
 var inheritedEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
@@ -97,11 +102,11 @@ type Config struct {
 	StderrTailLines int
 
 	// StdinGrace is how long the server gets to exit after its stdin is
-	// closed, before SIGTERM; 0 means DefaultStdinGrace, negative means no
-	// wait.
+	// closed, before SIGTERM; 0 means DefaultStdinGrace, None (or any
+	// negative) no wait.
 	StdinGrace time.Duration
 	// TermGrace is how long the server gets after SIGTERM, before SIGKILL;
-	// 0 means DefaultTermGrace, negative means no wait.
+	// 0 means DefaultTermGrace, None (or any negative) no wait.
 	TermGrace time.Duration
 
 	// MaxMessageBytes bounds one stdout line; 0 means
@@ -110,11 +115,11 @@ type Config struct {
 	MaxMessageBytes int
 	// MaxJunkLines is how many stdout lines in a row that are not JSON-RPC
 	// messages are tolerated; one more kills the server (ReasonJunkOutput).
-	// 0 means DefaultMaxJunkLines; negative tolerates none.
+	// 0 means DefaultMaxJunkLines; None (or any negative) tolerates none.
 	MaxJunkLines int
 	// BannerBytes is how many bytes of such lines are tolerated before the
 	// server's first message (a startup banner) without counting as junk;
-	// 0 means DefaultBannerBytes, negative none.
+	// 0 means DefaultBannerBytes, None (or any negative) none.
 	BannerBytes int
 	// WriteQueueBytes is the soft bound on bytes queued for stdin: above it
 	// WaitWritable blocks, and Send refuses (SendLaterWait waits for) what

@@ -167,10 +167,10 @@ listener ([listen] http) and its token.
 			if target == "claude-desktop" {
 				return errors.New("--http: Claude Desktop's config file takes commands only; leave out --http (mcpmux connect reaches the same server)")
 			}
-			if cfg.Listen.HTTP == "" {
+			if cfg.Listen.Web.Addr == "" {
 				return fmt.Errorf("--http: the daemon has no web listener: set http = \"127.0.0.1:7878\" in [listen] of %s (and restart the daemon)", path)
 			}
-			url, err := serverURL(cfg.Listen.HTTP, name)
+			url, err := serverURL(cfg.Listen.Web.Addr, name)
 			if err != nil {
 				return err
 			}
@@ -202,10 +202,10 @@ listener ([listen] http) and its token.
 func configuredServer(cfg *config.Config, name string) error {
 	names := make([]string, len(cfg.Servers))
 	for i, s := range cfg.Servers {
-		if s.Name == name {
+		if s.Name() == name {
 			return nil
 		}
-		names[i] = s.Name
+		names[i] = s.Name()
 	}
 	if len(names) == 0 {
 		return fmt.Errorf("no server named %q: %s has no [servers.NAME] tables", name, cfg.Path)
@@ -297,8 +297,8 @@ func serverURL(listen, name string) (string, error) {
 // clientToken returns the web listener's token: [listen] http_token, else
 // the one the daemon keeps in its state folder.
 func clientToken(l config.Listen, getenv func(string) string) (string, error) {
-	if l.HTTPToken != "" {
-		return l.HTTPToken, nil
+	if l.Web.Token != "" {
+		return l.Web.Token, nil
 	}
 	path, err := clientTokenPath(getenv)
 	if err != nil {

@@ -177,7 +177,7 @@ func socketDirOf(path string) string {
 func serverNames(cfg *config.Config) []string {
 	names := make([]string, len(cfg.Servers))
 	for i, s := range cfg.Servers {
-		names[i] = s.Name
+		names[i] = s.Name()
 	}
 	return names
 }

@@ -125,7 +125,7 @@ func (t *target) checkServer(name string) error {
 	}
 	names := make([]string, len(t.cfg.Servers))
 	for i, s := range t.cfg.Servers {
-		names[i] = s.Name
+		names[i] = s.Name()
 	}
 	if len(names) == 0 {
 		return &unknownServerError{fmt.Sprintf("no server named %q: %s configures no server", name, t.path)}

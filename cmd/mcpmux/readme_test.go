@@ -28,5 +28,5 @@ func TestReadmeConfigExampleLoads(t *testing.T) {
 	cfg, err := config.Parse([]byte(readmeBlock(t, "config-example")), "README.md", t.TempDir())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"memory"}, serverNames(cfg), "its servers")
-	assert.Equal(t, []string{"-y", "@modelcontextprotocol/server-memory"}, cfg.Servers[0].Args, "memory's args")
+	assert.Equal(t, []string{"-y", "@modelcontextprotocol/server-memory"}, cfg.Servers[0].Hub.Upstream.Args, "memory's args")
 }
