@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pelletier/go-toml/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/editors"
 )
 
 // importedAs is what parseConfig makes of an imported server.
@@ -51,7 +52,7 @@ func TestImportFormats(t *testing.T) {
 [servers.filesystem]
 command = "/usr/local/bin/mcp-fs"
 args = ["/home/me/Documents", "quote \" and \\ and tab\t"]
-cwd = ` + tomlString(cwd) + `
+cwd = ` + string(jsonCwd) + `
 
 [servers.memory]
 command = "npx"
@@ -297,7 +298,7 @@ args = ["mcp-server-time", "--local-timezone=Europe/Paris"]
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := importServers([]byte(tt.file), "config.json")
+			res, err := editors.Import([]byte(tt.file), "config.json", importRules())
 			require.NoError(t, err, "file:\n%s", tt.file)
 			got := res.TOML()
 			assert.Equal(t, tt.want, got, "file:\n%s", tt.file)
@@ -333,7 +334,7 @@ func TestImportProjectFiles(t *testing.T) {
 		{filepath.Join(home, ".config", "Code", "User", "mcp.json"), "servers", false},
 		{filepath.Join(home, ".claude.json"), "mcpServers", false},
 	} {
-		res, err := importServers([]byte(`{"`+tt.key+`": {"search": `+entry+`}}`), tt.file)
+		res, err := editors.Import([]byte(`{"`+tt.key+`": {"search": `+entry+`}}`), tt.file, importRules())
 		require.NoError(t, err, tt.file)
 		got := res.TOML()
 		cfg, err := parseConfig([]byte(got), "imported.toml", "/cfg")
@@ -351,32 +352,6 @@ func TestImportProjectFiles(t *testing.T) {
 		assert.Empty(t, s.Cwd, "the project's root is its folder")
 		assert.Contains(t, got, `# share = "project" (a `, tt.file)
 		assert.NotContains(t, got, "# check:", "%s: nothing left to check:\n%s", tt.file, got)
-	}
-}
-
-// TestImportErrors checks that a file of another shape is refused with its
-// name and what was expected.
-func TestImportErrors(t *testing.T) {
-	tests := []struct {
-		name    string
-		file    string
-		wantErr string
-	}{
-		{"not JSON", "[servers.x]\ncommand = \"y\"\n", `import f.json:1:2: not valid JSON: invalid character 's' looking for beginning of value; expected a JSON object with "mcpServers"`},
-		{"syntax error on line 3", "{\n  \"servers\": {\n    \"a\" {}\n}", `import f.json:3:9: not valid JSON: invalid character '{' after object key`},
-		{"an array", `[{"command": "x"}]`, `import f.json: not an MCP server list: expected a JSON object with "mcpServers"`},
-		{"another JSON file", `{"name": "my-package", "version": "1.0.0"}`, `import f.json: no MCP servers found: expected a JSON object with "mcpServers" (Claude Desktop, Claude Code, Cursor), "projects" holding "mcpServers" (Claude Code's ~/.claude.json), "servers" (VS Code's mcp.json) or "mcp": {"servers": ...} (VS Code's settings.json)`},
-		{"mcpServers not an object", `{"mcpServers": ["x"]}`, `import f.json: "mcpServers" must be an object of servers`},
-		{"servers not an object", `{"servers": "x"}`, `import f.json: "servers" must be an object of servers`},
-		{"empty file", ``, `import f.json:1:1: not valid JSON: unexpected end of JSON input`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := importServers([]byte(tt.file), "f.json")
-			require.Error(t, err, "file:\n%s", tt.file)
-			assert.Nil(t, res)
-			assert.True(t, strings.HasPrefix(err.Error(), tt.wantErr), "file:\n%s\nerror: %s\nwant:  %s...", tt.file, err, tt.wantErr)
-		})
 	}
 }
 
@@ -421,34 +396,6 @@ func TestImportCommand(t *testing.T) {
 	}
 }
 
-// TestImportStripJSONC checks that comments and trailing commas go, and
-// that strings are left alone, whatever they hold.
-func TestImportStripJSONC(t *testing.T) {
-	tests := []struct {
-		name string
-		in   string
-		want string // equivalent JSON
-	}{
-		{"plain JSON", `{"a": [1, 2], "b": {}}`, `{"a": [1, 2], "b": {}}`},
-		{"line comments", "// top\n{\"a\": 1 // one\n}\n// end", `{"a": 1}`},
-		{"block comments", "/* a\n b */{\"a\": /* x */ 1}/**/", `{"a": 1}`},
-		{"trailing commas", `{"a": [1, 2, ], "b": {"c": 3,},}`, `{"a": [1, 2], "b": {"c": 3}}`},
-		{"trailing comma then comment", "{\"a\": 1, // last\n}", `{"a": 1}`},
-		{"comment markers in strings", `{"u": "http://x/*y*/", "v": "a // b", "w": ",]"}`, `{"u": "http://x/*y*/", "v": "a // b", "w": ",]"}`},
-		{"escaped quotes in strings", `{"q": "say \"// hi\", ", "r": "\\", "s": 1,}`, `{"q": "say \"// hi\", ", "r": "\\", "s": 1}`},
-		{"byte order mark", "\xef\xbb\xbf{\"a\": 1}", `{"a": 1}`},
-		{"CRLF line comment", "{\"a\": 1, // x\r\n\"b\": 2}", `{"a": 1, "b": 2}`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := stripJSONC([]byte(tt.in))
-			assert.Len(t, got, len(tt.in), "offsets must not move for %q", tt.in)
-			assert.JSONEq(t, tt.want, string(got), "input %q", tt.in)
-			assert.Equal(t, strings.Count(tt.in, "\n"), bytes.Count(got, []byte("\n")), "lines must not move for %q", tt.in)
-		})
-	}
-}
-
 // TestImportSanitizeServerName checks the renaming of names mcpmux refuses.
 func TestImportSanitizeServerName(t *testing.T) {
 	tests := []struct{ in, want string }{
@@ -465,24 +412,8 @@ func TestImportSanitizeServerName(t *testing.T) {
 		{strings.Repeat("x", 70) + " y", strings.Repeat("x", 64)},
 	}
 	for _, tt := range tests {
-		got := sanitizeServerName(tt.in)
+		got := importRules().ServerName(tt.in)
 		assert.Equal(t, tt.want, got, "sanitizeServerName(%q)", tt.in)
 		assert.True(t, validServerName(got), "sanitizeServerName(%q) = %q is not valid", tt.in, got)
-	}
-}
-
-// TestImportTOMLString checks the quoting of values against go-toml.
-func TestImportTOMLString(t *testing.T) {
-	for _, s := range []string{"", "plain", `"quoted"`, `back\slash`, "tab\tnew\nline\r", "bell\a del\x7f nul\x00", "ünïcødé ☃ 𝄞", "''' and \"\"\""} {
-		doc := "k = " + tomlString(s) + "\n" + tomlKey(s) + " = 1\n"
-		var got map[string]any
-		if s == "k" || s == "" {
-			doc = "k = " + tomlString(s) + "\n"
-		}
-		require.NoError(t, toml.Unmarshal([]byte(doc), &got), "document:\n%s", doc)
-		assert.Equal(t, s, got["k"], "document:\n%s", doc)
-		if s != "" {
-			assert.Equal(t, int64(1), got[s], "document:\n%s", doc)
-		}
 	}
 }
