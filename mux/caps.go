@@ -119,7 +119,7 @@ func interactive(method string) bool {
 // request of that session that caused it (its upstream id and route; for a
 // legacy session taking a request that names its task, none), or nil.
 func (h *Hub) chooseSession(m *jsonrpc.Message, n need) (*client, int64, idmap.Route) {
-	if task, ok := stringAt(m, "_meta", "io.modelcontextprotocol/related-task", "taskId"); ok {
+	if task, ok := m.ParamsString("_meta", "io.modelcontextprotocol/related-task", "taskId"); ok {
 		owner, _ := h.tasks.owner(task)
 		if c := h.sessions.get(owner); c != nil && c.isReady() && c.capabilities().meets(n) {
 			return c, 0, idmap.Route{}

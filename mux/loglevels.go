@@ -165,7 +165,7 @@ const setLevelWait = 2 * time.Second
 // level that admits it (a modern server sends messages for nothing else).
 // The message names no request: of several that asked, the latest takes it.
 func (h *Hub) routeLogMessage(m *jsonrpc.Message) {
-	level, _ := stringAt(m, "level")
+	level, _ := m.ParamsString("level")
 	rank, known := logRanks[level]
 	info := h.describedServer()
 	if info == nil || info.era != eraModern {

@@ -249,7 +249,7 @@ func parkedOwner(c *client) (owner uint64, detached bool) {
 // false when m is not one (it names no requestState, or the server is
 // modern and the state is the server's).
 func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink) bool {
-	state, ok := stringAt(m, "requestState")
+	state, ok := m.ParamsString("requestState")
 	if !ok || !strings.HasPrefix(state, stateVersion) {
 		return false // none, or the server's own
 	}

@@ -83,8 +83,7 @@ func inputRequired(result json.RawMessage) (map[string]inputRequest, json.RawMes
 	if len(result) == 0 || result[0] != '{' {
 		return nil, nil, false
 	}
-	var rt string
-	if !stringMember(result, "resultType", &rt) || rt != "input_required" {
+	if rt, _ := jsonrpc.StringMember(result, "resultType"); rt != "input_required" {
 		return nil, nil, false
 	}
 	var body struct {
@@ -259,7 +258,7 @@ func retryFrame(prev []byte, up int64, hasToken bool, answers map[string]json.Ra
 		}
 	}
 	if len(set) > 0 {
-		edits = append(edits, insertMembers(m.Frame, spanOf(m.Frame, m.Params), set, nil))
+		edits = append(edits, jsonrpc.InsertMembers(m.Frame, jsonrpc.SpanOf(m.Frame, m.Params), set, nil))
 	}
 	return jsonrpc.Splice(m.Frame, edits...), nil
 }

@@ -192,7 +192,7 @@ func (h *Hub) answerFrame(m *jsonrpc.Message, r idmap.Route, d *routeData) []byt
 		return h.shapeDown(m, r.ID, r.Method)
 	case d.listen:
 		if s, ok := jsonrpc.FindPath(m.Result, "_meta", protocol.MetaSubscriptionID); ok {
-			rs := spanOf(m.Frame, m.Result)
+			rs := jsonrpc.SpanOf(m.Frame, m.Result)
 			idSpan, _ := m.IDSpan()
 			return jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: idSpan, Value: r.ID}, jsonrpc.Edit{Span: jsonrpc.Span{Start: rs.Start + s.Start, End: rs.Start + s.End}, Value: r.ID})
 		}
@@ -209,8 +209,8 @@ var cacheable = map[string]bool{
 // asksForInput: a result carries input requests (a non-empty inputRequests
 // object).
 func asksForInput(result json.RawMessage) bool {
-	in := member(result, "inputRequests")
-	return len(in) > 1 && in[0] == '{' && !emptyObject(in)
+	in := jsonrpc.Member(result, "inputRequests")
+	return len(in) > 1 && in[0] == '{' && !jsonrpc.EmptyObject(in)
 }
 
 // shapeDown is a legacy server's answer as a modern session gets it, under
@@ -236,10 +236,10 @@ func (h *Hub) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string) [
 			add["ttlMs"], add["cacheScope"] = json.RawMessage(`0`), json.RawMessage(`"private"`)
 		}
 		have := func(k string) bool { _, ok := jsonrpc.FindPath(m.Result, k); return ok }
-		edits = append(edits, insertMembers(m.Frame, spanOf(m.Frame, m.Result), add, have))
+		edits = append(edits, jsonrpc.InsertMembers(m.Frame, jsonrpc.SpanOf(m.Frame, m.Result), add, have))
 	case jsonrpc.KindError:
 		if s, ok := jsonrpc.FindPath(m.Error, "code"); ok && string(m.Error[s.Start:s.End]) == strconv.Itoa(protocol.CodeLegacyResourceMissing) {
-			es := spanOf(m.Frame, m.Error)
+			es := jsonrpc.SpanOf(m.Frame, m.Error)
 			edits = append(edits, jsonrpc.Edit{Span: jsonrpc.Span{Start: es.Start + s.Start, End: es.Start + s.End}, Value: []byte(strconv.Itoa(jsonrpc.CodeInvalidParams))})
 		}
 	}

@@ -160,7 +160,7 @@ func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 	}
 	key := h.asks.add(c.sess.ID(), &serverReq{up: m.ID, method: m.Method, tag: cause.Tag}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
 	if n.elicitation && n.mode == "url" {
-		if eid, ok := stringAt(m, "elicitationId"); ok {
+		if eid, ok := m.ParamsString("elicitationId"); ok {
 			h.asks.elicit(eid, c.sess.ID())
 		}
 	}
@@ -324,7 +324,7 @@ func (h *Hub) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
 // routeElicitationComplete tells the one session that owns a URL
 // elicitation that it completed; an unknown id is dropped.
 func (h *Hub) routeElicitationComplete(m *jsonrpc.Message) {
-	id, ok := stringAt(m, "elicitationId")
+	id, ok := m.ParamsString("elicitationId")
 	if !ok {
 		return
 	}
