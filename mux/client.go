@@ -201,14 +201,13 @@ func refuseSession(log *slog.Logger, name string, max int, id uint64, t session.
 func (h *Hub) detach(c *client) {
 	id := c.sess.ID()
 	proc := h.life.current()
-	routes := h.reqs.DropSession(id)
+	routes, next := h.flights.dropSession(id)
 	for up, r := range routes {
-		unsent := !wentUp(r)
-		dataOf(r).settle()
-		if proc != nil && !unsent {
+		if proc != nil && wentUp(r) {
 			proc.Send(cancelFrame(up, "client disconnected"))
 		}
 	}
+	h.release(next)
 	if len(routes) > 0 {
 		c.sess.Logger().Debug("cancelled requests of a departed session", "count", len(routes))
 	}

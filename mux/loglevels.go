@@ -175,7 +175,7 @@ func (h *Hub) routeLogMessage(m *jsonrpc.Message) {
 			}
 		}
 	}
-	_, r, ok := h.reqs.LatestRoute(func(r idmap.Route) bool {
+	_, r, ok := h.flights.latest(func(r idmap.Route) bool {
 		d := dataOf(r)
 		return d != nil && d.level != "" && !d.listen && (d.modern != nil || d.pair == bridgeUp) && (!known || logRanks[d.level] <= rank)
 	})

@@ -196,12 +196,10 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 		return
 	}
 	owner, detached := parkedOwner(c)
-	if found, _ := h.reqs.Move(up, owner, parkedID(up), r.Token, 0); !found {
+	found, next := h.flights.park(up, owner, r.Token)
+	if !found {
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonClientGone, "the request that caused it has ended"))
 		return
-	}
-	if t := dataOf(r).timer.Load(); t != nil {
-		t.Stop() // the wait for the retry has its own bound
 	}
 	parked := r
 	parked.Session, parked.ID = owner, parkedID(up)
@@ -217,12 +215,10 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 		"requestState":  state,
 	})
 	c.sess.Logger().Debug("asked a modern session for input", "method", m.Method, "for", r.Method)
-	if d := dataOf(r); d != nil && d.serial {
-		// Parked, it causes nothing until its input comes, and it may never
-		// come: the turn goes on to the next request, and the retry takes it
-		// again before the input reaches the server.
-		h.releaseTurn(up)
-	}
+	// Parked, it causes nothing until its input comes, and it may never
+	// come: the turn went on to the next request (next), and the retry
+	// takes it again before the input reaches the server.
+	h.release(next)
 	c.sess.Send(outbox.Frame{Data: jsonrpc.Response(r.ID, body), Tag: r.Tag, Last: true})
 	if detached {
 		c.sess.End() // answered, as far as this session goes: the retry's session takes the request up
@@ -267,7 +263,7 @@ func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink
 	if p.detached {
 		c.sess.Begin() // the request is this session's from now on
 	}
-	found, err := h.reqs.Move(p.up, c.sess.ID(), m.ID, token, out.tag())
+	found, err := h.flights.resume(p.up, c.sess.ID(), m.ID, token, out.tag())
 	switch {
 	case err != nil:
 		if p.detached {
@@ -284,15 +280,6 @@ func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink
 	return true
 }
 
-// routeData is the data of the route in flight under up; nil if none.
-func (h *Hub) routeData(up int64) *routeData {
-	r, ok := h.reqs.Get(up)
-	if !ok {
-		return nil
-	}
-	return dataOf(r)
-}
-
 // giveInput answers the server's parked request with what the retry
 // carries for it. Under the turn the answer waits for it, as the request
 // did at first: once answered, the server may go on to ask for more, which
@@ -304,18 +291,12 @@ func (h *Hub) giveInput(c *client, p *parkedInput, m *jsonrpc.Message) {
 	} else {
 		frame = noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonNoClient, "the session retried without an answer to "+p.method)
 	}
-	d := h.routeData(p.up)
-	if d != nil && d.serial {
-		if !h.gates.turn.acquire(queued{session: c.sess.ID(), up: p.up, frame: frame, d: d, input: true}) {
-			return // sent when the turn comes (sendReleased)
-		}
-		if _, live := h.reqs.Get(p.up); !live {
-			h.releaseTurn(p.up) // it ended before it took the turn, which its settling could not free
-			return
-		}
+	d := h.flights.data(p.up)
+	if d != nil && d.serial && !h.flights.admitInput(queued{session: c.sess.ID(), up: p.up, frame: frame, d: d, input: true}) {
+		return // sent when the turn comes (release), or ended meanwhile
 	}
 	if proc := h.life.current(); proc != nil && proc.Send(frame) == nil {
-		h.sent(p.up, d)
+		h.flights.sent(p.up, d)
 	}
 }
 
@@ -340,7 +321,7 @@ func (h *Hub) abandonParked(p *parkedInput) {
 	if proc != nil {
 		proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonClientTimeout, "the session did not retry with the input for "+p.method))
 	}
-	r, inFlight := h.reqs.Take(p.up)
+	r, inFlight := h.flights.take(p.up)
 	if inFlight && proc != nil {
 		proc.Send(cancelFrame(p.up, "no retry came with the input"))
 	}
@@ -350,7 +331,7 @@ func (h *Hub) abandonParked(p *parkedInput) {
 	if c := h.sessions.get(r.Session); c != nil {
 		c.settle(r)
 	} else {
-		dataOf(r).settle()
+		h.settle(dataOf(r))
 	}
 }
 
@@ -377,11 +358,11 @@ func (h *Hub) dropParked(session uint64) {
 // roots in its envelope, and refuses it with -32021 if not; false when no
 // modern request holds the turn (the server gets -32601, as before).
 func (h *Hub) rootsFromCause(proc process, m *jsonrpc.Message) bool {
-	busy, _ := h.gates.holder()
+	busy, _ := h.flights.holder()
 	if busy == 0 {
 		return false
 	}
-	r, ok := h.reqs.Get(busy)
+	r, ok := h.flights.get(busy)
 	d := dataOf(r)
 	if !ok || d == nil || d.modern == nil || d.isListen() || isParkedID(r.ID) {
 		return false

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"errors"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -205,33 +206,31 @@ func (h *Hub) nextRound(rd *round) {
 	}
 	proc := h.life.current()
 	r.Started = time.Now()
-	up, err := h.reqs.Add(r)
-	if proc == nil || err != nil {
+	var up int64
+	err := errGone
+	if proc != nil {
+		up, err = h.flights.round(r, d, rd.old)
+	}
+	if err != nil {
 		c.deliver(r, (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server is gone", Reason: jsonrpc.ReasonUpstreamUnavailable}).WithServer(h.cfg.Name).Response(r.ID), nil)
 		return
 	}
-	d.up.Store(up)
-	h.gates.turn.move(rd.old, up)
-	h.gates.limit.move(rd.old, up)
 	frame, err := retryFrame(d.retry.frame, up, r.Token != nil, rd.answers, rd.st)
 	if err != nil {
-		h.reqs.Take(up)
+		h.flights.take(up)
 		c.deliver(r, (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot send the request again: " + err.Error(), Reason: jsonrpc.ReasonInternal}).WithServer(h.cfg.Name).Response(r.ID), nil)
 		return
 	}
 	d.retry.frame = frame
-	if h.cfg.RequestTimeout > 0 {
-		if t := d.timer.Load(); t != nil {
-			t.Stop()
-		}
-		d.timer.Store(time.AfterFunc(h.cfg.RequestTimeout, func() { h.timeout(up) }))
-	}
 	if err := proc.Send(frame); err != nil {
-		if r, ok := h.reqs.Take(up); ok {
+		if r, ok := h.flights.take(up); ok {
 			h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server cannot take the request: " + err.Error(), Reason: jsonrpc.ReasonUpstreamUnavailable})
 		}
 	}
 }
+
+// errGone: there is no process to send the request to.
+var errGone = errors.New("mux: the server is gone")
 
 // retryFrame is the request as last sent, under id up, with the inputs and
 // the server's requestState.

@@ -56,7 +56,7 @@ func (u *upstreamHandler) HandleTooLarge(id json.RawMessage, size int64) {
 	if !ok {
 		return
 	}
-	r, ok := h.reqs.Take(up)
+	r, ok := h.flights.take(up)
 	if !ok {
 		return
 	}
@@ -75,7 +75,7 @@ func (h *Hub) failAnswer(up int64, r idmap.Route, e *jsonrpc.Error) {
 	case r.Session == 0:
 		h.calls.wake(up, nil)
 	case isParkedID(r.ID):
-		dataOf(r).settle()
+		h.settle(dataOf(r))
 		h.bridge.parked.settleUp(up, nil, e)
 	default:
 		h.fail(r, e)
@@ -91,7 +91,7 @@ func (u *upstreamHandler) HandleInvalidAnswer(id json.RawMessage, err error) boo
 	if !ok {
 		return false
 	}
-	r, ok := h.reqs.Take(up)
+	r, ok := h.flights.take(up)
 	if !ok {
 		return false
 	}
@@ -121,7 +121,7 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		h.log.Warn("server answered an id mcpmux never sent", "id", string(m.ID))
 		return
 	}
-	r, ok := h.reqs.Take(up)
+	r, ok := h.flights.take(up)
 	if !ok {
 		h.log.Debug("dropped a late answer", "id", up)
 		return
@@ -136,14 +136,14 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 	d := dataOf(r)
 	if isParkedID(r.ID) {
 		// Answered while it waits for its session's retry: the retry gets it.
-		d.settle()
+		h.settle(d)
 		h.bridge.parked.settleUp(up, m, nil)
 		return
 	}
 	h.recordOwnership(r, d, up, m)
 	c := h.sessions.get(r.Session)
 	if c == nil {
-		d.settle()
+		h.settle(d)
 		return
 	}
 	if d != nil && d.retry != nil && m.Kind == jsonrpc.KindResult {
@@ -290,7 +290,7 @@ func (h *Hub) routeProgress(m *jsonrpc.Message) {
 		return
 	}
 	session, token, tag := uint64(0), json.RawMessage(nil), uint64(0)
-	if r, ok := h.reqs.Get(up); ok {
+	if r, ok := h.flights.get(up); ok {
 		session, token, tag = r.Session, r.Token, r.Tag
 	} else if s, t, ok := h.tasks.progress(up); ok {
 		session, token = s, t // a task's progress outlives its creating request
