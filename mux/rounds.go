@@ -1,8 +1,8 @@
 package mux
 
 import (
-	"errors"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
