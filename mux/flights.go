@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/idmap"
+	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
 // flights is the one door of a request's life: the route table, what the
@@ -22,6 +23,10 @@ type flights struct {
 	reqs  idmap.Table // every request in flight upstream, by upstream id; its own lock is taken only under mu
 	turn  turn        // "serialize": one interactive request at a time
 	limit gate        // max_concurrency
+
+	parked   map[string]*parkedInput // modern requests waiting for their retry with input, by the nonce of their requestState (mrtr.go)
+	parkedUp map[int64]string        // the nonce of each, by upstream id
+	rounds   map[listenKey]*round    // legacy requests between two rounds of input, by session and id (rounds.go)
 }
 
 // begin records a request about to go to the server and returns its
@@ -120,13 +125,22 @@ func (f *flights) settle(d *routeData) []queued {
 	return f.releaseLocked(d.up.Load(), d, nil)
 }
 
-// dropSession removes and settles every request of a departed session;
-// next are the requests that get a slot by it.
-func (f *flights) dropSession(session uint64) (gone map[int64]idmap.Route, next []queued) {
+// departed is what a departed session left: its requests in flight, its
+// parked requests, and the requests that get a gate's slot by it.
+type departed struct {
+	routes map[int64]idmap.Route
+	parked []*parkedInput
+	next   []queued
+}
+
+// dropSession removes and settles every request of a departed session,
+// and its parked requests (their upstream requests are among its routes).
+func (f *flights) dropSession(session uint64) departed {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	gone = f.reqs.DropSession(session)
-	for _, r := range gone {
+	var gone departed
+	gone.routes = f.reqs.DropSession(session)
+	for _, r := range gone.routes {
 		d := dataOf(r)
 		if d == nil {
 			continue
@@ -135,10 +149,15 @@ func (f *flights) dropSession(session uint64) (gone map[int64]idmap.Route, next 
 			d.timer.Stop()
 		}
 		if d.serial || d.limited {
-			next = f.releaseLocked(d.up.Load(), d, next)
+			gone.next = f.releaseLocked(d.up.Load(), d, gone.next)
 		}
 	}
-	return gone, next
+	for nonce, p := range f.parked {
+		if p.session == session {
+			gone.parked = append(gone.parked, f.takeParkedLocked(nonce))
+		}
+	}
+	return gone
 }
 
 // reset removes every route: the process exited. Each is the caller's to
@@ -149,17 +168,24 @@ func (f *flights) reset() map[int64]idmap.Route {
 	return f.reqs.Reset()
 }
 
-// park keeps a request in flight under a placeholder id while its session
-// is asked for input (mrtr.go): its timer stops (the wait has its own
-// bound) and it gives up the turn, which the retry takes again. found is
-// false when it has ended.
-func (f *flights) park(up int64, owner uint64, token json.RawMessage) (found bool, next []queued) {
+// park keeps the request p.up in flight under a placeholder id, owned by
+// p.session, while its session is asked for input (mrtr.go), and files p
+// under nonce; expire runs when no retry took it within wait. Its
+// request_timeout stops (the wait has its own bound) and it gives up the
+// turn (next: what gets it), which the retry takes again. found is false
+// when the request has ended.
+func (f *flights) park(p *parkedInput, token json.RawMessage, nonce string, wait time.Duration, expire func(nonce string)) (found bool, next []queued) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	r, _ := f.reqs.Get(up)
-	if found, _ = f.reqs.Move(up, owner, parkedID(up), token, 0); !found {
+	r, _ := f.reqs.Get(p.up)
+	if found, _ = f.reqs.Move(p.up, p.session, parkedID(p.up), token, 0); !found {
 		return false, nil
 	}
+	if f.parked == nil {
+		f.parked, f.parkedUp = make(map[string]*parkedInput), make(map[int64]string)
+	}
+	f.parked[nonce], f.parkedUp[p.up] = p, nonce
+	p.timer = time.AfterFunc(wait, func() { expire(nonce) })
 	d := dataOf(r)
 	if d == nil {
 		return true, nil
@@ -168,19 +194,76 @@ func (f *flights) park(up int64, owner uint64, token json.RawMessage) (found boo
 		d.timer.Stop()
 	}
 	if d.serial {
-		next = f.passTurnLocked(up, nil)
+		next = f.passTurnLocked(p.up, nil)
 	}
 	return true, next
 }
 
-// resume hands a parked request to the session that retried it, under the
-// retry's id, token and tag; found is false when it ended while parked,
-// and err is idmap.ErrDuplicate when the session has another request with
-// that id in flight.
-func (f *flights) resume(up int64, session uint64, id, token json.RawMessage, tag uint64) (found bool, err error) {
+// takeParkedLocked removes the parked request filed under nonce.
+func (f *flights) takeParkedLocked(nonce string) *parkedInput {
+	p := f.parked[nonce]
+	if p != nil {
+		delete(f.parked, nonce)
+		delete(f.parkedUp, p.up)
+		p.timer.Stop()
+	}
+	return p
+}
+
+// resume takes the parked request filed under nonce for owner and hands it
+// to the session that retried it, under the retry's id, token and tag. p
+// is nil (and err errBadState) when owner has no such request; found is
+// false when it ended while parked (p.final or p.failed says how), and err
+// is idmap.ErrDuplicate when the session has another request with that id
+// in flight.
+func (f *flights) resume(owner uint64, nonce string, session uint64, id, token json.RawMessage, tag uint64) (p *parkedInput, found bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.reqs.Move(up, session, id, token, tag)
+	if p = f.parked[nonce]; p == nil || p.session != owner {
+		return nil, false, errBadState
+	}
+	f.takeParkedLocked(nonce)
+	found, err = f.reqs.Move(p.up, session, id, token, tag)
+	return p, found, err
+}
+
+// expireParked takes the parked request filed under nonce: no retry came
+// in time.
+func (f *flights) expireParked(nonce string) *parkedInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.takeParkedLocked(nonce)
+}
+
+// parkedEnded records how a parked request's upstream request ended, for
+// its retry: its answer or its failure.
+func (f *flights) parkedEnded(up int64, final *jsonrpc.Message, failed *jsonrpc.Error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.parked[f.parkedUp[up]]; p != nil {
+		p.final, p.failed = final, failed
+	}
+}
+
+// addRound files a legacy request whose session is being asked for input.
+func (f *flights) addRound(rd *round) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rounds == nil {
+		f.rounds = make(map[listenKey]*round)
+	}
+	f.rounds[listenKey{rd.r.Session, string(rd.r.ID)}] = rd
+}
+
+// takeRound takes the round of a session's request: its input is all in,
+// or it was cancelled.
+func (f *flights) takeRound(session uint64, id []byte) *round {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := listenKey{session, string(id)}
+	rd := f.rounds[k]
+	delete(f.rounds, k)
+	return rd
 }
 
 // round routes a legacy session's request again, for its next round of

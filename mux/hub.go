@@ -141,8 +141,7 @@ type Hub struct {
 type eraBridge struct {
 	local  localListens // modern sessions' listens served for a legacy server
 	owned  ownedListen  // mcpmux's listen on a modern server, for legacy sessions
-	parked parkedInputs // modern requests waiting for their retry with input
-	rounds rounds       // legacy requests waiting for their session's input
+	states stateKey     // signs the requestState of parked requests (mrtr.go)
 }
 
 // New returns a hub; Run starts its server.
@@ -169,7 +168,7 @@ func New(cfg Config) *Hub {
 		levels:   newLogLevels(cfg.DefaultLogLevel),
 		tasks:    newTaskTable(),
 		asks:     newServerReqs(),
-		bridge:   eraBridge{parked: newParkedInputs()},
+		bridge:   eraBridge{states: newStateKey()},
 	}
 	h.flights.timeout, h.flights.expire = cfg.RequestTimeout, h.timeout
 	h.flights.configure(cfg.ServerRequests, cfg.Memory != nil && cfg.Memory.SendsRequests(), cfg.MaxConcurrency)

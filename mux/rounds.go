@@ -36,34 +36,10 @@ type round struct {
 	cancelled bool
 }
 
-// rounds are the legacy requests waiting for their session's input.
-type rounds struct {
-	mu    sync.Mutex
-	byKey map[listenKey]*round
-}
-
-func (t *rounds) add(rd *round) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.byKey == nil {
-		t.byKey = make(map[listenKey]*round)
-	}
-	t.byKey[listenKey{rd.r.Session, string(rd.r.ID)}] = rd
-}
-
-func (t *rounds) take(session uint64, id []byte) *round {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	k := listenKey{session, string(id)}
-	rd := t.byKey[k]
-	delete(t.byKey, k)
-	return rd
-}
-
 // cancelBetweenRounds: the session cancelled a request while mcpmux was
 // asking it for input; it gets no answer, and is not sent again.
 func (h *Hub) cancelBetweenRounds(c *client, id []byte) bool {
-	rd := h.bridge.rounds.take(c.sess.ID(), id)
+	rd := h.flights.takeRound(c.sess.ID(), id)
 	if rd == nil {
 		return false
 	}
@@ -111,7 +87,7 @@ func (h *Hub) putToSession(c *client, r idmap.Route, up int64, inputs map[string
 		return
 	}
 	rd := &round{c: c, r: r, old: up, d: d, st: state, answers: map[string]json.RawMessage{}, left: len(inputs)}
-	h.bridge.rounds.add(rd)
+	h.flights.addRound(rd)
 	if len(inputs) == 0 {
 		h.nextRound(rd)
 		return
@@ -195,7 +171,7 @@ func (rd *round) outcome() (cancelled bool, failed *jsonrpc.Error) {
 // id, with the inputs its session gave.
 func (h *Hub) nextRound(rd *round) {
 	c, r, d := rd.c, rd.r, rd.d
-	if h.bridge.rounds.take(r.Session, r.ID) == nil {
+	if h.flights.takeRound(r.Session, r.ID) == nil {
 		return // cancelled, or the session left
 	}
 	if cancelled, failed := rd.outcome(); cancelled {

@@ -76,7 +76,7 @@ func (h *Hub) failAnswer(up int64, r idmap.Route, e *jsonrpc.Error) {
 		h.calls.wake(up, nil)
 	case isParkedID(r.ID):
 		h.settle(dataOf(r))
-		h.bridge.parked.settleUp(up, nil, e)
+		h.flights.parkedEnded(up, nil, e)
 	default:
 		h.fail(r, e)
 	}
@@ -137,7 +137,7 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 	if isParkedID(r.ID) {
 		// Answered while it waits for its session's retry: the retry gets it.
 		h.settle(d)
-		h.bridge.parked.settleUp(up, m, nil)
+		h.flights.parkedEnded(up, m, nil)
 		return
 	}
 	h.recordOwnership(r, d, up, m)

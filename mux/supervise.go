@@ -437,7 +437,7 @@ func (h *Hub) exited(proc process) {
 		}
 		if isParkedID(r.ID) {
 			h.settle(dataOf(r))
-			h.bridge.parked.settleUp(up, nil, e) // its retry is answered with e
+			h.flights.parkedEnded(up, nil, e) // its retry is answered with e
 			continue
 		}
 		h.fail(r, e)
