@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/editors"
 )
 
@@ -40,7 +41,7 @@ listener ([listen] http) and its token.
 		if err != nil {
 			return err
 		}
-		cfg, err := loadConfig(path)
+		cfg, err := config.Load(path)
 		if err != nil {
 			return err
 		}
@@ -69,7 +70,7 @@ listener ([listen] http) and its token.
 
 // printHTTPClientConfig prints the entry that reaches server name on the
 // web listener of the daemon of cfg, loaded from path.
-func printHTTPClientConfig(cmd *cobra.Command, env setupEnv, client *editors.Client, cfg *config, path, name string) error {
+func printHTTPClientConfig(cmd *cobra.Command, env setupEnv, client *editors.Client, cfg *config.Config, path, name string) error {
 	if err := client.TakesHTTP(); err != nil {
 		return err
 	}
@@ -88,7 +89,7 @@ func printHTTPClientConfig(cmd *cobra.Command, env setupEnv, client *editors.Cli
 }
 
 // configuredServer checks that cfg has a server called name.
-func configuredServer(cfg *config, name string) error {
+func configuredServer(cfg *config.Config, name string) error {
 	names := make([]string, len(cfg.Servers))
 	for i, s := range cfg.Servers {
 		if s.Name == name {

@@ -43,24 +43,11 @@ in its root; ${workspaceFolder} becomes {project}, that root.
 			if abs, err := filepath.Abs(name); err == nil {
 				name = abs
 			}
-			imp, err := editors.Import(data, name, importRules())
+			imp, err := editors.Import(data, name)
 			if err != nil {
 				return err
 			}
 			_, err = io.WriteString(cmd.OutOrStdout(), imp.TOML())
-			return err
-		},
-	}
-}
-
-// importRules is what import needs of the config format: the rule for
-// server names, and whether a table it writes loads.
-func importRules() editors.Rules {
-	return editors.Rules{
-		ValidName:  validServerName,
-		MaxNameLen: maxServerNameLen,
-		Check: func(table []byte) error {
-			_, err := parseConfig(table, "", "")
 			return err
 		},
 	}

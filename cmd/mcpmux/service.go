@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/service"
 )
 
@@ -46,7 +47,7 @@ that starts the service; --now runs it.`,
 		if err != nil {
 			return err
 		}
-		if _, err := loadConfig(cfg); err != nil {
+		if _, err := config.Load(cfg); err != nil {
 			return fmt.Errorf("the service would not start: %w", err)
 		}
 		exe, err := env.executable()

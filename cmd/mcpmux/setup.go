@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/service"
 )
 
@@ -86,7 +87,7 @@ func configPathFlag(cmd *cobra.Command, getenv func(string) string) func() (path
 		p := flag
 		if p == "" {
 			var err error
-			if p, err = defaultConfigPath(getenv); err != nil {
+			if p, err = config.DefaultPath(getenv); err != nil {
 				return "", false, err
 			}
 		}
@@ -94,7 +95,7 @@ func configPathFlag(cmd *cobra.Command, getenv func(string) string) func() (path
 		if err != nil {
 			return "", false, fmt.Errorf("config %s: %w", p, err)
 		}
-		def, err := defaultConfigPath(func(k string) string {
+		def, err := config.DefaultPath(func(k string) string {
 			if k == "MCPMUX_CONFIG" {
 				return ""
 			}

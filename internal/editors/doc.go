@@ -11,7 +11,8 @@
 //     that run mcpmux connect, and what would keep them from working
 //     (mcpmux doctor).
 //
-// It reads editors' files and never writes them. What it needs of mcpmux's
-// own config (the rule for server names, whether a table loads, which
-// servers a config has) is handed to it by the caller.
+// It reads editors' files and never writes them. The rules of mcpmux's own
+// config (valid server names, whether an imported table loads) are the
+// config package's; the config doctor checks, and its servers, the caller
+// hands to Check.
 package editors

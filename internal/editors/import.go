@@ -14,19 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // maxImportSize bounds the file import reads: Claude Code's ~/.claude.json
 // keeps per-project state besides its servers and can grow to megabytes.
 const maxImportSize = 64 << 20
-
-// Rules is what Import needs of mcpmux's config format. The config's owner
-// knows it; cmd/mcpmux hands it over.
-type Rules struct {
-	ValidName  func(name string) bool   // whether name is a valid server name
-	MaxNameLen int                      // the longest valid server name, in bytes
-	Check      func(table []byte) error // whether one [servers.NAME] table loads, as a file of its own
-}
 
 // ReadFile reads an editor's config file, up to maxImportSize.
 func ReadFile(path string) ([]byte, error) {
@@ -40,7 +34,7 @@ func ReadFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("import: read %s: %w", path, err)
 	}
 	if len(data) > maxImportSize {
-		return nil, fmt.Errorf("import: %s is larger than %s", path, fmt.Sprintf("%dMiB", maxImportSize>>20))
+		return nil, fmt.Errorf("import: %s is larger than %s", path, config.FormatSize(maxImportSize))
 	}
 	return data, nil
 }
@@ -85,9 +79,9 @@ const importExpected = `expected a JSON object with "mcpServers" (Claude Desktop
 
 // Import finds the MCP servers in an editor's config file (JSON, with
 // comments and trailing commas allowed) and converts those that run over
-// stdio, each into a table that rules accepts. file names the file in
-// errors and in the output.
-func Import(data []byte, file string, rules Rules) (*Result, error) {
+// stdio, each into a [servers.NAME] table that loads. file names the file
+// in errors and in the output.
+func Import(data []byte, file string) (*Result, error) {
 	clean := stripJSONC(data)
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(clean, &top); err != nil {
@@ -116,7 +110,7 @@ func Import(data []byte, file string, rules Rules) (*Result, error) {
 	taken := map[string]*Server{}
 	for _, src := range sources {
 		for _, orig := range slices.Sorted(maps.Keys(src.entries)) {
-			res.add(rules, src, orig, taken)
+			res.add(src, orig, taken)
 		}
 	}
 	return res, nil
@@ -200,7 +194,7 @@ func (sh Shape) projectSources(c *Client, what string, raw json.RawMessage) ([]i
 
 // add converts the entry orig of src into res: a server under a name no
 // other has taken, or a line saying why it is skipped.
-func (res *Result) add(rules Rules, src importSource, orig string, taken map[string]*Server) {
+func (res *Result) add(src importSource, orig string, taken map[string]*Server) {
 	label := strconv.Quote(orig)
 	if src.origin != "" {
 		label += " (" + src.origin + ")"
@@ -222,22 +216,22 @@ func (res *Result) add(rules Rules, src importSource, orig string, taken map[str
 	if src.project != "" {
 		s.shareByProject(src.project)
 	}
-	name := rules.ServerName(orig)
+	name := sanitizeServerName(orig)
 	if prev := taken[name]; prev != nil && sameServer(prev, &s) {
 		res.Skipped = append(res.Skipped, label+" is the same as [servers."+tomlKey(name)+"]")
 		return
 	}
 	if taken[name] != nil && src.origin != "" {
-		name = rules.ServerName(orig + "-" + filepath.Base(strings.TrimPrefix(src.origin, "project ")))
+		name = sanitizeServerName(orig + "-" + filepath.Base(strings.TrimPrefix(src.origin, "project ")))
 	}
-	name = rules.unique(name, taken)
+	name = uniqueServerName(name, taken)
 	if name != orig {
 		s.Notes = append(s.Notes, fmt.Sprintf("renamed: %q is %s; clients connect with: mcpmux connect %s",
-			orig, rules.renameReason(orig), name))
+			orig, renameReason(orig), name))
 	}
 	s.Name = name
 	// The table must load on its own; what does not is reported instead.
-	if err := rules.Check([]byte(s.TOML())); err != nil {
+	if _, err := config.Parse([]byte(s.TOML()), "", ""); err != nil {
 		res.Skipped = append(res.Skipped, label+" does not convert: "+strings.ReplaceAll(err.Error(), "\n", "; "))
 		return
 	}
@@ -352,7 +346,7 @@ func (s *Server) check(key, msg string) { s.Checks[key] = append(s.Checks[key], 
 // convertCommand takes the command. One with spaces but no slash cannot be
 // one executable: it is split, as the shell would have for the simple cases.
 func (s *Server) convertCommand(command string) {
-	if !strings.Contains(command, "/") && strings.ContainsFunc(strings.TrimSpace(command), isSpace) {
+	if !strings.Contains(command, "/") && strings.ContainsFunc(strings.TrimSpace(command), config.IsSpace) {
 		fields := strings.Fields(command)
 		command, s.Args = fields[0], fields[1:]
 		s.check("command", fmt.Sprintf("the command was %q: split at spaces into command and args", strings.Join(fields, " ")))
@@ -400,7 +394,7 @@ func (s *Server) convertEnv(v json.RawMessage) (skip string) {
 	for k, raw := range env {
 		t, ok := jsonText(raw)
 		switch {
-		case !validEnvName(k):
+		case !config.ValidEnvName(k):
 			s.Notes = append(s.Notes, fmt.Sprintf("check: env %q left out: not a valid variable name", k))
 			continue
 		case !ok:
@@ -541,12 +535,12 @@ func sameServer(a, b *Server) bool {
 	}()
 }
 
-// ServerName makes name a valid mcpmux server name: every other character
-// becomes '-', runs of '-' become one, and the result starts with a letter
-// or digit and fits in MaxNameLen bytes. Valid names are returned as they
-// are.
-func (r Rules) ServerName(name string) string {
-	if r.ValidName(name) {
+// sanitizeServerName makes name a valid mcpmux server name: every other
+// character becomes '-', runs of '-' become one, and the result starts with
+// a letter or digit and fits in config.MaxServerNameLen bytes. Valid names
+// are returned as they are.
+func sanitizeServerName(name string) string {
+	if config.ValidServerName(name) {
 		return name
 	}
 	var b strings.Builder
@@ -560,8 +554,8 @@ func (r Rules) ServerName(name string) string {
 		}
 	}
 	s := strings.TrimRight(strings.TrimLeft(b.String(), "._-"), "-") // "@acme/github (work)" -> "acme-github-work"
-	if len(s) > r.MaxNameLen {
-		s = strings.TrimRight(s[:r.MaxNameLen], "-")
+	if len(s) > config.MaxServerNameLen {
+		s = strings.TrimRight(s[:config.MaxServerNameLen], "-")
 	}
 	if s == "" {
 		return "server"
@@ -569,16 +563,16 @@ func (r Rules) ServerName(name string) string {
 	return s
 }
 
-// unique returns name, or name-2, name-3... if taken holds it.
-func (r Rules) unique(name string, taken map[string]*Server) string {
+// uniqueServerName returns name, or name-2, name-3... if taken holds it.
+func uniqueServerName(name string, taken map[string]*Server) string {
 	if taken[name] == nil {
 		return name
 	}
 	for i := 2; ; i++ {
 		suffix := "-" + strconv.Itoa(i)
 		base := name
-		if len(base)+len(suffix) > r.MaxNameLen {
-			base = base[:r.MaxNameLen-len(suffix)]
+		if len(base)+len(suffix) > config.MaxServerNameLen {
+			base = base[:config.MaxServerNameLen-len(suffix)]
 		}
 		if n := base + suffix; taken[n] == nil {
 			return n
@@ -587,8 +581,8 @@ func (r Rules) unique(name string, taken map[string]*Server) string {
 }
 
 // renameReason says why a server was renamed.
-func (r Rules) renameReason(orig string) string {
-	if r.ValidName(orig) {
+func renameReason(orig string) string {
+	if config.ValidServerName(orig) {
 		return "taken"
 	}
 	return "not a valid mcpmux server name (letters, digits, '.', '_', '-', starting with a letter or digit)"
@@ -671,7 +665,7 @@ func plural(n int, one, many string) string {
 
 // tomlKey writes k as a TOML key: bare when it can be, else quoted.
 func tomlKey(k string) string {
-	if k != "" && !strings.ContainsFunc(k, func(r rune) bool { return !isBareKeyRune(r) }) {
+	if config.IsBareKey(k) {
 		return k
 	}
 	return tomlString(k)
@@ -719,17 +713,4 @@ func tomlComment(s string) string {
 		}
 		return r
 	}, s)
-}
-
-// isSpace is the config's notion of a space in a command.
-func isSpace(r rune) bool { return strings.ContainsRune(" \t\n\r\v\f", r) }
-
-// validEnvName reports whether n can be the name of an environment variable.
-func validEnvName(n string) bool {
-	return n != "" && !strings.ContainsAny(n, "=\x00")
-}
-
-// isBareKeyRune reports whether r may appear in a bare TOML key.
-func isBareKeyRune(r rune) bool {
-	return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_'
 }

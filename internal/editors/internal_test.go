@@ -8,6 +8,8 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // TestImportStripJSONC checks that comments and trailing commas go, and
@@ -51,5 +53,27 @@ func TestImportTOMLString(t *testing.T) {
 		if s != "" {
 			assert.Equal(t, int64(1), got[s], "document:\n%s", doc)
 		}
+	}
+}
+
+// TestImportSanitizeServerName checks the renaming of names mcpmux refuses.
+func TestImportSanitizeServerName(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"memory", "memory"},
+		{"a.b_c-d", "a.b_c-d"},
+		{"my server", "my-server"},
+		{"github (work)", "github-work"},
+		{"@scope/pkg", "scope-pkg"},
+		{"_private", "private"},
+		{"café", "caf"},
+		{"a  /  b", "a-b"},
+		{"日本", "server"},
+		{"", "server"},
+		{strings.Repeat("x", 70) + " y", strings.Repeat("x", 64)},
+	}
+	for _, tt := range tests {
+		got := sanitizeServerName(tt.in)
+		assert.Equal(t, tt.want, got, "sanitizeServerName(%q)", tt.in)
+		assert.True(t, config.ValidServerName(got), "sanitizeServerName(%q) = %q is not valid", tt.in, got)
 	}
 }
