@@ -1,4 +1,4 @@
-package main
+package bridge
 
 import (
 	"bufio"
@@ -251,7 +251,7 @@ func lost(path string, cause error) error {
 	if cause == nil {
 		return fmt.Errorf("the daemon closed the session on %s", path)
 	}
-	return fmt.Errorf("session on %s: %w", path, unwrapSyscall(cause))
+	return fmt.Errorf("session on %s: %w", path, socket.Cause(cause))
 }
 
 // Reconnection backoff: the first attempt at once, then waits from
@@ -341,16 +341,24 @@ func (b *bridge) finish(ctx context.Context, l *link, stdinErr error) error {
 	case <-timer.C:
 		if n := l.t.count(); n > 0 {
 			b.stop(l)
-			return fmt.Errorf("--drain %s passed with %d %s still due from %s; hanging up", b.drain, n, plural(n, "answer", "answers"), l.path)
+			return fmt.Errorf("--drain %s passed with %d %s still due from %s; hanging up", b.drain, n, answers(n), l.path)
 		}
 	case cause := <-l.ended:
 		if n := b.teardown(l, cause); n > 0 {
-			return fmt.Errorf("%v with %d %s still due (answered with %s errors)", lost(l.path, cause), n, plural(n, "answer", "answers"), jsonrpc.ReasonDaemonGone)
+			return fmt.Errorf("%v with %d %s still due (answered with %s errors)", lost(l.path, cause), n, answers(n), jsonrpc.ReasonDaemonGone)
 		}
 		return nil
 	}
 	b.stop(l)
 	return nil
+}
+
+// answers is "answer" or "answers", for n of them.
+func answers(n int) string {
+	if n == 1 {
+		return "answer"
+	}
+	return "answers"
 }
 
 // slot holds the link up, for the stdin reader, which waits in get while
