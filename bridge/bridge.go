@@ -26,12 +26,7 @@ import (
 // reaches a daemon again (starting one, as auto-start does), replays to
 // the new session what the client said to set up the old one, tells the
 // client that the lists may have changed, and goes on. The client's stdout
-// is never closed in between.
-//
-// Goroutines: run's, which owns the links and writes to stdout whenever
-// no link is up; one socket reader per link, which copies the daemon's
-// lines to stdout while its link is up (run waits for each); and the
-// stdin reader, which is not waited for (see run).
+// is never closed in between. (The package doc lists the goroutines.)
 
 // bridge is one `mcpmux connect` session.
 type bridge struct {

@@ -14,4 +14,17 @@
 // anew at every reconnect), how to ask that daemon what it serves, and how
 // to start one. Run bridges until stdin ends and the answers due are in,
 // ctx ends, or it gives up; it writes only to the writers it is given.
+//
+// # Goroutines
+//
+//   - Run's own (bridge.run), which owns the links and writes to stdout
+//     whenever no link is up;
+//   - one socket reader per link, started by bridge.up, which copies the
+//     daemon's lines to stdout while its link is up; run waits for each;
+//   - the stdin reader, started by bridge.run, which is deliberately not
+//     waited for: a read from a blocking stdin cannot be interrupted. It
+//     ends at stdin's end, once the bridge is over, or with the process;
+//   - the reaper of an auto-started daemon (startDaemon), which is not
+//     waited for either: the daemon outlives the bridge, and once the
+//     bridge's process exits, init adopts it.
 package bridge
