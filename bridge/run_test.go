@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/internal/testutil"
+	"github.com/mcpmux/mcpmux/mux"
 )
 
 // runConfig is a Config whose daemon is always t, with the client's side
@@ -86,6 +88,40 @@ func TestRunRefusesBeforeDialing(t *testing.T) {
 			var stdout, stderr strings.Builder
 			cfg := runConfig(&tt.target, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n"), &stdout, &stderr)
 			cfg.NoAutostart = tt.noAutostart
+			assert.EqualError(t, Run(t.Context(), cfg), tt.want)
+			assert.Empty(t, stdout.String()+stderr.String(), "nothing written")
+		})
+	}
+}
+
+// TestRunNotServed: a daemon that holds the socket folder but does not
+// serve the server is not replaced by another: Run says what it serves,
+// and what to do (reload, when the file has the server; another config,
+// when the daemon runs one).
+func TestRunNotServed(t *testing.T) {
+	dir := testutil.ShortDir(t)
+	l, err := net.Listen("unix", filepath.Join(dir, daemon.ControlSocket))
+	require.NoError(t, err)
+	defer l.Close()
+	tests := []struct {
+		name    string
+		running string // the config file the daemon runs
+		want    string
+	}{
+		{"a server added, not reloaded", "/c/mux.toml",
+			"the mcpmux daemon on " + dir + " (pid 42) does not serve demo; it serves idle; demo is in /c/mux.toml: run `mcpmux reload` to serve it"},
+		{"another config", "/other/mux.toml",
+			"the mcpmux daemon on " + dir + " (pid 42) does not serve demo; it serves idle (it runs /other/mux.toml, not /c/mux.toml)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			tgt := &Target{Path: "/c/mux.toml", Dir: dir, Loaded: true, Servers: []string{"idle", "demo"}, Autostart: true}
+			cfg := runConfig(tgt, strings.NewReader(""), &stdout, &stderr)
+			cfg.Status = func(_ context.Context, d string) (daemon.Status, error) {
+				assert.Equal(t, dir, d, "the daemon asked is the one holding the folder")
+				return daemon.Status{Pid: 42, Config: tt.running, Servers: []mux.Status{{Name: "idle"}}}, nil
+			}
 			assert.EqualError(t, Run(t.Context(), cfg), tt.want)
 			assert.Empty(t, stdout.String()+stderr.String(), "nothing written")
 		})
