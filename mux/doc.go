@@ -14,15 +14,16 @@
 //   - life (life.go): which process serves, whether it is ready, what it
 //     said of itself (serverInfo, info.go), its restarts and last exit;
 //   - registry (registry.go): the sessions, and the max_sessions bound;
-//   - idmap.Table: every request in flight upstream, by upstream id;
+//   - flights (flights.go): the one door of a request's life: every request
+//     in flight upstream (an idmap.Table, by upstream id), what the hub keeps
+//     with each, and the gates: the turn of "serialize", one interactive
+//     request in flight at a time, and max_concurrency (turn.go, gate.go),
+//     at which the sessions take turns;
 //   - calls (calls.go): mcpmux's own requests to the server and who waits;
 //   - subscriptions (subscriptions.go): resource subscriptions, counted per URI;
 //   - logLevels (loglevels.go): each session's log level, and the server's;
 //   - taskTable (tasks.go): which session created each task;
 //   - serverReqs (serverreqs.go): server-to-client requests sent to sessions;
-//   - gates (turn.go, gate.go): the turn of "serialize", one interactive
-//     request in flight at a time, and max_concurrency; the sessions take
-//     turns at each;
 //   - rootsSeen (roots.go): the union of the sessions' roots the server last saw.
 //
 // The Hub alone sequences them: it reads one part, decides, then updates
@@ -39,20 +40,21 @@
 //     upstreamHandler one message at a time and never blocks;
 //   - Run, which starts, supervises and restarts the process; its ping loop,
 //     which Run's supervise waits for;
-//   - timers: request_timeout (Hub.timeout) and the server request timeout
+//   - timers: request_timeout (Hub.timeout, started by flights.sent) and the server request timeout
 //     (Hub.serverReqTimeout), which only take a route or an entry and answer.
 //
 // Pool.Serve runs one Hub per session and waits for its Run.
 //
 // # Locks
 //
-// Every part's lock is a leaf: no lock is held while another is taken, no I/O
+// Every part's lock is a leaf: no lock is held while another is taken (but
+// for flights, which holds its own over the idmap.Table's), no I/O
 // and no blocking send happens under one, and every critical section unlocks
 // with defer (a test checks the source for it), so a panic recovered at the
 // session boundary never leaves a lock held. Where a part hands back data for
 // the Hub to act on (a list of sessions, a frame to send), it copies it out
-// under its lock and the Hub acts after. idmap.Table.Latest runs its filter
-// under the table's lock: the filters mux passes take no lock.
+// under its lock and the Hub acts after. flights.latest runs its filter
+// under its lock: the filters mux passes take no lock.
 //
 // # Queues
 //

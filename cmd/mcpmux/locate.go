@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/bridge"
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 )
 
@@ -19,10 +20,10 @@ import (
 // talks to: the one serving the config file, found through its record
 // when it has one, else where the file says it serves.
 type target struct {
-	path string        // the config file
-	cfg  *config       // nil when the file does not load now
-	dir  string        // the socket folder
-	rec  *daemonRecord // the record of a live daemon of this file; nil when none
+	path string         // the config file
+	cfg  *config.Config // nil when the file does not load now
+	dir  string         // the socket folder
+	rec  *daemonRecord  // the record of a live daemon of this file; nil when none
 }
 
 // daemonFlag adds --config to a client command and returns a function
@@ -35,7 +36,7 @@ func daemonFlag(cmd *cobra.Command) func(ctx context.Context, warn io.Writer) (*
 		p := path
 		if p == "" {
 			var err error
-			if p, err = defaultConfigPath(os.Getenv); err != nil {
+			if p, err = config.DefaultPath(os.Getenv); err != nil {
 				return nil, err
 			}
 		}
@@ -52,7 +53,7 @@ func locate(ctx context.Context, path string, warn io.Writer) (*target, error) {
 	if warn == nil {
 		warn = io.Discard
 	}
-	cfg, cerr := loadConfig(path)
+	cfg, cerr := config.Load(path)
 	t := &target{path: path, cfg: cfg}
 	rec, err := liveRecord(ctx, path)
 	if err != nil {
