@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/socket"
@@ -137,7 +138,7 @@ func notServed(t *target, st daemon.Status, name string) error {
 	switch {
 	case st.Config != "" && canonicalConfig(st.Config) != canonicalConfig(t.path):
 		hint = fmt.Sprintf(" (it runs %s, not %s)", st.Config, t.path)
-	case t.cfg != nil && t.cfg.server(name) != nil:
+	case t.cfg != nil && t.cfg.Server(name) != nil:
 		hint = fmt.Sprintf("; %s is in %s: run `mcpmux reload` to serve it", name, t.path)
 	}
 	return &notServedError{fmt.Sprintf("the mcpmux daemon on %s (pid %d) does not serve %s; it serves %s%s", t.dir, st.Pid, name, serves, hint)}
@@ -145,7 +146,7 @@ func notServed(t *target, st daemon.Status, name string) error {
 
 // startDaemon starts `mcpmux serve` for cfg, in a session of its own and
 // logging to the state folder, and returns once it answers on sock.
-func startDaemon(ctx context.Context, cfg *config, sock string) error {
+func startDaemon(ctx context.Context, cfg *config.Config, sock string) error {
 	if cfg == nil || cfg.Path == "" {
 		return errors.New("cannot start a daemon without a config file that loads")
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // setupEnv is what client-config and service learn from the machine they
@@ -85,7 +87,7 @@ func configPathFlag(cmd *cobra.Command, getenv func(string) string) func() (path
 		p := flag
 		if p == "" {
 			var err error
-			if p, err = defaultConfigPath(getenv); err != nil {
+			if p, err = config.DefaultPath(getenv); err != nil {
 				return "", false, err
 			}
 		}
@@ -93,7 +95,7 @@ func configPathFlag(cmd *cobra.Command, getenv func(string) string) func() (path
 		if err != nil {
 			return "", false, fmt.Errorf("config %s: %w", p, err)
 		}
-		def, err := defaultConfigPath(func(k string) string {
+		def, err := config.DefaultPath(func(k string) string {
 			if k == "MCPMUX_CONFIG" {
 				return ""
 			}
@@ -152,7 +154,7 @@ listener ([listen] http) and its token.
 		if err != nil {
 			return err
 		}
-		cfg, err := loadConfig(path)
+		cfg, err := config.Load(path)
 		if err != nil {
 			return err
 		}
@@ -197,7 +199,7 @@ listener ([listen] http) and its token.
 }
 
 // configuredServer checks that cfg has a server called name.
-func configuredServer(cfg *config, name string) error {
+func configuredServer(cfg *config.Config, name string) error {
 	names := make([]string, len(cfg.Servers))
 	for i, s := range cfg.Servers {
 		if s.Name == name {
@@ -294,7 +296,7 @@ func serverURL(listen, name string) (string, error) {
 
 // clientToken returns the web listener's token: [listen] http_token, else
 // the one the daemon keeps in its state folder.
-func clientToken(l listenConfig, getenv func(string) string) (string, error) {
+func clientToken(l config.Listen, getenv func(string) string) (string, error) {
 	if l.HTTPToken != "" {
 		return l.HTTPToken, nil
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 )
 
@@ -17,10 +18,10 @@ import (
 // talks to: the one serving the config file, found through its record
 // when it has one, else where the file says it serves.
 type target struct {
-	path string        // the config file
-	cfg  *config       // nil when the file does not load now
-	dir  string        // the socket folder
-	rec  *daemonRecord // the record of a live daemon of this file; nil when none
+	path string         // the config file
+	cfg  *config.Config // nil when the file does not load now
+	dir  string         // the socket folder
+	rec  *daemonRecord  // the record of a live daemon of this file; nil when none
 }
 
 // daemonFlag adds --config to a client command and returns a function
@@ -33,7 +34,7 @@ func daemonFlag(cmd *cobra.Command) func(ctx context.Context, warn io.Writer) (*
 		p := path
 		if p == "" {
 			var err error
-			if p, err = defaultConfigPath(os.Getenv); err != nil {
+			if p, err = config.DefaultPath(os.Getenv); err != nil {
 				return nil, err
 			}
 		}
@@ -50,7 +51,7 @@ func locate(ctx context.Context, path string, warn io.Writer) (*target, error) {
 	if warn == nil {
 		warn = io.Discard
 	}
-	cfg, cerr := loadConfig(path)
+	cfg, cerr := config.Load(path)
 	t := &target{path: path, cfg: cfg}
 	rec, err := liveRecord(ctx, path)
 	if err != nil {
@@ -119,7 +120,7 @@ func (t *target) socket(name string) string {
 // checkServer refuses a server the config file does not have, naming the
 // ones it has. With a file that does not load, the daemon says (reach).
 func (t *target) checkServer(name string) error {
-	if t.cfg == nil || t.cfg.server(name) != nil {
+	if t.cfg == nil || t.cfg.Server(name) != nil {
 		return nil
 	}
 	names := make([]string, len(t.cfg.Servers))

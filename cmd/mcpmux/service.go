@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // The names the service is installed under.
@@ -225,7 +227,7 @@ that starts the service; --now runs it.`,
 		if err != nil {
 			return err
 		}
-		if _, err := loadConfig(cfg); err != nil {
+		if _, err := config.Load(cfg); err != nil {
 			return fmt.Errorf("the service would not start: %w", err)
 		}
 		exe, err := env.executable()
