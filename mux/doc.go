@@ -24,12 +24,20 @@
 //   - logLevels (loglevels.go): each session's log level, and the server's;
 //   - taskTable (tasks.go): which session created each task;
 //   - serverReqs (serverreqs.go): server-to-client requests sent to sessions;
-//   - rootsSeen (roots.go): the union of the sessions' roots the server last saw.
+//   - rootsSeen (roots.go): the union of the sessions' roots the server last saw;
+//   - downBridge and upBridge (bridge.go): what mcpmux keeps to serve
+//     sessions of one era on a server of the other.
 //
 // The Hub alone sequences them: it reads one part, decides, then updates
 // another. How a server is opened and described (open.go, info.go) and how a
-// session's protocol era shapes what it is sent (client.go) are the two places
-// where the MCP eras differ.
+// session's protocol era shapes what it is sent are where the MCP eras
+// differ. The second is the bridge of a request's pairing (bridge.go): the
+// plain proxy (request.go, route.go, serverreqs.go) calls its hooks at
+// fixed points (the request going up, the answer coming down, a server's
+// request for input, a session's retry), as httputil.ReverseProxy calls
+// Rewrite and ModifyResponse; the bridges' own work lives in mrtr.go (down:
+// input_required and retries), rounds.go (up: rounds of input) and
+// listen.go (listens, both ways).
 //
 // # A request's life
 //

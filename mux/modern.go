@@ -65,7 +65,7 @@ func (c *client) handleModern(m *jsonrpc.Message, env envelope, enveloped bool, 
 			return
 		}
 	}
-	if c.h.answerRetry(c, m, mr, out) {
+	if c.h.down.retry(c, m, out) {
 		return // a retry with an input mcpmux asked for: answered from the bridge
 	}
 	// A legacy server has one level for everyone: the most verbose any

@@ -167,26 +167,6 @@ type fwd struct {
 	listen bool                   // subscriptions/listen: long-lived, not counted in flight
 }
 
-// pairing is how a request crosses the eras: both sides the same, or one of
-// the two bridges.
-type pairing uint8
-
-const (
-	sameEra    pairing = iota
-	bridgeDown         // a modern session, a legacy server
-	bridgeUp           // a legacy session, a modern server
-)
-
-func pairOf(session, server era) pairing {
-	switch {
-	case session == eraModern && server == eraLegacy:
-		return bridgeDown
-	case session != eraModern && server == eraModern:
-		return bridgeUp
-	}
-	return sameEra
-}
-
 // forward sends a session's request to the server under a fresh id, with its
 // progress token replaced by that id, and its envelope as the server's era
 // needs it: taken out for a legacy server, put in (from the session's
@@ -234,19 +214,8 @@ func (c *client) edits(m *jsonrpc.Message, pair pairing, up int64, hasToken bool
 	idSpan, _ := m.IDSpan()
 	edits := make([]jsonrpc.Edit, 1, 3)
 	edits[0] = jsonrpc.Edit{Span: idSpan, Value: upID}
-	switch pair {
-	case bridgeDown:
-		var tok []byte
-		if hasToken {
-			tok = upID
-		}
-		if e, ok := stripEnvelope(m, tok); ok {
-			return append(edits, e) // the token is in the _meta it rewrote
-		}
-	case bridgeUp:
-		edits = append(edits, injectEnvelope(m, c.envelopeMembers()))
-	}
-	if hasToken {
+	edits, tokenDone := c.h.bridgeOf(pair).rewrite(c, m, upID, hasToken, edits)
+	if hasToken && !tokenDone {
 		edits = append(edits, jsonrpc.Edit{Span: tokSpan, Value: upID})
 	}
 	return edits
@@ -384,7 +353,7 @@ func (c *client) handleNotification(m *jsonrpc.Message) {
 	case "notifications/initialized":
 		c.markReady()
 		c.h.refreshRoots(c)
-		c.h.legacyJoined()
+		c.h.up.legacyJoined()
 		return
 	case "notifications/roots/list_changed":
 		if c.h.declaresRoots() {
@@ -420,7 +389,7 @@ func (c *client) handleCancel(m *jsonrpc.Message) {
 		return
 	}
 	id := m.Frame[span.Start:span.End]
-	if c.h.endLocalListen(c, id) || c.h.cancelBetweenRounds(c, id) {
+	if c.h.down.endLocalListen(c, id) || c.h.up.cancelBetweenRounds(c, id) {
 		return // mcpmux's own listen, or a request between two rounds
 	}
 	up, r, ok := c.h.flights.cancel(c.sess.ID(), id)

@@ -128,7 +128,7 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 	}
 	if r.Session == 0 {
 		if r.Method == "subscriptions/listen" {
-			h.ownedListenEnded(up)
+			h.up.ownedListenEnded(up)
 		}
 		h.calls.wake(up, m)
 		return
@@ -146,13 +146,10 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		h.settle(d)
 		return
 	}
-	if d != nil && d.retry != nil && m.Kind == jsonrpc.KindResult {
-		if inputs, state, ok := inputRequired(m.Result); ok {
-			h.putToSession(c, r, up, inputs, state)
-			return
-		}
+	frame, taken := h.answerFrame(c, up, r, d, m)
+	if taken {
+		return // the bridge took the request on
 	}
-	frame := h.answerFrame(m, r, d)
 	// The answer waits for the end of the run of messages the reader has at
 	// hand (Flush, above), so a burst of answers to one session costs one
 	// write.
@@ -182,68 +179,23 @@ func (h *Hub) recordOwnership(r idmap.Route, d *routeData, up int64, m *jsonrpc.
 }
 
 // answerFrame is the server's answer as the session gets it: under the
-// session's id, and shaped for the session's era. The frame is the
-// reader's: the session's id goes in in place when it fits (m's spans are
-// stale after this; deliver's callers look at its Kind only).
-func (h *Hub) answerFrame(m *jsonrpc.Message, r idmap.Route, d *routeData) []byte {
+// session's id, and shaped by the bridge of its pairing; taken reports
+// that the bridge took the request on instead. The frame is the reader's:
+// the session's id goes in in place when it fits (m's spans are stale
+// after this; deliver's callers look at its Kind only).
+func (h *Hub) answerFrame(c *client, up int64, r idmap.Route, d *routeData, m *jsonrpc.Message) (frame []byte, taken bool) {
 	switch {
-	case d == nil || (d.pair == sameEra && !d.listen):
-	case d.pair == bridgeDown:
-		return h.shapeDown(m, r.ID, r.Method)
+	case d == nil:
+		return m.ReplaceID(r.ID), false
 	case d.listen:
 		if s, ok := jsonrpc.FindPath(m.Result, "_meta", protocol.MetaSubscriptionID); ok {
 			rs := jsonrpc.SpanOf(m.Frame, m.Result)
 			idSpan, _ := m.IDSpan()
-			return jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: idSpan, Value: r.ID}, jsonrpc.Edit{Span: jsonrpc.Span{Start: rs.Start + s.Start, End: rs.Start + s.End}, Value: r.ID})
+			return jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: idSpan, Value: r.ID}, jsonrpc.Edit{Span: jsonrpc.Span{Start: rs.Start + s.Start, End: rs.Start + s.End}, Value: r.ID}), false
 		}
+		return m.ReplaceID(r.ID), false
 	}
-	return m.ReplaceID(r.ID)
-}
-
-// cacheable are the methods whose modern results carry cache hints.
-var cacheable = map[string]bool{
-	"tools/list": true, "prompts/list": true, "resources/list": true,
-	"resources/templates/list": true, "resources/read": true,
-}
-
-// asksForInput: a result carries input requests (a non-empty inputRequests
-// object).
-func asksForInput(result json.RawMessage) bool {
-	in := jsonrpc.Member(result, "inputRequests")
-	return len(in) > 1 && in[0] == '{' && !jsonrpc.EmptyObject(in)
-}
-
-// shapeDown is a legacy server's answer as a modern session gets it, under
-// id: a result says it is complete, or that it needs input when it asks
-// for some (and how long it may be cached, for the
-// lists), and the retired resource-not-found code becomes -32602.
-func (h *Hub) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string) []byte {
-	idSpan, _ := m.IDSpan()
-	edits := []jsonrpc.Edit{{Span: idSpan, Value: id}}
-	switch m.Kind {
-	case jsonrpc.KindResult:
-		if len(m.Result) == 0 || m.Result[0] != '{' {
-			break
-		}
-		add := map[string]json.RawMessage{"resultType": json.RawMessage(`"complete"`)}
-		if inputMethod(method) && asksForInput(m.Result) {
-			// A server of both eras opened legacy may still answer a later
-			// round with input requests of its own (the go-sdk does, once it
-			// has fulfilled the first round by requests): they are what it
-			// says, and the retry, with its own requestState, goes to it.
-			add["resultType"] = json.RawMessage(`"input_required"`)
-		} else if cacheable[method] {
-			add["ttlMs"], add["cacheScope"] = json.RawMessage(`0`), json.RawMessage(`"private"`)
-		}
-		have := func(k string) bool { _, ok := jsonrpc.FindPath(m.Result, k); return ok }
-		edits = append(edits, jsonrpc.InsertMembers(m.Frame, jsonrpc.SpanOf(m.Frame, m.Result), add, have))
-	case jsonrpc.KindError:
-		if s, ok := jsonrpc.FindPath(m.Error, "code"); ok && string(m.Error[s.Start:s.End]) == strconv.Itoa(protocol.CodeLegacyResourceMissing) {
-			es := jsonrpc.SpanOf(m.Frame, m.Error)
-			edits = append(edits, jsonrpc.Edit{Span: jsonrpc.Span{Start: es.Start + s.Start, End: es.Start + s.End}, Value: []byte(strconv.Itoa(jsonrpc.CodeInvalidParams))})
-		}
-	}
-	return jsonrpc.Splice(m.Frame, edits...)
+	return h.bridgeOf(d.pair).modifyAnswer(c, up, r, d, m)
 }
 
 func (h *Hub) routeNotification(m *jsonrpc.Message) {
@@ -270,7 +222,7 @@ func (h *Hub) routeNotification(m *jsonrpc.Message) {
 		h.routeLogMessage(m)
 	case strings.HasSuffix(m.Method, "/list_changed"):
 		h.broadcast(m.Frame)
-		h.toLocalListens(m)
+		h.down.toLocalListens(m)
 	default:
 		h.broadcast(m.Frame)
 	}
@@ -320,7 +272,7 @@ func (h *Hub) serverRequest(m *jsonrpc.Message) {
 			h.answerRoots(proc, m)
 			return
 		}
-		if h.rootsFromCause(proc, m) {
+		if h.down.rootsFromCause(proc, m) {
 			return
 		}
 	case "sampling/createMessage", "elicitation/create":

@@ -154,9 +154,8 @@ func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, "no session can take "+m.Method))
 		return
 	}
-	if c.sessionEra() == eraModern {
-		h.askModern(proc, c, up, cause, m)
-		return
+	if h.bridgeOf(pairOf(c.sessionEra(), eraLegacy)).ask(proc, c, up, cause, m) {
+		return // a modern session: asked in an answer, not a request
 	}
 	key := h.asks.add(c.sess.ID(), &serverReq{up: m.ID, method: m.Method, tag: cause.Tag}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
 	if n.elicitation && n.mode == "url" {
@@ -311,7 +310,7 @@ func (h *Hub) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
 		return true
 	}
 	if r.Session == 0 {
-		h.ownedListenEnded(up)
+		h.up.ownedListenEnded(up)
 		return true
 	}
 	if c := h.sessions.get(r.Session); c != nil {
