@@ -194,7 +194,7 @@ func (o *ownedListen) lost(up int64) bool {
 
 // listen serves a modern session's subscriptions/listen.
 func (c *client) listen(m *jsonrpc.Message, mr *modernReq, out sink) {
-	_, info, err := c.h.waitReady(c)
+	_, info, err := c.waitReady()
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return
@@ -268,7 +268,8 @@ func (b *downBridge) toLocalListens(m *jsonrpc.Message) {
 
 // routeTagged routes a notification that names a listen in its _meta; false
 // when it names none.
-func (h *Hub) routeTagged(m *jsonrpc.Message) bool {
+func (u *upstreamHandler) routeTagged(m *jsonrpc.Message) bool {
+	h := u.h
 	s, ok := m.ParamsPath("_meta", protocol.MetaSubscriptionID)
 	if !ok {
 		return false

@@ -32,7 +32,7 @@ var removedMethods = map[string]bool{
 // server, in whichever era the server speaks. It decides nothing about the
 // session's era: a client that probes may still initialize.
 func (c *client) handleDiscover(m *jsonrpc.Message, out sink) {
-	info, err := c.h.description(c)
+	info, err := c.description()
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return

@@ -116,7 +116,7 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 			return
 		}
 	}
-	info, err := c.h.description(c)
+	info, err := c.description()
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return
@@ -132,8 +132,10 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 	out.reply(jsonrpc.Response(m.ID, body))
 }
 
-// description is what a session's initialize or discover is answered from.
-func (h *Hub) description(c *client) (info *serverInfo, err error) {
+// description is what the session's initialize or discover is answered
+// from.
+func (c *client) description() (info *serverInfo, err error) {
+	h := c.h
 	if info, ok := h.life.describedNow(); ok {
 		return info, nil
 	}
@@ -148,7 +150,8 @@ func (h *Hub) description(c *client) (info *serverInfo, err error) {
 // holds up the session's reading, so it watches for the client leaving
 // meanwhile (session.Await): a session that leaves while its server
 // starts is gone at once.
-func (h *Hub) waitReady(c *client) (proc process, info *serverInfo, err error) {
+func (c *client) waitReady() (proc process, info *serverInfo, err error) {
+	h := c.h
 	if proc, info, ok := h.life.readyNow(); ok {
 		return proc, info, nil
 	}
@@ -172,7 +175,7 @@ type fwd struct {
 // needs it: taken out for a legacy server, put in (from the session's
 // initialize) for a modern one.
 func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
-	proc, info, err := c.h.waitReady(c)
+	proc, info, err := c.waitReady()
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return

@@ -11,9 +11,10 @@ import (
 	"github.com/mcpmux/mcpmux/protocol"
 )
 
-// upstreamHandler is the hub as one process's stdout reader sees it. Its
-// methods run on that reader's goroutine, one at a time, and never block:
-// every send is a queue.
+// upstreamHandler is the hub as one process's stdout reader sees it: the
+// routing of everything the server sends (answers, notifications, its own
+// requests) to the sessions. Its methods run on that reader's goroutine,
+// one at a time, and never block: every send is a queue.
 type upstreamHandler struct {
 	h *Hub
 
@@ -28,14 +29,13 @@ const maxHeld = 1024
 
 // HandleMessage routes one message from the server.
 func (u *upstreamHandler) HandleMessage(m *jsonrpc.Message) {
-	h := u.h
 	switch m.Kind {
 	case jsonrpc.KindResult, jsonrpc.KindError:
 		u.routeResponse(m)
 	case jsonrpc.KindNotification:
-		h.routeNotification(m)
+		u.routeNotification(m)
 	case jsonrpc.KindRequest:
-		h.serverRequest(m)
+		u.serverRequest(m)
 	}
 }
 
@@ -60,7 +60,7 @@ func (u *upstreamHandler) HandleTooLarge(id json.RawMessage, size int64) {
 	if !ok {
 		return
 	}
-	h.failAnswer(up, r, &jsonrpc.Error{
+	u.failAnswer(up, r, &jsonrpc.Error{
 		Code:    jsonrpc.CodeInternalError,
 		Message: "the server's answer of " + strconv.FormatInt(size, 10) + " bytes is over max_message_bytes",
 		Reason:  jsonrpc.ReasonTooLarge,
@@ -70,7 +70,8 @@ func (u *upstreamHandler) HandleTooLarge(id json.RawMessage, size int64) {
 // failAnswer fails a request taken from the table whose answer cannot be
 // delivered: mcpmux's own call wakes empty-handed, a request parked for
 // its session's retry has the retry answered with e, any other gets e.
-func (h *Hub) failAnswer(up int64, r idmap.Route, e *jsonrpc.Error) {
+func (u *upstreamHandler) failAnswer(up int64, r idmap.Route, e *jsonrpc.Error) {
+	h := u.h
 	switch {
 	case r.Session == 0:
 		h.calls.wake(up, nil)
@@ -100,7 +101,7 @@ func (u *upstreamHandler) HandleInvalidAnswer(id json.RawMessage, err error) boo
 	if errors.As(err, &e) {
 		detail = e.Message
 	}
-	h.failAnswer(up, r, &jsonrpc.Error{
+	u.failAnswer(up, r, &jsonrpc.Error{
 		Code:    jsonrpc.CodeInternalError,
 		Message: "the server's answer is not valid JSON-RPC: " + detail,
 		Reason:  jsonrpc.ReasonInvalidAnswer,
@@ -140,13 +141,13 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		h.flights.parkedEnded(up, m, nil)
 		return
 	}
-	h.recordOwnership(r, d, up, m)
+	u.recordOwnership(r, d, up, m)
 	c := h.sessions.get(r.Session)
 	if c == nil {
 		h.settle(d)
 		return
 	}
-	frame, taken := h.answerFrame(c, up, r, d, m)
+	frame, taken := u.answerFrame(c, up, r, d, m)
 	if taken {
 		return // the bridge took the request on
 	}
@@ -165,16 +166,16 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 
 // recordOwnership notes what an answer gives its session alone: a task it
 // created, URL elicitations it now owns.
-func (h *Hub) recordOwnership(r idmap.Route, d *routeData, up int64, m *jsonrpc.Message) {
+func (u *upstreamHandler) recordOwnership(r idmap.Route, d *routeData, up int64, m *jsonrpc.Message) {
 	switch {
 	case m.Kind != jsonrpc.KindResult:
-		h.recordElicitations(r.Session, m.Error)
+		u.recordElicitations(r.Session, m.Error)
 	case r.Task:
 		// Only a task-augmented request can create a task: other results,
 		// however large, are not walked again.
-		h.recordTask(r.Session, up, r.Token, m.Result)
+		u.recordTask(r.Session, up, r.Token, m.Result)
 	case d != nil && d.modern != nil && d.modern.tasks:
-		h.recordModernTask(r.Session, up, r.Token, m.Result)
+		u.recordModernTask(r.Session, up, r.Token, m.Result)
 	}
 }
 
@@ -183,7 +184,8 @@ func (h *Hub) recordOwnership(r idmap.Route, d *routeData, up int64, m *jsonrpc.
 // that the bridge took the request on instead. The frame is the reader's:
 // the session's id goes in in place when it fits (m's spans are stale
 // after this; deliver's callers look at its Kind only).
-func (h *Hub) answerFrame(c *client, up int64, r idmap.Route, d *routeData, m *jsonrpc.Message) (frame []byte, taken bool) {
+func (u *upstreamHandler) answerFrame(c *client, up int64, r idmap.Route, d *routeData, m *jsonrpc.Message) (frame []byte, taken bool) {
+	h := u.h
 	switch {
 	case d == nil:
 		return m.ReplaceID(r.ID), false
@@ -198,28 +200,29 @@ func (h *Hub) answerFrame(c *client, up int64, r idmap.Route, d *routeData, m *j
 	return h.bridgeOf(d.pair).modifyAnswer(c, up, r, d, m)
 }
 
-func (h *Hub) routeNotification(m *jsonrpc.Message) {
+func (u *upstreamHandler) routeNotification(m *jsonrpc.Message) {
+	h := u.h
 	switch m.Method {
 	case "notifications/progress":
-		h.routeProgress(m)
+		u.routeProgress(m)
 		return
 	case "notifications/cancelled":
-		h.serverCancelled(m)
+		u.serverCancelled(m)
 		return
 	case "notifications/elicitation/complete":
-		h.routeElicitationComplete(m)
+		u.routeElicitationComplete(m)
 		return
 	case "notifications/tasks/status":
-		h.taskStatus(m)
+		u.taskStatus(m)
 	}
-	if h.routeTagged(m) || h.toTaskOwner(m) {
+	if u.routeTagged(m) || u.toTaskOwner(m) {
 		return
 	}
 	switch {
 	case m.Method == "notifications/resources/updated":
 		h.routeUpdated(m)
 	case m.Method == "notifications/message":
-		h.routeLogMessage(m)
+		u.routeLogMessage(m)
 	case strings.HasSuffix(m.Method, "/list_changed"):
 		h.broadcast(m.Frame)
 		h.down.toLocalListens(m)
@@ -231,7 +234,8 @@ func (h *Hub) routeNotification(m *jsonrpc.Message) {
 // routeProgress sends a progress notification to the owner of its token,
 // with the token the owner chose. Progress for a finished or unknown
 // request is dropped.
-func (h *Hub) routeProgress(m *jsonrpc.Message) {
+func (u *upstreamHandler) routeProgress(m *jsonrpc.Message) {
+	h := u.h
 	span, ok := m.ParamsPath("progressToken")
 	if !ok {
 		return
@@ -258,7 +262,8 @@ func (h *Hub) routeProgress(m *jsonrpc.Message) {
 // serverRequest answers a request the server sends to its client: mcpmux
 // answers ping and roots/list itself, and routes sampling and elicitation
 // to the session that should take them; anything else is refused.
-func (h *Hub) serverRequest(m *jsonrpc.Message) {
+func (u *upstreamHandler) serverRequest(m *jsonrpc.Message) {
+	h := u.h
 	proc := h.life.current()
 	if proc == nil {
 		return
@@ -279,7 +284,7 @@ func (h *Hub) serverRequest(m *jsonrpc.Message) {
 		if info := h.describedServer(); info != nil && info.era == eraModern {
 			break // a modern server asks for input in its answers, never in requests
 		}
-		h.routeServerRequest(proc, m)
+		u.routeServerRequest(proc, m)
 		return
 	}
 	e := &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "mcpmux does not route " + m.Method + " to clients", Reason: jsonrpc.ReasonMethodNotFound, Server: h.cfg.Name}
