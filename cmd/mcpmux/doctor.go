@@ -230,7 +230,7 @@ func (d *doctor) checkDaemon(ctx context.Context) {
 
 // noDaemon reports that no daemon answered on the socket folder.
 func (d *doctor) noDaemon(err error) {
-	if r := dirRefusal(err); r != nil {
+	if r := socket.Refusal(err); r != nil {
 		d.r.add(markFail, "daemon: %v", r)
 		return
 	}
