@@ -11,6 +11,9 @@ import (
 // httputil.ReverseProxy calls its Rewrite and ModifyResponse hooks; where
 // session and server speak one era (sameEra) no hook changes anything.
 type bridge interface {
+	// keep sets what the bridge keeps with a request about to go up, in
+	// the data of its route.
+	keep(c *client, m *jsonrpc.Message, d *routeData)
 	// rewrite is the request going up: it appends to edits those beyond
 	// its id, which goes up as upID; tokenDone reports that they replaced
 	// its progress token too.
@@ -62,6 +65,8 @@ func (h *Hub) bridgeOf(p pairing) bridge {
 // plain is the bridge of sessions and a server of one era: none.
 type plain struct{}
 
+func (plain) keep(*client, *jsonrpc.Message, *routeData) {}
+
 func (plain) rewrite(_ *client, _ *jsonrpc.Message, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
 	return edits, false
 }
@@ -83,6 +88,8 @@ type downBridge struct {
 	states stateKey     // signs the requestState of parked requests
 	local  localListens // modern sessions' listens served for a legacy server
 }
+
+func (b *downBridge) keep(*client, *jsonrpc.Message, *routeData) {}
 
 func (b *downBridge) rewrite(c *client, m *jsonrpc.Message, upID []byte, hasToken bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
 	var tok []byte
@@ -116,6 +123,15 @@ func (b *downBridge) retry(c *client, m *jsonrpc.Message, out sink) bool {
 type upBridge struct {
 	h     *Hub
 	owned ownedListen // mcpmux's listen on a modern server, for legacy sessions
+}
+
+// keep: the log level the session set goes up with the request, and an
+// interactive request may be answered input_required, to be sent again.
+func (b *upBridge) keep(c *client, m *jsonrpc.Message, d *routeData) {
+	d.level, _ = b.h.levels.explicit(c.sess.ID())
+	if interactive(m.Method) {
+		d.retry = &retry{}
+	}
 }
 
 func (b *upBridge) rewrite(c *client, m *jsonrpc.Message, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {

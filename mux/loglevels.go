@@ -178,7 +178,8 @@ func (u *upstreamHandler) routeLogMessage(m *jsonrpc.Message) {
 	}
 	_, r, ok := h.flights.latest(func(r idmap.Route) bool {
 		d := dataOf(r)
-		return d != nil && d.level != "" && !d.listen && (d.modern != nil || d.pair == bridgeUp) && (!known || logRanks[d.level] <= rank)
+		// Only a modern session's request, or one bridged up, carries a level.
+		return d != nil && d.level != "" && !d.listen && (!known || logRanks[d.level] <= rank)
 	})
 	if !ok {
 		return

@@ -233,18 +233,11 @@ func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idm
 	serial := c.h.flights.turn.on.Load() && interactive(m.Method)
 	limited := c.h.flights.limit.max > 0 && !f.listen
 	b, inBatch := out.(*batch)
-	mayNeedInput := pair == bridgeUp && interactive(m.Method)
-	level := f.level
-	if pair == bridgeUp {
-		level, _ = c.h.levels.explicit(c.sess.ID())
-	}
 	var data *routeData
 	if inBatch || c.h.cfg.RequestTimeout > 0 || f.after != nil || serial || limited || pair != sameEra || f.modern != nil || f.listen {
 		// Set before the route is published: other goroutines settle it.
-		data = &routeData{batch: b, after: f.after, serial: serial, limited: limited, pair: pair, modern: f.modern, level: level, listen: f.listen}
-		if mayNeedInput {
-			data.retry = &retry{}
-		}
+		data = &routeData{batch: b, after: f.after, serial: serial, limited: limited, pair: pair, modern: f.modern, level: f.level, listen: f.listen}
+		c.h.bridgeOf(pair).keep(c, m, data)
 		route.Data = data
 	}
 	tokSpan, hasToken := m.ParamsPath("_meta", "progressToken")
