@@ -201,25 +201,24 @@ func refuseSession(log *slog.Logger, name string, max int, id uint64, t session.
 func (h *Hub) detach(c *client) {
 	id := c.sess.ID()
 	proc := h.life.current()
-	routes := h.reqs.DropSession(id)
-	for up, r := range routes {
-		unsent := !wentUp(r)
-		dataOf(r).settle()
-		if proc != nil && !unsent {
+	gone := h.flights.dropSession(id)
+	for up, r := range gone.routes {
+		if proc != nil && wentUp(r) {
 			proc.Send(cancelFrame(up, "client disconnected"))
 		}
 	}
-	if len(routes) > 0 {
-		c.sess.Logger().Debug("cancelled requests of a departed session", "count", len(routes))
+	h.release(gone.next)
+	if len(gone.routes) > 0 {
+		c.sess.Logger().Debug("cancelled requests of a departed session", "count", len(gone.routes))
 	}
 	h.dropServerReqs(id)
-	h.dropParked(id)
-	for _, l := range h.bridge.local.drop(id) {
-		h.releaseListen(l)
+	h.down.dropParked(gone.parked)
+	for _, l := range h.down.local.drop(id) {
+		h.down.releaseListen(l)
 	}
 	last := h.subs.drop(id)
 	if info := h.describedServer(); info != nil && info.era == eraModern {
-		h.syncOwnedListen()
+		h.up.syncOwnedListen()
 	} else {
 		for _, uri := range last {
 			h.fire(proc, "resources/unsubscribe", map[string]string{"uri": uri})

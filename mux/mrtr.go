@@ -9,12 +9,12 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/outbox"
+	"github.com/mcpmux/mcpmux/protocol"
 )
 
 // Input a server needs in the middle of a request, across the eras. A
@@ -54,36 +54,31 @@ func inputMethod(method string) bool {
 // legacy server, for the session's retry with the input the server asked
 // for.
 type parkedInput struct {
-	session  uint64          // its owner: the session, or sessionless
-	detached bool            // it outlives the session that caused it (see parkedOwner)
-	up       int64           // the upstream request, kept in flight
-	route    idmap.Route     // its route, under its placeholder id
-	asked    json.RawMessage // the id of the server's request, to answer
-	method   string          // the server's request's method
-	key      string          // its key in inputRequests
-	timer    *time.Timer
+	session  uint64           // its owner: the session, or sessionless
+	detached bool             // it outlives the session that caused it (see parkedOwner)
+	up       int64            // the upstream request, kept in flight
+	route    idmap.Route      // its route, under its placeholder id
+	asked    json.RawMessage  // the id of the server's request, to answer
+	method   string           // the server's request's method
+	key      string           // its key in inputRequests
+	timer    *time.Timer      // its wait for the retry; under flights.mu
 	final    *jsonrpc.Message // the upstream answer, if it came before the retry
 	failed   *jsonrpc.Error   // why the upstream request ended, if it did
 }
 
-// parkedInputs are the parked requests, by the nonce of their requestState.
-type parkedInputs struct {
-	key []byte // signs requestState; random, per hub
+// stateKey signs the requestState that names a parked request (the
+// parked requests themselves are in flights, by nonce).
+type stateKey []byte
 
-	mu     sync.Mutex
-	byNone map[string]*parkedInput
-	byUp   map[int64]string
-}
-
-func newParkedInputs() parkedInputs {
+func newStateKey() stateKey {
 	key := make([]byte, 32)
 	rand.Read(key)
-	return parkedInputs{key: key, byNone: make(map[string]*parkedInput), byUp: make(map[int64]string)}
+	return key
 }
 
 // sign is the requestState naming nonce for session.
-func (t *parkedInputs) sign(session uint64, nonce []byte) string {
-	mac := hmac.New(sha256.New, t.key)
+func (k stateKey) sign(session uint64, nonce []byte) string {
+	mac := hmac.New(sha256.New, k)
 	mac.Write(strconv.AppendUint(nil, session, 10))
 	mac.Write([]byte{0})
 	mac.Write(nonce)
@@ -96,87 +91,15 @@ var errBadState = errors.New("mux: requestState is not one this session was give
 
 // verify checks a requestState against the session retrying with it and
 // returns its nonce.
-func (t *parkedInputs) verify(session uint64, state string) (string, error) {
+func (k stateKey) verify(session uint64, state string) (string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(state, stateVersion))
 	if !strings.HasPrefix(state, stateVersion) || err != nil || len(raw) != 8+16 {
 		return "", errBadState
 	}
-	if !hmac.Equal([]byte(t.sign(session, raw[:8])), []byte(state)) {
+	if !hmac.Equal([]byte(k.sign(session, raw[:8])), []byte(state)) {
 		return "", errBadState
 	}
 	return string(raw[:8]), nil
-}
-
-// add parks p and returns its requestState and nonce; expire runs when no
-// retry came within timeout.
-func (t *parkedInputs) add(p *parkedInput, timeout time.Duration, expire func(nonce string)) string {
-	nonce := make([]byte, 8)
-	rand.Read(nonce)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.byNone[string(nonce)], t.byUp[p.up] = p, string(nonce)
-	p.timer = time.AfterFunc(timeout, func() { expire(string(nonce)) })
-	return t.sign(p.session, nonce)
-}
-
-// take removes the parked request a requestState names, once it is
-// verified for the session.
-func (t *parkedInputs) take(session uint64, state string) (*parkedInput, error) {
-	nonce, err := t.verify(session, state)
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.byNone[nonce]
-	if p == nil || p.session != session {
-		return nil, errBadState
-	}
-	delete(t.byNone, nonce)
-	delete(t.byUp, p.up)
-	p.timer.Stop()
-	return p, nil
-}
-
-// takeNonce removes a parked request when its timer fires.
-func (t *parkedInputs) takeNonce(nonce string) *parkedInput {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.byNone[nonce]
-	if p != nil {
-		delete(t.byNone, nonce)
-		delete(t.byUp, p.up)
-	}
-	return p
-}
-
-// settleUp records how the parked upstream request up ended: its answer or
-// its failure; false when up is not parked.
-func (t *parkedInputs) settleUp(up int64, final *jsonrpc.Message, failed *jsonrpc.Error) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.byNone[t.byUp[up]]
-	if p == nil {
-		return false
-	}
-	p.final, p.failed = final, failed
-	return true
-}
-
-// dropSession removes a departed session's parked requests.
-func (t *parkedInputs) dropSession(session uint64) []*parkedInput {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []*parkedInput
-	for nonce, p := range t.byNone {
-		if p.session == session {
-			out = append(out, p)
-			delete(t.byNone, nonce)
-			delete(t.byUp, p.up)
-			p.timer.Stop()
-		}
-	}
-	return out
 }
 
 // parkedID is the placeholder id a parked request is kept under: bytes that
@@ -190,39 +113,38 @@ func isParkedID(id json.RawMessage) bool { return len(id) > 0 && id[0] == 0 }
 // askModern completes a modern session's request that caused a legacy
 // server's request with an input_required result, and parks the upstream
 // request for the retry.
-func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) {
+func (b *downBridge) askModern(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) {
+	h := b.h
 	if !inputMethod(r.Method) {
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, r.Method+" cannot carry an input request to a 2026-07-28 session"))
 		return
 	}
 	owner, detached := parkedOwner(c)
-	if found, _ := h.reqs.Move(up, owner, parkedID(up), r.Token, 0); !found {
-		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonClientGone, "the request that caused it has ended"))
-		return
-	}
-	if t := dataOf(r).timer.Load(); t != nil {
-		t.Stop() // the wait for the retry has its own bound
-	}
 	parked := r
 	parked.Session, parked.ID = owner, parkedID(up)
 	p := &parkedInput{session: owner, detached: detached, up: up, route: parked, asked: m.ID, method: m.Method, key: "mcpmux-" + strconv.FormatInt(up, 10)}
+	nonce := make([]byte, 8)
+	rand.Read(nonce)
+	found, next := h.flights.park(p, r.Token, string(nonce), h.cfg.ServerRequestTimeout, b.parkedTimeout)
+	if !found {
+		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonClientGone, "the request that caused it has ended"))
+		return
+	}
 	params := m.Params
 	if params == nil {
 		params = json.RawMessage(`{}`)
 	}
-	state := h.bridge.parked.add(p, h.cfg.ServerRequestTimeout, h.parkedTimeout)
+	state := b.states.sign(owner, nonce)
 	body, _ := json.Marshal(map[string]any{
 		"resultType":    "input_required",
 		"inputRequests": map[string]any{p.key: map[string]any{"method": m.Method, "params": params}},
 		"requestState":  state,
 	})
 	c.sess.Logger().Debug("asked a modern session for input", "method", m.Method, "for", r.Method)
-	if d := dataOf(r); d != nil && d.serial {
-		// Parked, it causes nothing until its input comes, and it may never
-		// come: the turn goes on to the next request, and the retry takes it
-		// again before the input reaches the server.
-		h.releaseTurn(up)
-	}
+	// Parked, it causes nothing until its input comes, and it may never
+	// come: the turn went on to the next request (next), and the retry
+	// takes it again before the input reaches the server.
+	h.release(next)
 	c.sess.Send(outbox.Frame{Data: jsonrpc.Response(r.ID, body), Tag: r.Tag, Last: true})
 	if detached {
 		c.sess.End() // answered, as far as this session goes: the retry's session takes the request up
@@ -248,84 +170,75 @@ func parkedOwner(c *client) (owner uint64, detached bool) {
 // answerRetry serves a modern session's retry of a request mcpmux parked;
 // false when m is not one (it names no requestState, or the server is
 // modern and the state is the server's).
-func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink) bool {
-	state, ok := stringAt(m, "requestState")
+func (b *downBridge) answerRetry(c *client, m *jsonrpc.Message, out sink) bool {
+	h := b.h
+	state, ok := m.ParamsString("requestState")
 	if !ok || !strings.HasPrefix(state, stateVersion) {
 		return false // none, or the server's own
 	}
-	owner, _ := parkedOwner(c)
-	p, err := h.bridge.parked.take(owner, state)
-	if err != nil {
-		c.sess.Logger().Warn("refused a retry with a requestState this session was not given", "id", string(m.ID))
-		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState is not one this session was given, or it was used already", Reason: jsonrpc.ReasonInvalidRequestState})
-		return true
-	}
+	owner, detached := parkedOwner(c)
+	nonce, err := b.states.verify(owner, state)
 	var token json.RawMessage
 	if s, ok := m.ParamsPath("_meta", "progressToken"); ok {
 		token = m.Frame[s.Start:s.End]
 	}
-	if p.detached {
-		c.sess.Begin() // the request is this session's from now on
-	}
-	found, err := h.reqs.Move(p.up, c.sess.ID(), m.ID, token, out.tag())
-	switch {
-	case err != nil:
-		if p.detached {
+	var p *parkedInput
+	found := false
+	if err == nil {
+		if detached {
+			c.sess.Begin() // the request is this session's from now on
+		}
+		p, found, err = h.flights.resume(owner, nonce, c.sess.ID(), m.ID, token, out.tag())
+		if err != nil && detached {
 			c.sess.End()
 		}
+	}
+	switch {
+	case p == nil:
+		c.sess.Logger().Warn("refused a retry with a requestState this session was not given", "id", string(m.ID))
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState is not one this session was given, or it was used already", Reason: jsonrpc.ReasonInvalidRequestState})
+		return true
+	case err != nil:
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "request id " + string(m.ID) + " is already in flight on this session", Reason: jsonrpc.ReasonDuplicateID})
-		h.abandonParked(p)
+		b.abandonParked(p)
 		return true
 	case !found:
-		h.answerEnded(c, p, m.ID, out.tag())
+		b.answerEnded(c, p, m.ID, out.tag())
 		return true
 	}
-	h.giveInput(c, p, m)
+	b.giveInput(c, p, m)
 	return true
-}
-
-// routeData is the data of the route in flight under up; nil if none.
-func (h *Hub) routeData(up int64) *routeData {
-	r, ok := h.reqs.Get(up)
-	if !ok {
-		return nil
-	}
-	return dataOf(r)
 }
 
 // giveInput answers the server's parked request with what the retry
 // carries for it. Under the turn the answer waits for it, as the request
 // did at first: once answered, the server may go on to ask for more, which
 // must reach this retry.
-func (h *Hub) giveInput(c *client, p *parkedInput, m *jsonrpc.Message) {
+func (b *downBridge) giveInput(c *client, p *parkedInput, m *jsonrpc.Message) {
+	h := b.h
 	var frame []byte
 	if s, ok := m.ParamsPath("inputResponses", p.key); ok {
 		frame = jsonrpc.Response(p.asked, m.Frame[s.Start:s.End])
 	} else {
 		frame = noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonNoClient, "the session retried without an answer to "+p.method)
 	}
-	d := h.routeData(p.up)
-	if d != nil && d.serial {
-		if !h.gates.turn.acquire(queued{session: c.sess.ID(), up: p.up, frame: frame, d: d, input: true}) {
-			return // sent when the turn comes (sendReleased)
-		}
-		if _, live := h.reqs.Get(p.up); !live {
-			h.releaseTurn(p.up) // it ended before it took the turn, which its settling could not free
-			return
-		}
+	d := h.flights.data(p.up)
+	if d != nil && d.serial && !h.flights.admitInput(queued{session: c.sess.ID(), up: p.up, frame: frame, d: d, input: true}) {
+		return // sent when the turn comes (release), or ended meanwhile
 	}
 	if proc := h.life.current(); proc != nil && proc.Send(frame) == nil {
-		h.sent(p.up, d)
+		h.flights.sent(p.up, d)
 	}
 }
 
 // answerEnded answers a retry whose upstream request ended while it was
 // parked: with its answer, or its failure.
-func (h *Hub) answerEnded(c *client, p *parkedInput, id json.RawMessage, tag uint64) {
+func (b *downBridge) answerEnded(c *client, p *parkedInput, id json.RawMessage, tag uint64) {
+	h := b.h
 	r := idmap.Route{Session: c.sess.ID(), ID: id, Method: p.route.Method, Tag: tag, Started: time.Now()}
 	switch {
 	case p.final != nil:
-		c.deliver(r, h.shapeDown(p.final, id, r.Method), nil)
+		c.deliver(r, b.shapeDown(p.final, id, r.Method), nil)
 	case p.failed != nil:
 		c.deliver(r, p.failed.WithServer(h.cfg.Name).Response(id), nil)
 	default:
@@ -335,12 +248,13 @@ func (h *Hub) answerEnded(c *client, p *parkedInput, id json.RawMessage, tag uin
 
 // abandonParked gives up on a parked request: the server's request is
 // answered as unanswered, and its request is cancelled.
-func (h *Hub) abandonParked(p *parkedInput) {
+func (b *downBridge) abandonParked(p *parkedInput) {
+	h := b.h
 	proc := h.life.current()
 	if proc != nil {
 		proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonClientTimeout, "the session did not retry with the input for "+p.method))
 	}
-	r, inFlight := h.reqs.Take(p.up)
+	r, inFlight := h.flights.take(p.up)
 	if inFlight && proc != nil {
 		proc.Send(cancelFrame(p.up, "no retry came with the input"))
 	}
@@ -350,21 +264,23 @@ func (h *Hub) abandonParked(p *parkedInput) {
 	if c := h.sessions.get(r.Session); c != nil {
 		c.settle(r)
 	} else {
-		dataOf(r).settle()
+		h.settle(dataOf(r))
 	}
 }
 
-func (h *Hub) parkedTimeout(nonce string) {
-	if p := h.bridge.parked.takeNonce(nonce); p != nil {
-		h.abandonParked(p)
+func (b *downBridge) parkedTimeout(nonce string) {
+	h := b.h
+	if p := h.flights.expireParked(nonce); p != nil {
+		b.abandonParked(p)
 	}
 }
 
 // dropParked abandons a departed session's parked requests (their upstream
 // requests are cancelled with the session's others).
-func (h *Hub) dropParked(session uint64) {
+func (b *downBridge) dropParked(parked []*parkedInput) {
+	h := b.h
 	proc := h.life.current()
-	for _, p := range h.bridge.parked.dropSession(session) {
+	for _, p := range parked {
 		if proc != nil {
 			proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonClientGone, "the session that was asked has gone"))
 		}
@@ -376,12 +292,13 @@ func (h *Hub) dropParked(session uint64) {
 // turn (exactly its cause) as an input request, if that request declared
 // roots in its envelope, and refuses it with -32021 if not; false when no
 // modern request holds the turn (the server gets -32601, as before).
-func (h *Hub) rootsFromCause(proc process, m *jsonrpc.Message) bool {
-	busy, _ := h.gates.holder()
+func (b *downBridge) rootsFromCause(proc process, m *jsonrpc.Message) bool {
+	h := b.h
+	busy, _ := h.flights.holder()
 	if busy == 0 {
 		return false
 	}
-	r, ok := h.reqs.Get(busy)
+	r, ok := h.flights.get(busy)
 	d := dataOf(r)
 	if !ok || d == nil || d.modern == nil || d.isListen() || isParkedID(r.ID) {
 		return false
@@ -395,6 +312,52 @@ func (h *Hub) rootsFromCause(proc process, m *jsonrpc.Message) bool {
 		h.refuseUndeclared(proc, busy, r, m, n)
 		return true
 	}
-	h.askModern(proc, c, busy, r, m)
+	b.askModern(proc, c, busy, r, m)
 	return true
+}
+
+// cacheable are the methods whose modern results carry cache hints.
+var cacheable = map[string]bool{
+	"tools/list": true, "prompts/list": true, "resources/list": true,
+	"resources/templates/list": true, "resources/read": true,
+}
+
+// asksForInput: a result carries input requests (a non-empty inputRequests
+// object).
+func asksForInput(result json.RawMessage) bool {
+	in := jsonrpc.Member(result, "inputRequests")
+	return len(in) > 1 && in[0] == '{' && !jsonrpc.EmptyObject(in)
+}
+
+// shapeDown is a legacy server's answer as a modern session gets it, under
+// id: a result says it is complete, or that it needs input when it asks
+// for some (and how long it may be cached, for the
+// lists), and the retired resource-not-found code becomes -32602.
+func (b *downBridge) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string) []byte {
+	idSpan, _ := m.IDSpan()
+	edits := []jsonrpc.Edit{{Span: idSpan, Value: id}}
+	switch m.Kind {
+	case jsonrpc.KindResult:
+		if len(m.Result) == 0 || m.Result[0] != '{' {
+			break
+		}
+		add := map[string]json.RawMessage{"resultType": json.RawMessage(`"complete"`)}
+		if inputMethod(method) && asksForInput(m.Result) {
+			// A server of both eras opened legacy may still answer a later
+			// round with input requests of its own (the go-sdk does, once it
+			// has fulfilled the first round by requests): they are what it
+			// says, and the retry, with its own requestState, goes to it.
+			add["resultType"] = json.RawMessage(`"input_required"`)
+		} else if cacheable[method] {
+			add["ttlMs"], add["cacheScope"] = json.RawMessage(`0`), json.RawMessage(`"private"`)
+		}
+		have := func(k string) bool { _, ok := jsonrpc.FindPath(m.Result, k); return ok }
+		edits = append(edits, jsonrpc.InsertMembers(m.Frame, jsonrpc.SpanOf(m.Frame, m.Result), add, have))
+	case jsonrpc.KindError:
+		if s, ok := jsonrpc.FindPath(m.Error, "code"); ok && string(m.Error[s.Start:s.End]) == strconv.Itoa(protocol.CodeLegacyResourceMissing) {
+			es := jsonrpc.SpanOf(m.Frame, m.Error)
+			edits = append(edits, jsonrpc.Edit{Span: jsonrpc.Span{Start: es.Start + s.Start, End: es.Start + s.End}, Value: []byte(strconv.Itoa(jsonrpc.CodeInvalidParams))})
+		}
+	}
+	return jsonrpc.Splice(m.Frame, edits...)
 }

@@ -116,7 +116,7 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 			return
 		}
 	}
-	info, err := c.h.description(c)
+	info, err := c.description()
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return
@@ -132,8 +132,10 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 	out.reply(jsonrpc.Response(m.ID, body))
 }
 
-// description is what a session's initialize or discover is answered from.
-func (h *Hub) description(c *client) (info *serverInfo, err error) {
+// description is what the session's initialize or discover is answered
+// from.
+func (c *client) description() (info *serverInfo, err error) {
+	h := c.h
 	if info, ok := h.life.describedNow(); ok {
 		return info, nil
 	}
@@ -148,7 +150,8 @@ func (h *Hub) description(c *client) (info *serverInfo, err error) {
 // holds up the session's reading, so it watches for the client leaving
 // meanwhile (session.Await): a session that leaves while its server
 // starts is gone at once.
-func (h *Hub) waitReady(c *client) (proc process, info *serverInfo, err error) {
+func (c *client) waitReady() (proc process, info *serverInfo, err error) {
+	h := c.h
 	if proc, info, ok := h.life.readyNow(); ok {
 		return proc, info, nil
 	}
@@ -167,32 +170,12 @@ type fwd struct {
 	listen bool                   // subscriptions/listen: long-lived, not counted in flight
 }
 
-// pairing is how a request crosses the eras: both sides the same, or one of
-// the two bridges.
-type pairing uint8
-
-const (
-	sameEra    pairing = iota
-	bridgeDown         // a modern session, a legacy server
-	bridgeUp           // a legacy session, a modern server
-)
-
-func pairOf(session, server era) pairing {
-	switch {
-	case session == eraModern && server == eraLegacy:
-		return bridgeDown
-	case session != eraModern && server == eraModern:
-		return bridgeUp
-	}
-	return sameEra
-}
-
 // forward sends a session's request to the server under a fresh id, with its
 // progress token replaced by that id, and its envelope as the server's era
 // needs it: taken out for a legacy server, put in (from the session's
 // initialize) for a modern one.
 func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
-	proc, info, err := c.h.waitReady(c)
+	proc, info, err := c.waitReady()
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return
@@ -202,7 +185,7 @@ func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
 	if !f.listen {
 		c.sess.Begin()
 	}
-	up, err := c.h.reqs.Add(route)
+	up, err := c.h.flights.begin(route)
 	if err != nil { // idmap.ErrDuplicate, the only error Add returns
 		if !f.listen {
 			c.sess.End()
@@ -212,41 +195,19 @@ func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
 	}
 	frame := jsonrpc.Splice(m.Frame, c.edits(m, pair, up, route.Token != nil, tokSpan)...)
 	out.pending()
-	if data != nil {
-		data.up.Store(up)
-		if data.retry != nil {
-			data.retry.frame = frame
-		}
+	if data != nil && data.retry != nil {
+		data.retry.frame = frame
 	}
-	if !c.h.admit(queued{session: route.Session, up: up, frame: frame, d: data}) {
-		return // waits at a gate: sent when a slot frees
-	}
-	if _, live := c.h.reqs.Get(up); !live && data != nil {
-		// Settled while it was being admitted (its process exited and
-		// failed it, before data.up was set or before the gate knew it): the
-		// slot admit just gave it would be held for good, and with the turn
-		// every interactive request after it would wait forever.
-		c.h.releaseGates(up, data)
-		return
+	if !c.h.flights.admit(queued{session: route.Session, up: up, frame: frame, d: data}) {
+		return // waits at a gate, sent when a slot frees; or already failed
 	}
 	if err := c.sendUp(proc, frame); err != nil {
-		if r, ok := c.h.reqs.Take(up); ok {
+		if r, ok := c.h.flights.take(up); ok {
 			c.h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server cannot take the request: %v", err), Reason: jsonrpc.ReasonUpstreamUnavailable})
 		}
 		return
 	}
-	c.h.sent(up, data)
-}
-
-// sent: a request went to the server. Its request_timeout runs from now.
-func (h *Hub) sent(up int64, d *routeData) {
-	if d == nil {
-		return
-	}
-	d.sent.Store(true)
-	if h.cfg.RequestTimeout > 0 && !d.listen {
-		d.timer.Store(time.AfterFunc(h.cfg.RequestTimeout, func() { h.timeout(up) }))
-	}
+	c.h.flights.sent(up, data)
 }
 
 // edits are the rewrites of a forwarded request: its id, its progress
@@ -256,19 +217,8 @@ func (c *client) edits(m *jsonrpc.Message, pair pairing, up int64, hasToken bool
 	idSpan, _ := m.IDSpan()
 	edits := make([]jsonrpc.Edit, 1, 3)
 	edits[0] = jsonrpc.Edit{Span: idSpan, Value: upID}
-	switch pair {
-	case bridgeDown:
-		var tok []byte
-		if hasToken {
-			tok = upID
-		}
-		if e, ok := stripEnvelope(m, tok); ok {
-			return append(edits, e) // the token is in the _meta it rewrote
-		}
-	case bridgeUp:
-		edits = append(edits, injectEnvelope(m, c.envelopeMembers()))
-	}
-	if hasToken {
+	edits, tokenDone := c.h.bridgeOf(pair).rewrite(c, m, upID, hasToken, edits)
+	if hasToken && !tokenDone {
 		edits = append(edits, jsonrpc.Edit{Span: tokSpan, Value: upID})
 	}
 	return edits
@@ -280,21 +230,14 @@ func (c *client) edits(m *jsonrpc.Message, pair pairing, up int64, hasToken bool
 func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idmap.Route, jsonrpc.Span, *routeData) {
 	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Tag: out.tag(), Started: time.Now()}
 	_, route.Task = m.ParamsPath("task")
-	serial := c.h.gates.turn.on.Load() && interactive(m.Method)
-	limited := c.h.gates.limit.max > 0 && !f.listen
+	serial := c.h.flights.turn.on.Load() && interactive(m.Method)
+	limited := c.h.flights.limit.max > 0 && !f.listen
 	b, inBatch := out.(*batch)
-	mayNeedInput := pair == bridgeUp && interactive(m.Method)
-	level := f.level
-	if pair == bridgeUp {
-		level, _ = c.h.levels.explicit(c.sess.ID())
-	}
 	var data *routeData
 	if inBatch || c.h.cfg.RequestTimeout > 0 || f.after != nil || serial || limited || pair != sameEra || f.modern != nil || f.listen {
 		// Set before the route is published: other goroutines settle it.
-		data = &routeData{batch: b, after: f.after, h: c.h, serial: serial, limited: limited, pair: pair, modern: f.modern, level: level, listen: f.listen}
-		if mayNeedInput {
-			data.retry = &retry{}
-		}
+		data = &routeData{batch: b, after: f.after, serial: serial, limited: limited, pair: pair, modern: f.modern, level: f.level, listen: f.listen}
+		c.h.bridgeOf(pair).keep(c, m, data)
 		route.Data = data
 	}
 	tokSpan, hasToken := m.ParamsPath("_meta", "progressToken")
@@ -321,7 +264,8 @@ func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, 
 	if d != nil && d.after != nil {
 		d.after(ans)
 	}
-	if b := d.settle(); b != nil {
+	c.h.settle(d)
+	if b := d.batchOf(); b != nil {
 		b.reply(frame)
 		b.done()
 	} else {
@@ -339,7 +283,8 @@ func (c *client) settle(r idmap.Route) {
 	if d != nil && d.after != nil {
 		d.after(nil)
 	}
-	if b := d.settle(); b != nil {
+	c.h.settle(d)
+	if b := d.batchOf(); b != nil {
 		b.done()
 	} else if r.Tag != 0 {
 		c.sess.Send(outbox.Frame{Tag: r.Tag, Last: true})
@@ -351,12 +296,11 @@ func (c *client) settle(r idmap.Route) {
 
 // routeData is what the hub keeps with a route beyond the table's fields.
 type routeData struct {
-	batch *batch                     // the batch the request came in, if any
-	timer atomic.Pointer[time.Timer] // its request_timeout, if any
-	after func(*jsonrpc.Message)     // sees the answer first (subscriptions)
+	batch *batch                 // the batch the request came in, if any
+	timer *time.Timer            // its request_timeout, if any; under flights.mu
+	after func(*jsonrpc.Message) // sees the answer first (subscriptions)
 
-	h       *Hub         // for the gates: the slots to release
-	up      atomic.Int64 // its upstream id, once known
+	up      atomic.Int64 // its upstream id, once routed
 	serial  bool         // it takes the turn
 	limited bool         // it takes a max_concurrency slot
 	sent    atomic.Bool  // it went to the server (it may have waited at a gate)
@@ -375,17 +319,10 @@ func dataOf(r idmap.Route) *routeData {
 
 func (d *routeData) isListen() bool { return d != nil && d.listen }
 
-// settle stops the request's timer, ends its turn, and returns its batch;
-// nil-safe.
-func (d *routeData) settle() *batch {
+// batchOf is the batch the request came in; nil-safe.
+func (d *routeData) batchOf() *batch {
 	if d == nil {
 		return nil
-	}
-	if t := d.timer.Load(); t != nil {
-		t.Stop()
-	}
-	if d.serial || d.limited {
-		d.h.releaseGates(d.up.Load(), d)
 	}
 	return d.batch
 }
@@ -393,7 +330,7 @@ func (d *routeData) settle() *batch {
 // timeout fails a request that outlived request_timeout and cancels it
 // upstream, unless its answer won the race.
 func (h *Hub) timeout(up int64) {
-	r, ok := h.reqs.Take(up)
+	r, ok := h.flights.take(up)
 	if !ok {
 		return
 	}
@@ -412,7 +349,7 @@ func (c *client) handleNotification(m *jsonrpc.Message) {
 	case "notifications/initialized":
 		c.markReady()
 		c.h.refreshRoots(c)
-		c.h.legacyJoined()
+		c.h.up.legacyJoined()
 		return
 	case "notifications/roots/list_changed":
 		if c.h.declaresRoots() {
@@ -448,10 +385,10 @@ func (c *client) handleCancel(m *jsonrpc.Message) {
 		return
 	}
 	id := m.Frame[span.Start:span.End]
-	if c.h.endLocalListen(c, id) || c.h.cancelBetweenRounds(c, id) {
+	if c.h.down.endLocalListen(c, id) || c.h.up.cancelBetweenRounds(c, id) {
 		return // mcpmux's own listen, or a request between two rounds
 	}
-	up, r, ok := c.h.reqs.Cancel(c.sess.ID(), id)
+	up, r, ok := c.h.flights.cancel(c.sess.ID(), id)
 	if !ok {
 		c.sess.Logger().Debug("dropped a cancellation of a request not in flight", "id", string(id))
 		return

@@ -134,8 +134,9 @@ func (t *serverReqs) takeElicitation(id string) (uint64, bool) {
 
 // routeServerRequest sends sampling/createMessage or elicitation/create to
 // the session that should take it, under an id of that session's own.
-func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
-	if h.gates.turn.engage() {
+func (u *upstreamHandler) routeServerRequest(proc process, m *jsonrpc.Message) {
+	h := u.h
+	if h.flights.turn.engage() {
 		h.log.Info("the server sends requests of its own: from now on its sessions' calls take turns, so that each reaches the session whose call caused it", "server_requests", "auto")
 		if m := h.cfg.Memory; m != nil {
 			if err := m.RememberRequests(); err != nil {
@@ -154,13 +155,12 @@ func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, "no session can take "+m.Method))
 		return
 	}
-	if c.sessionEra() == eraModern {
-		h.askModern(proc, c, up, cause, m)
-		return
+	if h.bridgeOf(pairOf(c.sessionEra(), eraLegacy)).ask(proc, c, up, cause, m) {
+		return // a modern session: asked in an answer, not a request
 	}
 	key := h.asks.add(c.sess.ID(), &serverReq{up: m.ID, method: m.Method, tag: cause.Tag}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
 	if n.elicitation && n.mode == "url" {
-		if eid, ok := stringAt(m, "elicitationId"); ok {
+		if eid, ok := m.ParamsString("elicitationId"); ok {
 			h.asks.elicit(eid, c.sess.ID())
 		}
 	}
@@ -174,7 +174,7 @@ func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 // with -32021, naming what it lacked.
 func (h *Hub) refuseUndeclared(proc process, up int64, cause idmap.Route, m *jsonrpc.Message, n need) {
 	proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonMissingCapability, "the request that caused "+m.Method+" did not declare the capability"))
-	r, ok := h.reqs.Take(up)
+	r, ok := h.flights.take(up)
 	if !ok {
 		return // answered meanwhile
 	}
@@ -278,12 +278,13 @@ func (h *Hub) forgetServerReqs() {
 
 // serverCancelled forwards the server's cancellation of one of its own
 // requests to the session that has it.
-func (h *Hub) serverCancelled(m *jsonrpc.Message) {
+func (u *upstreamHandler) serverCancelled(m *jsonrpc.Message) {
+	h := u.h
 	s, ok := m.ParamsPath("requestId")
 	if !ok {
 		return
 	}
-	if h.listenEnded(m, s) {
+	if u.listenEnded(m, s) {
 		return
 	}
 	key, sr := h.asks.takeUpstream(m.Frame[s.Start:s.End])
@@ -298,20 +299,21 @@ func (h *Hub) serverCancelled(m *jsonrpc.Message) {
 // listenEnded: a modern server's notifications/cancelled ends one of its
 // listens (the only thing it may cancel); its owner is told, under its own
 // id. False when requestId names no listen.
-func (h *Hub) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
+func (u *upstreamHandler) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
+	h := u.h
 	up, ok := upstreamID(m.Frame[s.Start:s.End])
 	if !ok {
 		return false
 	}
-	r, ok := h.reqs.Get(up)
+	r, ok := h.flights.get(up)
 	if !ok || (r.Session != 0 || r.Method != "subscriptions/listen") && !dataOf(r).isListen() {
 		return false
 	}
-	if r, ok = h.reqs.Take(up); !ok {
+	if r, ok = h.flights.take(up); !ok {
 		return true
 	}
 	if r.Session == 0 {
-		h.ownedListenEnded(up)
+		h.up.ownedListenEnded(up)
 		return true
 	}
 	if c := h.sessions.get(r.Session); c != nil {
@@ -323,8 +325,9 @@ func (h *Hub) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
 
 // routeElicitationComplete tells the one session that owns a URL
 // elicitation that it completed; an unknown id is dropped.
-func (h *Hub) routeElicitationComplete(m *jsonrpc.Message) {
-	id, ok := stringAt(m, "elicitationId")
+func (u *upstreamHandler) routeElicitationComplete(m *jsonrpc.Message) {
+	h := u.h
+	id, ok := m.ParamsString("elicitationId")
 	if !ok {
 		return
 	}
@@ -337,7 +340,8 @@ func (h *Hub) routeElicitationComplete(m *jsonrpc.Message) {
 
 // recordElicitations notes, from a -32042 error, the URL elicitations the
 // session that receives it now owns.
-func (h *Hub) recordElicitations(session uint64, e json.RawMessage) {
+func (u *upstreamHandler) recordElicitations(session uint64, e json.RawMessage) {
+	h := u.h
 	if len(e) == 0 {
 		return // a result
 	}

@@ -383,7 +383,7 @@ func (h *Hub) afterRestart(prev, cur *serverInfo) {
 			n, _ := jsonrpc.Notification("notifications/"+kind+"/list_changed", nil)
 			h.broadcast(n)
 			if m, err := jsonrpc.Parse(n); err == nil {
-				h.toLocalListens(m)
+				h.down.toLocalListens(m)
 			}
 		}
 	}
@@ -395,7 +395,7 @@ func (h *Hub) afterRestart(prev, cur *serverInfo) {
 // ended with the process).
 func (h *Hub) replay(cur *serverInfo) {
 	if cur.era == eraModern {
-		h.syncOwnedListen()
+		h.up.syncOwnedListen()
 		return
 	}
 	proc := h.life.current()
@@ -415,13 +415,13 @@ func (h *Hub) exited(proc process) {
 	h.forgetServerReqs()
 	h.tasks.reset() // the new process knows none of them
 	h.sessions.roots.forget()
-	h.bridge.owned.lost(0)
+	h.up.owned.lost(0)
 
 	reason, code := jsonrpc.ReasonUpstreamExited, "server exited"
 	if exit.Reason == "stalled" {
 		reason, code = jsonrpc.ReasonUpstreamStalled, "server stalled"
 	}
-	routes := h.reqs.Reset()
+	routes := h.flights.reset()
 	if len(routes) > 0 {
 		h.log.Warn("failing the requests in flight", "exit", exit.String(), "requests", len(routes))
 	}
@@ -436,8 +436,8 @@ func (h *Hub) exited(proc process) {
 			Extra:   map[string]any{"exit": exit.String()},
 		}
 		if isParkedID(r.ID) {
-			dataOf(r).settle()
-			h.bridge.parked.settleUp(up, nil, e) // its retry is answered with e
+			h.settle(dataOf(r))
+			h.flights.parkedEnded(up, nil, e) // its retry is answered with e
 			continue
 		}
 		h.fail(r, e)

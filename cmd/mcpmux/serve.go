@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpmux/mcpmux/bridge"
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/socket"
@@ -161,7 +162,7 @@ func startLock(ctx context.Context, cfg *config.Config, env daemonEnv) (release 
 	if err := socket.PrepareDir(cfg.Listen.SocketDir); err != nil {
 		return nil, err
 	}
-	unlock, err := lockFile(ctx, filepath.Join(cfg.Listen.SocketDir, autostartLock))
+	unlock, err := bridge.AutostartLock(ctx, cfg.Listen.SocketDir)
 	if err != nil {
 		return nil, err
 	}
