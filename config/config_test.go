@@ -638,6 +638,38 @@ restarts = 3
 		`mux.toml:7: servers.memory.args: must be an array of strings (got a string)`,
 		`mux.toml:8: servers.memory.stdin_grace: invalid duration "soon"`,
 		`mux.toml:9: servers.memory.max_sessions: must be at least 1 (got 0)`,
-		`mux.toml:10: servers.memory.restarts: unknown key`,
+		`mux.toml:10: servers.memory.restarts: unknown key (did you mean max_restarts?)`,
 	}, "\n"), err.Error(), "doc:\n%s", doc)
+}
+
+// TestParseConfigDidYouMean: an unknown key is answered with the known key
+// of its table it likely misspells, when one stands out; a key of another
+// table is still sent there.
+func TestParseConfigDidYouMean(t *testing.T) {
+	tests := []struct {
+		doc  string
+		want string
+	}{
+		{"[servers.memory]\ncomand = \"npx\"\n", "1: servers.memory.command: missing: every server needs a command\n" +
+			"mux.toml:2: servers.memory.comand: unknown key (did you mean command?)"},
+		{"[servers.memory]\ncommand = \"npx\"\nCommand = \"npx\"\n", `3: servers.memory.Command: unknown key (did you mean command?)`},
+		{"[servers.memory]\ncommand = \"npx\"\nargz = []\n", `3: servers.memory.argz: unknown key (did you mean args?)`},
+		{"[servers.memory]\ncommand = \"npx\"\nstdin_grcae = \"1s\"\n", `3: servers.memory.stdin_grcae: unknown key (did you mean stdin_grace?)`},
+		{"[servers.memory]\ncommand = \"npx\"\n[servers.memory.evn]\nA = \"1\"\n", `3: servers.memory.evn: unknown key (did you mean env?)`},
+		{"[deamon]\nlog_level = \"debug\"\n", `1: deamon: unknown key (did you mean daemon?)`},
+		{"[daemon]\nlog_levle = \"debug\"\n", `2: daemon.log_levle: unknown key (did you mean log_level?)`},
+		{"[daemon]\nlevel = \"debug\"\n", `2: daemon.level: unknown key (did you mean log_level?)`},
+		{"[listen]\nsocket = \"/run\"\n", `2: listen.socket: unknown key (did you mean socket_dir?)`},
+		// None stands out: two as near, or none near enough.
+		{"[servers.memory]\ncommand = \"npx\"\ntimeout = \"1s\"\n", `3: servers.memory.timeout: unknown key`},
+		{"[servers.memory]\ncommand = \"npx\"\nbogus = 1\n", `3: servers.memory.bogus: unknown key`},
+		{"foo = 1\n", `1: foo: unknown key (the file has [daemon], [listen] and [servers.NAME] tables)`},
+		// A key of another table.
+		{"[servers.memory]\ncommand = \"npx\"\nlog_level = \"debug\"\n", `3: servers.memory.log_level: unknown key here (it belongs in [daemon])`},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.doc), "mux.toml", "/etc/mcpmux")
+		require.Error(t, err, "doc:\n%s", tt.doc)
+		assert.Equal(t, "mux.toml:"+tt.want, err.Error(), "doc:\n%s", tt.doc)
+	}
 }

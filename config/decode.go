@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -55,38 +56,111 @@ type key struct {
 	decode func(d *decoder, p keyPath, v any)
 }
 
+// names are the names of keys.
+func names(keys []key) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.name
+	}
+	return out
+}
+
 // decodeTable decodes the table t, found at path, with keys; a key that is
 // not among them is unknown.
 func (d *decoder) decodeTable(path keyPath, t map[string]any, keys []key) {
 	for _, name := range slices.Sorted(maps.Keys(t)) {
 		i := slices.IndexFunc(keys, func(k key) bool { return k.name == name })
 		if i < 0 {
-			d.unknown(path.with(name), t[name])
+			d.unknown(path.with(name), t[name], names(keys))
 			continue
 		}
 		keys[i].decode(d, path.with(name), t[name])
 	}
 }
 
-// unknown records a key that has no place where it is, v its value,
-// naming the table it belongs to when it is a key of another table. A
-// table made on the way to keys written further down (a in a.b = 1, or
-// in [a.b]) is not itself written: the keys written are recorded instead.
-func (d *decoder) unknown(path keyPath, v any) {
+// unknown records a key that has no place where it is, v its value, and
+// known the keys of the table it is in. The message names the table the
+// key belongs to when it is a key of another table, else the known key
+// it is likely a misspelling of (see nearest). A table made on the way to
+// keys written further down (a in a.b = 1, or in [a.b]) is not itself
+// written: the keys written are recorded instead.
+func (d *decoder) unknown(path keyPath, v any, known []string) {
 	if t, ok := v.(map[string]any); ok && !d.idx.written[path.id()] {
 		for _, k := range slices.Sorted(maps.Keys(t)) {
-			d.unknown(path.with(k), t[k])
+			d.unknown(path.with(k), t[k], nil)
 		}
 		return
 	}
-	switch home := keyHomes()[path[len(path)-1]]; {
+	name := path[len(path)-1]
+	switch home, near := keyHomes()[name], nearest(name, known); {
 	case home != "":
 		d.record(path, "unknown key here (it belongs in "+home+")")
+	case near != "":
+		d.record(path, "unknown key (did you mean "+near+"?)")
 	case len(path) == 1:
 		d.record(path, "unknown key (the file has [daemon], [listen] and [servers.NAME] tables)")
 	default:
 		d.record(path, "unknown key")
 	}
+}
+
+// nearest is the key of known that name likely misspells: the one fewest
+// edits away (a letter added, left out, changed, or two swapped), at most
+// two (one for names of four letters or fewer); else the one key that has
+// name as a whole part (level, of log_level). "" when there is none, or
+// more than one.
+func nearest(name string, known []string) string {
+	limit := 2
+	if len(name) <= 4 {
+		limit = 1
+	}
+	var best []string
+	for n := 1; n <= limit && len(best) == 0; n++ {
+		for _, k := range known {
+			if editDistance(name, k) == n {
+				best = append(best, k)
+			}
+		}
+	}
+	if len(best) == 0 {
+		for _, k := range known {
+			if strings.Contains("_"+k+"_", "_"+name+"_") {
+				best = append(best, k)
+			}
+		}
+	}
+	if len(best) != 1 {
+		return ""
+	}
+	return best[0]
+}
+
+// editDistance counts the edits that turn a into b: bytes inserted,
+// deleted or replaced, and neighbours swapped (the optimal string
+// alignment distance).
+func editDistance(a, b string) int {
+	// d[i][j] is the distance between a[:i] and b[:j].
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 // as takes v as a T, the TOML type want words; else it records that the

@@ -310,7 +310,7 @@ func (d *decoder) document(doc map[string]any) *Config {
 				cfg.Servers = d.servers(p, t)
 			}
 		default:
-			d.unknown(p, doc[name])
+			d.unknown(p, doc[name], []string{"daemon", "listen", "servers"})
 		}
 	}
 	// max_queued_bytes and outbox_max are compared once both are known.
