@@ -673,3 +673,46 @@ func TestParseConfigDidYouMean(t *testing.T) {
 		assert.Equal(t, "mux.toml:"+tt.want, err.Error(), "doc:\n%s", tt.doc)
 	}
 }
+
+// TestSkim: a file that does not load still says where its daemon serves
+// and which servers it has; one that is not TOML says nothing.
+func TestSkim(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+		return path
+	}
+	broken := write("broken.toml", `[listen]
+socket_dir = "run"
+max_inflight = "many"   # the file does not load
+
+[servers.mail]
+command = "mail-mcp"
+cwd = "/no/such/folder"
+
+[servers.memory]
+command = "npx"
+args = ["-y", 2, "@modelcontextprotocol/server-memory"]
+`)
+	_, err := Load(broken)
+	require.Error(t, err, "the file does not load")
+	o, err := Skim(broken)
+	require.NoError(t, err)
+	assert.Equal(t, Outline{
+		SocketDir: filepath.Join(dir, "run"),
+		Servers: []OutlinedServer{
+			{Name: "mail", Command: []string{"mail-mcp"}},
+			{Name: "memory", Command: []string{"npx", "-y", "@modelcontextprotocol/server-memory"}},
+		},
+	}, o, "outline of %s", broken)
+
+	o, err = Skim(write("other.toml", "[listen]\nsocket_dir = \"/run/mux\"\n[servers]\nx = 1\n"))
+	require.NoError(t, err)
+	assert.Equal(t, Outline{SocketDir: "/run/mux"}, o, "a server that is not a table: no servers")
+
+	_, err = Skim(write("syntax.toml", "[listen\n"))
+	assert.Error(t, err, "not TOML")
+	_, err = Skim(filepath.Join(dir, "missing.toml"))
+	assert.Error(t, err, "no file")
+}

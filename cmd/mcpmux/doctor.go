@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -148,7 +147,9 @@ func (d *doctor) checkConfig() {
 	}
 	// A config that does not load: its socket_dir if that much can be
 	// read, else the default folder.
-	if d.dir = socketDirOf(d.path); d.dir == "" {
+	if o, _ := config.Skim(d.path); o.SocketDir != "" {
+		d.dir = o.SocketDir
+	} else {
 		d.dir, _ = config.DefaultSocketDir(d.env.uid)
 	}
 }
@@ -171,28 +172,6 @@ func (d *doctor) checkEditors() {
 	for _, f := range editors.Check(in) {
 		d.r.add(marks[f.Level], "%s", f.Text)
 	}
-}
-
-// socketDirOf reads [listen] socket_dir from a config file without
-// checking anything else, resolved as config.Load resolves it; "" when it
-// cannot be read.
-func socketDirOf(path string) string {
-	data, err := os.ReadFile(path)
-	if err != nil || len(data) > config.MaxFileSize {
-		return ""
-	}
-	var doc struct {
-		Listen struct {
-			SocketDir string `toml:"socket_dir"`
-		} `toml:"listen"`
-	}
-	if toml.Unmarshal(data, &doc) != nil || doc.Listen.SocketDir == "" {
-		return ""
-	}
-	if dir := doc.Listen.SocketDir; filepath.IsAbs(dir) {
-		return filepath.Clean(dir)
-	}
-	return filepath.Join(filepath.Dir(path), doc.Listen.SocketDir)
 }
 
 func serverNames(cfg *config.Config) []string {
