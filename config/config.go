@@ -40,9 +40,9 @@ type Daemon struct {
 	Autostart bool          // autostart: `connect` starts a daemon when none answers; default true
 	IdleExit  time.Duration // idle_exit: stop after this long without sessions; default 0 = never
 
-	FirstByteTimeout time.Duration // first_byte_timeout: a socket connection silent this long after connecting is closed; default daemon.DefaultFirstByteTimeout; 0 = never
-	LineTimeout      time.Duration // line_timeout: a session that began a message and did not finish it within this long is closed; default daemon.DefaultLineTimeout; 0 = never
-	MaxQueuedBytes   int           // max_queued_bytes: answers queued for all sessions together before the largest holder is evicted; default daemon.DefaultMaxQueuedBytes; 0 = no bound
+	FirstByteTimeout time.Duration // first_byte_timeout: a socket connection silent this long after connecting is closed; default daemon.DefaultFirstByteTimeout; 0 in the file = daemon.NoLimit
+	LineTimeout      time.Duration // line_timeout: a session that began a message and did not finish it within this long is closed; default daemon.DefaultLineTimeout; 0 in the file = daemon.NoLimit
+	MaxQueuedBytes   int           // max_queued_bytes: answers queued for all sessions together before the largest holder is evicted; default daemon.DefaultMaxQueuedBytes; 0 in the file = daemon.NoLimit
 	MaxHTTPSessions  int           // max_http_sessions: Streamable HTTP sessions at once, all servers together (the idlest is evicted); default streamable.DefaultMaxSessions
 }
 

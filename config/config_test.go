@@ -96,7 +96,7 @@ write_queue_bytes = "8kib"
 	want := &Config{
 		Path: filepath.Join(dir, "mux.toml"),
 		Daemon: Daemon{LogLevel: slog.LevelDebug, LogFormat: "json", Autostart: false, IdleExit: 90 * time.Second,
-			FirstByteTimeout: 20 * time.Second, LineTimeout: 0, MaxQueuedBytes: 256 << 20, MaxHTTPSessions: 64},
+			FirstByteTimeout: 20 * time.Second, LineTimeout: daemon.NoLimit /* "0s" */, MaxQueuedBytes: 256 << 20, MaxHTTPSessions: 64},
 		Listen: Listen{
 			SocketDir:         filepath.Join(dir, "run", "sockets"),
 			MaxStreamsPerConn: 16,
@@ -159,7 +159,7 @@ write_queue_bytes = "8kib"
 					MaxMessageBytes:   2_000_000,
 					MaxJunkLines:      upstream.None, // max_junk_lines = 0: none tolerated
 					WriteQueueBytes:   1 << 30,
-					WriteStallTimeout: 0,
+					WriteStallTimeout: upstream.None, // write_stall_timeout = "0s": off
 				},
 				StartTimeout:         5 * time.Second,
 				InitializeTimeout:    2 * time.Minute,

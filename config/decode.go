@@ -282,6 +282,18 @@ func size(name string, dst *int) key {
 	}}
 }
 
+// sizeOr is size where the file's 0 is none: the value the library gives
+// that meaning, its own zero being its default.
+func sizeOr(name string, dst *int, none int) key {
+	k := size(name, dst)
+	return key{name, func(d *decoder, p keyPath, v any) {
+		before := d.bad
+		if k.decode(d, p, v); d.bad == before && *dst == 0 {
+			*dst = none
+		}
+	}}
+}
+
 // strs accepts an array of strings.
 func (d *decoder) strs(p keyPath, v any) ([]string, bool) {
 	a, ok := as[[]any](d, p, v, "an array of strings")

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/mux"
@@ -25,13 +24,11 @@ import (
 // defaults or defaultServer: the library's exported default, where the
 // library has one.
 
-// The defaults of two keys the upstream package leaves to its caller: its
-// zero WriteQueueBytes is twice MaxMessageBytes, and its zero
-// WriteStallTimeout turns the check off.
-const (
-	defaultWriteQueueBytes   = 64 << 20
-	defaultWriteStallTimeout = time.Minute
-)
+// The default of write_queue_bytes. The upstream package's own (its zero
+// WriteQueueBytes) is twice MaxMessageBytes, which for a library caller
+// follows the message size; the file's is fixed, and checked against
+// max_message_bytes.
+const defaultWriteQueueBytes = 64 << 20
 
 // The bounds of max_message_bytes.
 const (
@@ -83,7 +80,7 @@ func defaultServer(name string) daemon.Server {
 			MaxMessageBytes:   upstream.DefaultMaxMessageBytes,
 			MaxJunkLines:      upstream.DefaultMaxJunkLines,
 			WriteQueueBytes:   defaultWriteQueueBytes,
-			WriteStallTimeout: defaultWriteStallTimeout,
+			WriteStallTimeout: upstream.DefaultWriteStallTimeout,
 		},
 		StartTimeout:         mux.DefaultStartTimeout,
 		InitializeTimeout:    mux.DefaultInitializeTimeout,
@@ -120,9 +117,9 @@ func daemonKeys(c *Daemon) []key {
 		}),
 		flag("autostart", &c.Autostart),
 		duration("idle_exit", &c.IdleExit, anyDuration),
-		duration("first_byte_timeout", &c.FirstByteTimeout, anyDuration),
-		duration("line_timeout", &c.LineTimeout, anyDuration),
-		size("max_queued_bytes", &c.MaxQueuedBytes),
+		durationOr("first_byte_timeout", &c.FirstByteTimeout, daemon.NoLimit),
+		durationOr("line_timeout", &c.LineTimeout, daemon.NoLimit),
+		sizeOr("max_queued_bytes", &c.MaxQueuedBytes, daemon.NoLimit),
 		count("max_http_sessions", &c.MaxHTTPSessions, 1),
 	}
 }
@@ -200,7 +197,7 @@ func serverKeys(s *daemon.Server) []key {
 		}},
 		countOr("max_junk_lines", &u.MaxJunkLines, upstream.None),
 		size("write_queue_bytes", &u.WriteQueueBytes),
-		duration("write_stall_timeout", &u.WriteStallTimeout, anyDuration),
+		durationOr("write_stall_timeout", &u.WriteStallTimeout, upstream.None),
 
 		// How the router keeps the server up.
 		duration("start_timeout", &h.StartTimeout, positive),

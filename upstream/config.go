@@ -52,11 +52,13 @@ const (
 	DefaultMaxJunkLines    = 10
 	DefaultBannerBytes     = 64 << 10
 	DefaultStderrTailLines = 20
+
+	DefaultWriteStallTimeout = time.Minute
 )
 
 // None, as Config.StdinGrace or Config.TermGrace, is no wait at all; as
-// Config.MaxJunkLines or Config.BannerBytes, nothing tolerated. (Their zero
-// value is the default.)
+// Config.MaxJunkLines or Config.BannerBytes, nothing tolerated; as
+// Config.WriteStallTimeout, no check. (Their zero value is the default.)
 const None = -1
 
 // inheritedEnv are the variables every server gets from the daemon's
@@ -127,8 +129,8 @@ type Config struct {
 	// or a message of the largest allowed size can never be queued.
 	WriteQueueBytes int
 	// WriteStallTimeout: a server that has bytes waiting and accepts none
-	// of them for this long is stalled and killed (ReasonStalled). 0 turns
-	// the check off.
+	// of them for this long is stalled and killed (ReasonStalled). 0 means
+	// DefaultWriteStallTimeout; None (or any negative) turns the check off.
 	WriteStallTimeout time.Duration
 
 	// Reaper is the argv prefix that starts a reaper (RunReaper), such as
@@ -164,8 +166,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max message bytes %d is negative", c.MaxMessageBytes)
 	case c.WriteQueueBytes < 0:
 		return fmt.Errorf("write queue bytes %d is negative", c.WriteQueueBytes)
-	case c.WriteStallTimeout < 0:
-		return fmt.Errorf("write stall timeout %v is negative", c.WriteStallTimeout)
 	case len(c.Reaper) > 0 && !filepath.IsAbs(c.Reaper[0]):
 		return fmt.Errorf("reaper %q is not an absolute path", c.Reaper[0])
 	}
@@ -217,6 +217,11 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StderrTailLines == 0 {
 		c.StderrTailLines = DefaultStderrTailLines
+	}
+	if c.WriteStallTimeout == 0 {
+		c.WriteStallTimeout = DefaultWriteStallTimeout
+	} else if c.WriteStallTimeout < 0 {
+		c.WriteStallTimeout = 0
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
