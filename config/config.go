@@ -18,9 +18,9 @@ import (
 	"github.com/mcpmux/mcpmux/socket"
 )
 
-// MaxFileSize bounds the file we are willing to read: a real config is a
+// maxFileSize bounds the file we are willing to read: a real config is a
 // few kilobytes.
-const MaxFileSize = 1 << 20
+const maxFileSize = 1 << 20
 
 // Config is a parsed and checked config file. Every field holds its final
 // value: defaults are filled in and relative paths are already absolute.
@@ -102,7 +102,7 @@ func Load(path string) (*Config, error) {
 	}
 	defer f.Close()
 	// Read one byte past the limit, so that Parse sees an oversized file.
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("load config: read %s: %w", path, err)
 	}
@@ -125,8 +125,8 @@ func Load(path string) (*Config, error) {
 // every key is. The generic values are then decoded key by key, as the
 // tables of tables.go say, into the libraries' own configurations.
 func Parse(data []byte, name, dir string) (*Config, error) {
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%s: config file is larger than %s", cmp.Or(name, "config"), FormatSize(MaxFileSize))
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("%s: config file is larger than %s", cmp.Or(name, "config"), FormatSize(maxFileSize))
 	}
 	absDir, err := filepath.Abs(dir)
 	if err != nil {

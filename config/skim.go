@@ -30,19 +30,19 @@ type OutlinedServer struct {
 // Skim reads a config file leniently, for those who must say something
 // of a file that does not load (a wrong value, a folder that is gone):
 // where its daemon serves and which servers it has. It fails only when the
-// file cannot be read, is larger than MaxFileSize or is not TOML.
+// file cannot be read, is larger than 1 MiB or is not TOML.
 func Skim(path string) (Outline, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Outline{}, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return Outline{}, err
 	}
-	if len(data) > MaxFileSize {
-		return Outline{}, fmt.Errorf("%s: config file is larger than %s", path, FormatSize(MaxFileSize))
+	if len(data) > maxFileSize {
+		return Outline{}, fmt.Errorf("%s: config file is larger than %s", path, FormatSize(maxFileSize))
 	}
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {
