@@ -14,10 +14,11 @@ type bridge interface {
 	// keep sets what the bridge keeps with a request about to go up, in
 	// the data of its route.
 	keep(c *client, m *jsonrpc.Message, d *routeData)
-	// rewrite is the request going up: it appends to edits those beyond
-	// its id, which goes up as upID; tokenDone reports that they replaced
-	// its progress token too.
-	rewrite(c *client, m *jsonrpc.Message, upID []byte, hasToken bool, edits []jsonrpc.Edit) (_ []jsonrpc.Edit, tokenDone bool)
+	// rewrite is the request going up (meta: the span of its _meta object,
+	// zero when none): it appends to edits those beyond its id, which goes
+	// up as upID; tokenDone reports that they replaced its progress token
+	// too.
+	rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, upID []byte, hasToken bool, edits []jsonrpc.Edit) (_ []jsonrpc.Edit, tokenDone bool)
 	// modifyAnswer is the server's answer going down to c, for the route r
 	// of upstream id up; taken reports that the bridge took the request on
 	// instead (it asks the session for input) and nothing is delivered now.
@@ -28,7 +29,7 @@ type bridge interface {
 	ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool
 	// retry serves a session's retry of a request the bridge asked input
 	// for; false when m is not one.
-	retry(c *client, m *jsonrpc.Message, out sink) bool
+	retry(c *client, m *request, out sink) bool
 }
 
 // pairing is how a request crosses the eras: both sides the same, or one of
@@ -67,7 +68,7 @@ type plain struct{}
 
 func (plain) keep(*client, *jsonrpc.Message, *routeData) {}
 
-func (plain) rewrite(_ *client, _ *jsonrpc.Message, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
+func (plain) rewrite(_ *client, _ *jsonrpc.Message, _ jsonrpc.Span, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
 	return edits, false
 }
 
@@ -76,7 +77,7 @@ func (plain) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeData, m *js
 }
 
 func (plain) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) bool { return false }
-func (plain) retry(*client, *jsonrpc.Message, sink) bool                      { return false }
+func (plain) retry(*client, *request, sink) bool                              { return false }
 
 // downBridge serves modern sessions on a legacy server: it takes their
 // envelope out of what goes up and shapes the answers as the modern
@@ -91,12 +92,12 @@ type downBridge struct {
 
 func (b *downBridge) keep(*client, *jsonrpc.Message, *routeData) {}
 
-func (b *downBridge) rewrite(c *client, m *jsonrpc.Message, upID []byte, hasToken bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
+func (b *downBridge) rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, upID []byte, hasToken bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
 	var tok []byte
 	if hasToken {
 		tok = upID
 	}
-	if e, ok := stripEnvelope(m, tok); ok {
+	if e, ok := stripEnvelope(m, meta, tok); ok {
 		return append(edits, e), true // the token is in the _meta it rewrote
 	}
 	return edits, false
@@ -111,7 +112,7 @@ func (b *downBridge) ask(proc process, c *client, up int64, r idmap.Route, m *js
 	return true
 }
 
-func (b *downBridge) retry(c *client, m *jsonrpc.Message, out sink) bool {
+func (b *downBridge) retry(c *client, m *request, out sink) bool {
 	return b.answerRetry(c, m, out)
 }
 
@@ -134,8 +135,8 @@ func (b *upBridge) keep(c *client, m *jsonrpc.Message, d *routeData) {
 	}
 }
 
-func (b *upBridge) rewrite(c *client, m *jsonrpc.Message, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
-	return append(edits, injectEnvelope(m, c.envelopeMembers())), false
+func (b *upBridge) rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
+	return append(edits, injectEnvelope(m, meta, c.envelopeMembers())), false
 }
 
 func (b *upBridge) modifyAnswer(c *client, up int64, r idmap.Route, d *routeData, m *jsonrpc.Message) ([]byte, bool) {
@@ -149,4 +150,4 @@ func (b *upBridge) modifyAnswer(c *client, up int64, r idmap.Route, d *routeData
 }
 
 func (b *upBridge) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) bool { return false }
-func (b *upBridge) retry(*client, *jsonrpc.Message, sink) bool                      { return false }
+func (b *upBridge) retry(*client, *request, sink) bool                              { return false }

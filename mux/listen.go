@@ -193,7 +193,7 @@ func (o *ownedListen) lost(up int64) bool {
 }
 
 // listen serves a modern session's subscriptions/listen.
-func (c *client) listen(m *jsonrpc.Message, mr *modernReq, out sink) {
+func (c *client) listen(m *request, mr *modernReq, out sink) {
 	_, info, err := c.waitReady()
 	if err != nil {
 		c.failWith(out, m.ID, err)
@@ -252,7 +252,8 @@ func stamp(frame []byte, id json.RawMessage) []byte {
 	if err != nil {
 		return frame
 	}
-	return jsonrpc.Splice(m.Frame, injectEnvelope(m, map[string]json.RawMessage{protocol.MetaSubscriptionID: id}))
+	meta, _ := metaSpan(m)
+	return jsonrpc.Splice(m.Frame, injectEnvelope(m, meta, map[string]json.RawMessage{protocol.MetaSubscriptionID: id}))
 }
 
 // toLocalListens sends a legacy server's list change to the modern

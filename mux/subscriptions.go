@@ -124,8 +124,8 @@ func uriOf(m *jsonrpc.Message) (string, bool) {
 var emptyResult = json.RawMessage("{}")
 
 // subscribe counts a session in on a URI; the server sees only the first.
-func (c *client) subscribe(m *jsonrpc.Message, out sink) {
-	uri, ok := uriOf(m)
+func (c *client) subscribe(m *request, out sink) {
+	uri, ok := uriOf(m.Message)
 	if !ok {
 		c.forward(m, out, fwd{}) // the server explains what is wrong
 		return
@@ -149,8 +149,8 @@ func (c *client) subscribe(m *jsonrpc.Message, out sink) {
 }
 
 // unsubscribe counts a session out; the server sees the last one.
-func (c *client) unsubscribe(m *jsonrpc.Message, out sink) {
-	uri, ok := uriOf(m)
+func (c *client) unsubscribe(m *request, out sink) {
+	uri, ok := uriOf(m.Message)
 	if !ok {
 		c.forward(m, out, fwd{})
 		return
