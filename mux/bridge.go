@@ -27,10 +27,13 @@ type bridge interface {
 	// that the request r of session c, upstream id up, caused; false when
 	// the plain proxy routes it to the session as a server request.
 	ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool
-	// retry serves a session's retry of a request the bridge asked input
-	// for; false when m is not one.
-	retry(c *client, m *request, out sink) bool
 }
+
+// The fourth fixed point, a session's retry with the input a bridge asked
+// for, is downBridge.retry's alone, called for every modern session's
+// request before it is forwarded: a retry names the request it retries by a
+// requestState only mcpmux makes, whatever the server is by then, and the
+// up bridge's retries are mcpmux's own (rounds.go).
 
 // pairing is how a request crosses the eras: both sides the same, or one of
 // the two bridges.
@@ -77,7 +80,6 @@ func (plain) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeData, m *js
 }
 
 func (plain) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) bool { return false }
-func (plain) retry(*client, *request, sink) bool                              { return false }
 
 // downBridge serves modern sessions on a legacy server: it takes their
 // envelope out of what goes up and shapes the answers as the modern
@@ -110,10 +112,6 @@ func (b *downBridge) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeDat
 func (b *downBridge) ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool {
 	b.askModern(proc, c, up, r, m)
 	return true
-}
-
-func (b *downBridge) retry(c *client, m *request, out sink) bool {
-	return b.answerRetry(c, m, out)
 }
 
 // upBridge serves legacy sessions on a modern server: it puts their
@@ -150,4 +148,3 @@ func (b *upBridge) modifyAnswer(c *client, up int64, r idmap.Route, d *routeData
 }
 
 func (b *upBridge) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) bool { return false }
-func (b *upBridge) retry(*client, *request, sink) bool                              { return false }

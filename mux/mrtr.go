@@ -167,10 +167,10 @@ func parkedOwner(c *client) (owner uint64, detached bool) {
 	return c.sess.ID(), false
 }
 
-// answerRetry serves a modern session's retry of a request mcpmux parked;
+// retry serves a modern session's retry of a request mcpmux parked;
 // false when m is not one (it names no requestState, or the server is
 // modern and the state is the server's).
-func (b *downBridge) answerRetry(c *client, m *request, out sink) bool {
+func (b *downBridge) retry(c *client, m *request, out sink) bool {
 	h := b.h
 	s, ok := m.p.param(pRequestState)
 	state, ok := stringIn(m.Frame, s, ok)
