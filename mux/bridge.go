@@ -27,6 +27,10 @@ type bridge interface {
 	// that the request r of session c, upstream id up, caused; false when
 	// the plain proxy routes it to the session as a server request.
 	ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool
+	// serve answers a legacy session's request whose state mcpmux keeps
+	// (subscriptions, its log level, tasks) as the bridge has it, for the
+	// server described by info; false when the plain proxy serves it.
+	serve(c *client, m *request, info *serverInfo, out sink) bool
 }
 
 // The fourth fixed point, a session's retry with the input a bridge asked
@@ -79,6 +83,8 @@ func (plain) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeData, m *js
 	return m.ReplaceID(r.ID), false
 }
 
+func (plain) serve(*client, *request, *serverInfo, sink) bool { return false }
+
 func (plain) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) bool { return false }
 
 // downBridge serves modern sessions on a legacy server: it takes their
@@ -108,6 +114,8 @@ func (b *downBridge) rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, u
 func (b *downBridge) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeData, m *jsonrpc.Message) ([]byte, bool) {
 	return b.shapeDown(m, r.ID, r.Method), false
 }
+
+func (b *downBridge) serve(*client, *request, *serverInfo, sink) bool { return false }
 
 func (b *downBridge) ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool {
 	b.askModern(proc, c, up, r, m)
@@ -148,3 +156,31 @@ func (b *upBridge) modifyAnswer(c *client, up int64, r idmap.Route, d *routeData
 }
 
 func (b *upBridge) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) bool { return false }
+
+// serve: a modern server has no per-session state for a legacy session to
+// set. Its subscriptions are counted and reach the server through
+// mcpmux's listen, its log level goes up with each of its requests, and
+// the server's tasks are of a kind a 2025 session cannot use.
+func (b *upBridge) serve(c *client, m *request, info *serverInfo, out sink) bool {
+	switch m.Method {
+	case "resources/subscribe", "resources/unsubscribe":
+		uri, ok := uriOf(m.Message)
+		if !ok || !info.hasPath("resources", "subscribe") {
+			return false // the server explains what is wrong
+		}
+		if m.Method == "resources/subscribe" {
+			b.h.subs.add(uri, c.sess.ID())
+		} else {
+			b.h.subs.remove(uri, c.sess.ID())
+		}
+		out.reply(jsonrpc.Response(m.ID, emptyResult))
+		b.syncOwnedListen()
+	case "logging/setLevel":
+		c.setLevel(m.Message, out)
+	case "tasks/get", "tasks/result", "tasks/cancel":
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: m.Method + " is not offered: the server speaks 2026-07-28, whose tasks a 2025 session cannot use", Reason: jsonrpc.ReasonNotSupported})
+	default:
+		return false
+	}
+	return true
+}

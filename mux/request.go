@@ -55,15 +55,19 @@ func (c *client) handleRequest(msg *jsonrpc.Message, out sink) {
 
 // handleLegacy serves a request of an initialized legacy session.
 func (c *client) handleLegacy(m *request, out sink) {
-	if !c.handleState(m, out) {
+	info := c.h.describedServer()
+	if info != nil && c.h.bridgeOf(pairOf(eraLegacy, info.era)).serve(c, m, info, out) {
+		return
+	}
+	if !c.handleState(m, info, out) {
 		c.forward(m, out, fwd{})
 	}
 }
 
 // handleState serves the requests whose state mcpmux keeps per legacy
-// session; false means the request is the server's to answer.
-func (c *client) handleState(m *request, out sink) bool {
-	info := c.h.describedServer()
+// session, as the server described by info (nil: not yet) allows; false
+// means the request is the server's to answer.
+func (c *client) handleState(m *request, info *serverInfo, out sink) bool {
 	switch m.Method {
 	case "resources/subscribe":
 		if info != nil && info.hasPath("resources", "subscribe") {
@@ -76,15 +80,11 @@ func (c *client) handleState(m *request, out sink) bool {
 			return true
 		}
 	case "logging/setLevel":
-		if info != nil && (info.has("logging") || info.era == eraModern) {
+		if info != nil && info.has("logging") {
 			c.setLevel(m.Message, out)
 			return true
 		}
 	case "tasks/get", "tasks/result", "tasks/cancel":
-		if info != nil && info.era == eraModern {
-			c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: m.Method + " is not offered: the server speaks 2026-07-28, whose tasks a 2025 session cannot use", Reason: jsonrpc.ReasonNotSupported})
-			return true
-		}
 		if !c.ownsTask(m.Message) {
 			c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such task in this session", Reason: jsonrpc.ReasonUnknownTask})
 			return true

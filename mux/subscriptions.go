@@ -132,11 +132,6 @@ func (c *client) subscribe(m *request, out sink) {
 	}
 	h, id := c.h, c.sess.ID()
 	first, _ := h.subs.add(uri, id)
-	if info := h.describedServer(); info != nil && info.era == eraModern {
-		out.reply(jsonrpc.Response(m.ID, emptyResult))
-		h.up.syncOwnedListen() // the server hears of it through mcpmux's listen
-		return
-	}
 	if !first {
 		out.reply(jsonrpc.Response(m.ID, emptyResult))
 		return
@@ -156,11 +151,6 @@ func (c *client) unsubscribe(m *request, out sink) {
 		return
 	}
 	last, _ := c.h.subs.remove(uri, c.sess.ID())
-	if info := c.h.describedServer(); info != nil && info.era == eraModern {
-		out.reply(jsonrpc.Response(m.ID, emptyResult))
-		c.h.up.syncOwnedListen()
-		return
-	}
 	if last {
 		c.forward(m, out, fwd{})
 		return
