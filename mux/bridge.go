@@ -29,8 +29,10 @@ type bridge interface {
 	ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool
 	// serve answers a legacy session's request whose state mcpmux keeps
 	// (subscriptions, its log level, tasks) as the bridge has it, for the
-	// server described by info; false when the plain proxy serves it.
-	serve(c *client, m *request, info *serverInfo, out sink) bool
+	// server described by info; false when the plain proxy serves it. m
+	// comes by value: a pointer through an interface would move every
+	// request's view to the heap.
+	serve(c *client, m message, info *serverInfo, out sink) bool
 }
 
 // The fourth fixed point, a session's retry with the input a bridge asked
@@ -83,7 +85,7 @@ func (plain) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeData, m *js
 	return m.ReplaceID(r.ID), false
 }
 
-func (plain) serve(*client, *request, *serverInfo, sink) bool { return false }
+func (plain) serve(*client, message, *serverInfo, sink) bool { return false }
 
 func (plain) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) bool { return false }
 
@@ -115,7 +117,7 @@ func (b *downBridge) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeDat
 	return b.shapeDown(m, r.ID, r.Method), false
 }
 
-func (b *downBridge) serve(*client, *request, *serverInfo, sink) bool { return false }
+func (b *downBridge) serve(*client, message, *serverInfo, sink) bool { return false }
 
 func (b *downBridge) ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool {
 	b.askModern(proc, c, up, r, m)
@@ -161,10 +163,10 @@ func (b *upBridge) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) b
 // set. Its subscriptions are counted and reach the server through
 // mcpmux's listen, its log level goes up with each of its requests, and
 // the server's tasks are of a kind a 2025 session cannot use.
-func (b *upBridge) serve(c *client, m *request, info *serverInfo, out sink) bool {
+func (b *upBridge) serve(c *client, m message, info *serverInfo, out sink) bool {
 	switch m.Method {
 	case "resources/subscribe", "resources/unsubscribe":
-		uri, ok := uriOf(m.Message)
+		uri, ok := m.paramString(pURI)
 		if !ok || !info.hasPath("resources", "subscribe") {
 			return false // the server explains what is wrong
 		}

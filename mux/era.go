@@ -52,7 +52,7 @@ func metaSpan(m *jsonrpc.Message) (jsonrpc.Span, bool) {
 
 // envelopeOf reads a request's envelope; false when it carries none (no
 // protocol version in its _meta).
-func envelopeOf(m *request) (envelope, bool) {
+func envelopeOf(m *message) (envelope, bool) {
 	var e envelope
 	var ok bool
 	if e.version, ok = m.metaString(mProtocolVersion); !ok {

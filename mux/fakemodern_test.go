@@ -25,7 +25,7 @@ func (p *fakeProc) answerModern(m *jsonrpc.Message) bool {
 	if era == "" {
 		return false
 	}
-	req := newRequest(m)
+	req := viewOf(m)
 	env, enveloped := envelopeOf(&req)
 	switch {
 	case m.Method == "initialize" && era == "modern":

@@ -193,7 +193,7 @@ func (o *ownedListen) lost(up int64) bool {
 }
 
 // listen serves a modern session's subscriptions/listen.
-func (c *client) listen(m *request, mr *modernReq, out sink) {
+func (c *client) listen(m *message, mr *modernReq, out sink) {
 	_, info, err := c.waitReady()
 	if err != nil {
 		c.failWith(out, m.ID, err)
@@ -269,9 +269,9 @@ func (b *downBridge) toLocalListens(m *jsonrpc.Message) {
 
 // routeTagged routes a notification that names a listen in its _meta; false
 // when it names none.
-func (u *upstreamHandler) routeTagged(m *jsonrpc.Message) bool {
+func (u *upstreamHandler) routeTagged(m *message) bool {
 	h := u.h
-	s, ok := m.ParamsPath("_meta", protocol.MetaSubscriptionID)
+	s, ok := m.p.inMeta(mSubscriptionID)
 	if !ok {
 		return false
 	}
@@ -284,7 +284,7 @@ func (u *upstreamHandler) routeTagged(m *jsonrpc.Message) bool {
 	case !ok:
 		h.log.Debug("dropped a notification of a listen not open", "method", m.Method)
 	case r.Session == 0 && r.Method == "subscriptions/listen":
-		h.up.fromOwnedListen(m)
+		h.up.fromOwnedListen(m.Message)
 	case dataOf(r).isListen():
 		if c := h.sessions.get(r.Session); c != nil {
 			c.sendAbout(r.Tag, jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: r.ID}))
@@ -310,7 +310,8 @@ func (b *upBridge) fromOwnedListen(m *jsonrpc.Message) {
 	}
 	switch {
 	case plain.Method == "notifications/resources/updated":
-		h.routeUpdated(plain)
+		view := viewOf(plain)
+		h.routeUpdated(&view)
 	case strings.HasSuffix(plain.Method, "/list_changed"):
 		h.broadcast(plain.Frame)
 	}

@@ -46,7 +46,7 @@ func (c *client) handleDiscover(m *jsonrpc.Message, out sink) {
 }
 
 // handleModern serves a request of a modern session.
-func (c *client) handleModern(m *request, env envelope, enveloped bool, out sink) {
+func (c *client) handleModern(m *message, env envelope, enveloped bool, out sink) {
 	mr, e := checkEnvelope(env, enveloped)
 	if e != nil {
 		c.fail(out, m.ID, e)
@@ -60,7 +60,7 @@ func (c *client) handleModern(m *request, env envelope, enveloped bool, out sink
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: m.Method + " is not part of 2026-07-28", Reason: jsonrpc.ReasonMethodNotFound})
 		return
 	case m.Method == "tasks/get" || m.Method == "tasks/update" || m.Method == "tasks/cancel":
-		if !c.ownsTask(m.Message) {
+		if !c.ownsTask(m) {
 			c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such task in this session", Reason: jsonrpc.ReasonUnknownTask})
 			return
 		}

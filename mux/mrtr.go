@@ -170,7 +170,7 @@ func parkedOwner(c *client) (owner uint64, detached bool) {
 // retry serves a modern session's retry of a request mcpmux parked;
 // false when m is not one (it names no requestState, or the server is
 // modern and the state is the server's).
-func (b *downBridge) retry(c *client, m *request, out sink) bool {
+func (b *downBridge) retry(c *client, m *message, out sink) bool {
 	h := b.h
 	s, ok := m.p.param(pRequestState)
 	state, ok := stringIn(m.Frame, s, ok)
@@ -215,7 +215,7 @@ func (b *downBridge) retry(c *client, m *request, out sink) bool {
 // carries for it. Under the turn the answer waits for it, as the request
 // did at first: once answered, the server may go on to ask for more, which
 // must reach this retry.
-func (b *downBridge) giveInput(c *client, p *parkedInput, m *request) {
+func (b *downBridge) giveInput(c *client, p *parkedInput, m *message) {
 	h := b.h
 	var frame []byte
 	if s, ok := m.inputResponse(p.key); ok {

@@ -7,21 +7,29 @@ import (
 	"github.com/mcpmux/mcpmux/protocol"
 )
 
-// request is a session's request as the hub reads it: the message, and a
-// view of its params built once, when it comes in, in one pass over params
-// and one over their _meta. The code that serves the request reads the
-// view, rather than look up each path again.
-type request struct {
+// message is a message as the hub reads it: a session's request, or a
+// notification or request of the server's, with a view of its params built
+// once, when it comes in, in one pass over params and one over their
+// _meta. The code that serves it reads the view, rather than look up each
+// path again.
+type message struct {
 	*jsonrpc.Message
 	p params
 }
 
-// The members of params, and of params._meta, the view finds.
+// The members of params, and of params._meta, the view finds: those of a
+// session's request, then those of the server's messages.
 const (
 	pMeta = iota
 	pTask
 	pRequestState
 	pInputResponses
+	pProgressToken
+	pRequestID
+	pElicitationID
+	pTaskID
+	pURI
+	pLevel
 	nParams
 )
 
@@ -31,16 +39,26 @@ const (
 	mClientInfo
 	mClientCapabilities
 	mLogLevel
+	mSubscriptionID
+	mRelatedTask
 	nMeta
 )
 
 var (
-	paramNames = []string{pMeta: "_meta", pTask: "task", pRequestState: "requestState", pInputResponses: "inputResponses"}
-	metaNames  = []string{
+	paramNames = []string{
+		pMeta: "_meta", pTask: "task", pRequestState: "requestState", pInputResponses: "inputResponses",
+		pProgressToken: "progressToken", pRequestID: "requestId", pElicitationID: "elicitationId", pTaskID: "taskId", pURI: "uri", pLevel: "level",
+	}
+	metaNames = []string{
 		mProgressToken: "progressToken", mProtocolVersion: protocol.MetaProtocolVersion, mClientInfo: protocol.MetaClientInfo,
 		mClientCapabilities: protocol.MetaClientCapabilities, mLogLevel: protocol.MetaLogLevel,
+		mSubscriptionID: protocol.MetaSubscriptionID, mRelatedTask: relatedTask,
 	}
 )
+
+// relatedTask is the _meta member that names the task a server's message
+// is about.
+const relatedTask = "io.modelcontextprotocol/related-task"
 
 // params is where the members the hub reads sit in a request's frame.
 type params struct {
@@ -49,8 +67,9 @@ type params struct {
 	metaAt           [nMeta]jsonrpc.Span
 }
 
-func newRequest(m *jsonrpc.Message) request {
-	r := request{Message: m}
+// viewOf reads m into a message.
+func viewOf(m *jsonrpc.Message) message {
+	r := message{Message: m}
 	if len(m.Params) == 0 {
 		return r
 	}
@@ -102,13 +121,13 @@ func stringIn(frame []byte, s jsonrpc.Span, ok bool) (string, bool) {
 
 // metaString decodes the string at params._meta[metaNames[i]]; false when
 // it is absent or not a string.
-func (m *request) metaString(i int) (string, bool) {
+func (m *message) metaString(i int) (string, bool) {
 	s, ok := m.p.inMeta(i)
 	return stringIn(m.Frame, s, ok)
 }
 
 // metaRaw is the value at params._meta[metaNames[i]]; nil when absent.
-func (m *request) metaRaw(i int) json.RawMessage {
+func (m *message) metaRaw(i int) json.RawMessage {
 	if s, ok := m.p.inMeta(i); ok {
 		return json.RawMessage(m.Frame[s.Start:s.End])
 	}
@@ -116,11 +135,28 @@ func (m *request) metaRaw(i int) json.RawMessage {
 }
 
 // inputResponse is the span in the frame of params.inputResponses[key].
-func (m *request) inputResponse(key string) (jsonrpc.Span, bool) {
+func (m *message) inputResponse(key string) (jsonrpc.Span, bool) {
 	in, ok := m.p.param(pInputResponses)
 	if !ok {
 		return jsonrpc.Span{}, false
 	}
 	s, ok := jsonrpc.FindPath(m.Frame[in.Start:in.End], key)
 	return jsonrpc.Span{Start: in.Start + s.Start, End: in.Start + s.End}, ok
+}
+
+// paramString decodes the string at params[paramNames[i]]; false when it
+// is absent or not a string.
+func (m *message) paramString(i int) (string, bool) {
+	s, ok := m.p.param(i)
+	return stringIn(m.Frame, s, ok)
+}
+
+// relatedTaskID is the task a server's message names in its _meta.
+func (m *message) relatedTaskID() (string, bool) {
+	rt, ok := m.p.inMeta(mRelatedTask)
+	if !ok {
+		return "", false
+	}
+	s, ok := jsonrpc.FindPath(m.Frame[rt.Start:rt.End], "taskId")
+	return stringIn(m.Frame, jsonrpc.Span{Start: rt.Start + s.Start, End: rt.Start + s.End}, ok)
 }

@@ -17,7 +17,7 @@ import (
 // the server under a fresh id.
 
 func (c *client) handleRequest(msg *jsonrpc.Message, out sink) {
-	req := newRequest(msg)
+	req := viewOf(msg)
 	m := &req
 	switch m.Method {
 	case "ping":
@@ -54,9 +54,9 @@ func (c *client) handleRequest(msg *jsonrpc.Message, out sink) {
 }
 
 // handleLegacy serves a request of an initialized legacy session.
-func (c *client) handleLegacy(m *request, out sink) {
+func (c *client) handleLegacy(m *message, out sink) {
 	info := c.h.describedServer()
-	if info != nil && c.h.bridgeOf(pairOf(eraLegacy, info.era)).serve(c, m, info, out) {
+	if info != nil && c.h.bridgeOf(pairOf(eraLegacy, info.era)).serve(c, *m, info, out) {
 		return
 	}
 	if !c.handleState(m, info, out) {
@@ -67,7 +67,7 @@ func (c *client) handleLegacy(m *request, out sink) {
 // handleState serves the requests whose state mcpmux keeps per legacy
 // session, as the server described by info (nil: not yet) allows; false
 // means the request is the server's to answer.
-func (c *client) handleState(m *request, info *serverInfo, out sink) bool {
+func (c *client) handleState(m *message, info *serverInfo, out sink) bool {
 	switch m.Method {
 	case "resources/subscribe":
 		if info != nil && info.hasPath("resources", "subscribe") {
@@ -85,7 +85,7 @@ func (c *client) handleState(m *request, info *serverInfo, out sink) bool {
 			return true
 		}
 	case "tasks/get", "tasks/result", "tasks/cancel":
-		if !c.ownsTask(m.Message) {
+		if !c.ownsTask(m) {
 			c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such task in this session", Reason: jsonrpc.ReasonUnknownTask})
 			return true
 		}
@@ -176,7 +176,7 @@ type fwd struct {
 // progress token replaced by that id, and its envelope as the server's era
 // needs it: taken out for a legacy server, put in (from the session's
 // initialize) for a modern one.
-func (c *client) forward(m *request, out sink, f fwd) {
+func (c *client) forward(m *message, out sink, f fwd) {
 	proc, info, err := c.waitReady()
 	if err != nil {
 		c.failWith(out, m.ID, err)
@@ -214,7 +214,7 @@ func (c *client) forward(m *request, out sink, f fwd) {
 
 // edits are the rewrites of a forwarded request: its id, its progress
 // token, and its envelope as the pairing needs.
-func (c *client) edits(m *request, pair pairing, up int64, hasToken bool, tokSpan jsonrpc.Span) []jsonrpc.Edit {
+func (c *client) edits(m *message, pair pairing, up int64, hasToken bool, tokSpan jsonrpc.Span) []jsonrpc.Edit {
 	upID := []byte(strconv.FormatInt(up, 10))
 	idSpan, _ := m.IDSpan()
 	edits := make([]jsonrpc.Edit, 1, 3)
@@ -230,7 +230,7 @@ func (c *client) edits(m *request, pair pairing, up int64, hasToken bool, tokSpa
 // routeOf is the route of a request about to be forwarded, the span of its
 // progress token (when route.Token is set), and what the hub keeps with the
 // route beyond the table's fields (nil when nothing).
-func (c *client) routeOf(m *request, out sink, f fwd, pair pairing) (idmap.Route, jsonrpc.Span, *routeData) {
+func (c *client) routeOf(m *message, out sink, f fwd, pair pairing) (idmap.Route, jsonrpc.Span, *routeData) {
 	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Tag: out.tag(), Started: time.Now()}
 	_, route.Task = m.p.param(pTask)
 	serial := c.h.flights.turn.on.Load() && interactive(m.Method)

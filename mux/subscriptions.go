@@ -112,20 +112,11 @@ func (s *subscriptions) uris() []string {
 	return out
 }
 
-func uriOf(m *jsonrpc.Message) (string, bool) {
-	s, ok := m.ParamsPath("uri")
-	if !ok {
-		return "", false
-	}
-	var uri string
-	return uri, json.Unmarshal(m.Frame[s.Start:s.End], &uri) == nil
-}
-
 var emptyResult = json.RawMessage("{}")
 
 // subscribe counts a session in on a URI; the server sees only the first.
-func (c *client) subscribe(m *request, out sink) {
-	uri, ok := uriOf(m.Message)
+func (c *client) subscribe(m *message, out sink) {
+	uri, ok := m.paramString(pURI)
 	if !ok {
 		c.forward(m, out, fwd{}) // the server explains what is wrong
 		return
@@ -144,8 +135,8 @@ func (c *client) subscribe(m *request, out sink) {
 }
 
 // unsubscribe counts a session out; the server sees the last one.
-func (c *client) unsubscribe(m *request, out sink) {
-	uri, ok := uriOf(m.Message)
+func (c *client) unsubscribe(m *message, out sink) {
+	uri, ok := m.paramString(pURI)
 	if !ok {
 		c.forward(m, out, fwd{})
 		return
@@ -160,8 +151,8 @@ func (c *client) unsubscribe(m *request, out sink) {
 
 // routeUpdated sends notifications/resources/updated to the sessions
 // subscribed to that URI, or to a prefix of it.
-func (h *Hub) routeUpdated(m *jsonrpc.Message) {
-	uri, ok := uriOf(m)
+func (h *Hub) routeUpdated(m *message) {
+	uri, ok := m.paramString(pURI)
 	if !ok {
 		return
 	}
