@@ -87,3 +87,25 @@ func SpanOf(frame, sub []byte) Span {
 	start := cap(frame) - cap(sub)
 	return Span{Start: start, End: start + len(sub)}
 }
+
+// FindMembers finds the members of the JSON object v named in names, in
+// one pass over it: where bit i of found is set, spans[i] is where the
+// value of names[i] sits in v. Of a name that appears more than once the
+// last counts, as in FindPath. v must be valid JSON; a value other than an
+// object has no members. names has at most 64 entries, and spans is as
+// long as names.
+func FindMembers(v []byte, names []string, spans []Span) (found uint64) {
+	start := skipSpace(v, 0)
+	if start >= len(v) || v[start] != '{' {
+		return 0
+	}
+	eachMember(v, start, func(key []byte, escaped bool, val Span) bool {
+		for i, name := range names {
+			if keyEquals(key, escaped, name) {
+				spans[i], found = val, found|1<<i
+			}
+		}
+		return true
+	})
+	return found
+}

@@ -32,3 +32,20 @@ func TestObjectMembers(t *testing.T) {
 	os, _ := m.ParamsPath("o")
 	assert.Equal(t, `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"x\u0041","n":3,"o":{"k":true}}}`, string(jsonrpc.Splice(m.Frame, jsonrpc.InsertMembers(m.Frame, os, add, nil))), "InsertMembers into an empty object")
 }
+
+func TestFindMembers(t *testing.T) {
+	v := []byte(` {"a":1,"b":{"c":2},"\u0061":3,"d":[4]}`)
+	names := []string{"a", "b", "x", "d"}
+	spans := make([]jsonrpc.Span, len(names))
+	found := jsonrpc.FindMembers(v, names, spans)
+	assert.Equal(t, uint64(0b1011), found, "a, b and d are found, x is not")
+	for i, name := range names {
+		if found&(1<<i) == 0 {
+			continue
+		}
+		want, ok := jsonrpc.FindPath(v, name)
+		require.True(t, ok, name)
+		assert.Equal(t, want, spans[i], "FindMembers agrees with FindPath on %s (the last of a repeated name)", name)
+	}
+	assert.Zero(t, jsonrpc.FindMembers([]byte(`[1]`), names, spans), "an array has no members")
+}

@@ -14,10 +14,11 @@ type bridge interface {
 	// keep sets what the bridge keeps with a request about to go up, in
 	// the data of its route.
 	keep(c *client, m *jsonrpc.Message, d *routeData)
-	// rewrite is the request going up: it appends to edits those beyond
-	// its id, which goes up as upID; tokenDone reports that they replaced
-	// its progress token too.
-	rewrite(c *client, m *jsonrpc.Message, upID []byte, hasToken bool, edits []jsonrpc.Edit) (_ []jsonrpc.Edit, tokenDone bool)
+	// rewrite is the request going up (meta: the span of its _meta object,
+	// zero when none): it appends to edits those beyond its id, which goes
+	// up as upID; tokenDone reports that they replaced its progress token
+	// too.
+	rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, upID []byte, hasToken bool, edits []jsonrpc.Edit) (_ []jsonrpc.Edit, tokenDone bool)
 	// modifyAnswer is the server's answer going down to c, for the route r
 	// of upstream id up; taken reports that the bridge took the request on
 	// instead (it asks the session for input) and nothing is delivered now.
@@ -26,10 +27,19 @@ type bridge interface {
 	// that the request r of session c, upstream id up, caused; false when
 	// the plain proxy routes it to the session as a server request.
 	ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool
-	// retry serves a session's retry of a request the bridge asked input
-	// for; false when m is not one.
-	retry(c *client, m *jsonrpc.Message, out sink) bool
+	// serve answers a legacy session's request whose state mcpmux keeps
+	// (subscriptions, its log level, tasks) as the bridge has it, for the
+	// server described by info; false when the plain proxy serves it. m
+	// comes by value: a pointer through an interface would move every
+	// request's view to the heap.
+	serve(c *client, m message, info *serverInfo, out sink) bool
 }
+
+// The fourth fixed point, a session's retry with the input a bridge asked
+// for, is downBridge.retry's alone, called for every modern session's
+// request before it is forwarded: a retry names the request it retries by a
+// requestState only mcpmux makes, whatever the server is by then, and the
+// up bridge's retries are mcpmux's own (rounds.go).
 
 // pairing is how a request crosses the eras: both sides the same, or one of
 // the two bridges.
@@ -67,7 +77,7 @@ type plain struct{}
 
 func (plain) keep(*client, *jsonrpc.Message, *routeData) {}
 
-func (plain) rewrite(_ *client, _ *jsonrpc.Message, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
+func (plain) rewrite(_ *client, _ *jsonrpc.Message, _ jsonrpc.Span, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
 	return edits, false
 }
 
@@ -75,8 +85,9 @@ func (plain) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeData, m *js
 	return m.ReplaceID(r.ID), false
 }
 
+func (plain) serve(*client, message, *serverInfo, sink) bool { return false }
+
 func (plain) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) bool { return false }
-func (plain) retry(*client, *jsonrpc.Message, sink) bool                      { return false }
 
 // downBridge serves modern sessions on a legacy server: it takes their
 // envelope out of what goes up and shapes the answers as the modern
@@ -91,12 +102,12 @@ type downBridge struct {
 
 func (b *downBridge) keep(*client, *jsonrpc.Message, *routeData) {}
 
-func (b *downBridge) rewrite(c *client, m *jsonrpc.Message, upID []byte, hasToken bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
+func (b *downBridge) rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, upID []byte, hasToken bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
 	var tok []byte
 	if hasToken {
 		tok = upID
 	}
-	if e, ok := stripEnvelope(m, tok); ok {
+	if e, ok := stripEnvelope(m, meta, tok); ok {
 		return append(edits, e), true // the token is in the _meta it rewrote
 	}
 	return edits, false
@@ -106,13 +117,11 @@ func (b *downBridge) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeDat
 	return b.shapeDown(m, r.ID, r.Method), false
 }
 
+func (b *downBridge) serve(*client, message, *serverInfo, sink) bool { return false }
+
 func (b *downBridge) ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool {
 	b.askModern(proc, c, up, r, m)
 	return true
-}
-
-func (b *downBridge) retry(c *client, m *jsonrpc.Message, out sink) bool {
-	return b.answerRetry(c, m, out)
 }
 
 // upBridge serves legacy sessions on a modern server: it puts their
@@ -134,8 +143,8 @@ func (b *upBridge) keep(c *client, m *jsonrpc.Message, d *routeData) {
 	}
 }
 
-func (b *upBridge) rewrite(c *client, m *jsonrpc.Message, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
-	return append(edits, injectEnvelope(m, c.envelopeMembers())), false
+func (b *upBridge) rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
+	return append(edits, injectEnvelope(m, meta, c.envelopeMembers())), false
 }
 
 func (b *upBridge) modifyAnswer(c *client, up int64, r idmap.Route, d *routeData, m *jsonrpc.Message) ([]byte, bool) {
@@ -149,4 +158,31 @@ func (b *upBridge) modifyAnswer(c *client, up int64, r idmap.Route, d *routeData
 }
 
 func (b *upBridge) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) bool { return false }
-func (b *upBridge) retry(*client, *jsonrpc.Message, sink) bool                      { return false }
+
+// serve: a modern server has no per-session state for a legacy session to
+// set. Its subscriptions are counted and reach the server through
+// mcpmux's listen, its log level goes up with each of its requests, and
+// the server's tasks are of a kind a 2025 session cannot use.
+func (b *upBridge) serve(c *client, m message, info *serverInfo, out sink) bool {
+	switch m.Method {
+	case "resources/subscribe", "resources/unsubscribe":
+		uri, ok := m.paramString(pURI)
+		if !ok || !info.hasPath("resources", "subscribe") {
+			return false // the server explains what is wrong
+		}
+		if m.Method == "resources/subscribe" {
+			b.h.subs.add(uri, c.sess.ID())
+		} else {
+			b.h.subs.remove(uri, c.sess.ID())
+		}
+		out.reply(jsonrpc.Response(m.ID, emptyResult))
+		b.syncOwnedListen()
+	case "logging/setLevel":
+		c.setLevel(m.Message, out)
+	case "tasks/get", "tasks/result", "tasks/cancel":
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: m.Method + " is not offered: the server speaks 2026-07-28, whose tasks a 2025 session cannot use", Reason: jsonrpc.ReasonNotSupported})
+	default:
+		return false
+	}
+	return true
+}

@@ -118,8 +118,8 @@ func interactive(method string) bool {
 // chooseSession picks the session that takes a server request and the
 // request of that session that caused it (its upstream id and route; for a
 // legacy session taking a request that names its task, none), or nil.
-func (h *Hub) chooseSession(m *jsonrpc.Message, n need) (*client, int64, idmap.Route) {
-	if task, ok := m.ParamsString("_meta", "io.modelcontextprotocol/related-task", "taskId"); ok {
+func (h *Hub) chooseSession(m *message, n need) (*client, int64, idmap.Route) {
+	if task, ok := m.relatedTaskID(); ok {
 		owner, _ := h.tasks.owner(task)
 		if c := h.sessions.get(owner); c != nil && c.isReady() && c.capabilities().meets(n) {
 			return c, 0, idmap.Route{}

@@ -34,7 +34,8 @@
 // differ. The second is the bridge of a request's pairing (bridge.go): the
 // plain proxy (request.go, route.go, serverreqs.go) calls its hooks at
 // fixed points (the request going up, the answer coming down, a server's
-// request for input, a session's retry), as httputil.ReverseProxy calls
+// request for input, a legacy session's request for state mcpmux keeps, a
+// session's retry), as httputil.ReverseProxy calls
 // Rewrite and ModifyResponse; the bridges' own work lives in mrtr.go (down:
 // input_required and retries), rounds.go (up: rounds of input) and
 // listen.go (listens, both ways).

@@ -40,7 +40,8 @@ type envelope struct {
 	level   string          // logLevel; "" when absent
 }
 
-// metaSpan is the span of params._meta in the frame, when it is an object.
+// metaSpan is the span of params._meta in the frame, when it is an object
+// (a request's is in its view: request.p.meta).
 func metaSpan(m *jsonrpc.Message) (jsonrpc.Span, bool) {
 	s, ok := m.ParamsPath("_meta")
 	if !ok || m.Frame[s.Start] != '{' {
@@ -51,19 +52,15 @@ func metaSpan(m *jsonrpc.Message) (jsonrpc.Span, bool) {
 
 // envelopeOf reads a request's envelope; false when it carries none (no
 // protocol version in its _meta).
-func envelopeOf(m *jsonrpc.Message) (envelope, bool) {
-	s, ok := metaSpan(m)
-	if !ok {
-		return envelope{}, false
-	}
-	meta := m.Frame[s.Start:s.End]
+func envelopeOf(m *message) (envelope, bool) {
 	var e envelope
-	if e.version, ok = jsonrpc.StringMember(meta, protocol.MetaProtocolVersion); !ok {
+	var ok bool
+	if e.version, ok = m.metaString(mProtocolVersion); !ok {
 		return envelope{}, false
 	}
-	e.info = jsonrpc.Member(meta, protocol.MetaClientInfo)
-	e.caps = jsonrpc.Member(meta, protocol.MetaClientCapabilities)
-	e.level, _ = jsonrpc.StringMember(meta, protocol.MetaLogLevel)
+	e.info = m.metaRaw(mClientInfo)
+	e.caps = m.metaRaw(mClientCapabilities)
+	e.level, _ = m.metaString(mLogLevel)
 	return e, true
 }
 
@@ -77,11 +74,11 @@ func envelopeOf(m *jsonrpc.Message) (envelope, bool) {
 var envelopeKeys = []string{protocol.MetaProtocolVersion, protocol.MetaClientInfo, protocol.MetaLogLevel}
 
 // stripEnvelope returns the edits that take the envelope keys out of a request's
-// _meta, with the progress token, if any, replaced by token. ok is false when
-// the request has no _meta object.
-func stripEnvelope(m *jsonrpc.Message, token []byte) (jsonrpc.Edit, bool) {
-	s, ok := metaSpan(m)
-	if !ok {
+// _meta (at s: its span, zero when it has no _meta object), with the
+// progress token, if any, replaced by token. ok is false when the request
+// has no _meta object.
+func stripEnvelope(m *jsonrpc.Message, s jsonrpc.Span, token []byte) (jsonrpc.Edit, bool) {
+	if s.End == 0 {
 		return jsonrpc.Edit{}, false
 	}
 	var meta map[string]json.RawMessage
@@ -103,11 +100,11 @@ func stripEnvelope(m *jsonrpc.Message, token []byte) (jsonrpc.Edit, bool) {
 	return jsonrpc.Edit{Span: s, Value: b}, true
 }
 
-// injectEnvelope returns the edit that adds members to a request's _meta
-// (creating _meta, and params, when absent). Members the request already
-// has are left as they are.
-func injectEnvelope(m *jsonrpc.Message, members map[string]json.RawMessage) jsonrpc.Edit {
-	if s, ok := metaSpan(m); ok {
+// injectEnvelope returns the edit that adds members to a message's _meta
+// (at s: its span, zero when it has no _meta object), creating _meta, and
+// params, when absent. Members it already has are left as they are.
+func injectEnvelope(m *jsonrpc.Message, s jsonrpc.Span, members map[string]json.RawMessage) jsonrpc.Edit {
+	if s.End != 0 {
 		meta := m.Frame[s.Start:s.End]
 		have := func(k string) bool { _, ok := jsonrpc.FindPath(meta, k); return ok }
 		return jsonrpc.InsertMembers(m.Frame, s, members, have)

@@ -25,7 +25,8 @@ func (p *fakeProc) answerModern(m *jsonrpc.Message) bool {
 	if era == "" {
 		return false
 	}
-	env, enveloped := envelopeOf(m)
+	req := viewOf(m)
+	env, enveloped := envelopeOf(&req)
 	switch {
 	case m.Method == "initialize" && era == "modern":
 		p.reply((&jsonrpc.Error{Code: protocol.CodeUnsupportedVersion, Message: "Unsupported protocol version", Extra: map[string]any{"supported": []string{protocol.Modern}}}).Response(m.ID))

@@ -193,7 +193,7 @@ func (o *ownedListen) lost(up int64) bool {
 }
 
 // listen serves a modern session's subscriptions/listen.
-func (c *client) listen(m *jsonrpc.Message, mr *modernReq, out sink) {
+func (c *client) listen(m *message, mr *modernReq, out sink) {
 	_, info, err := c.waitReady()
 	if err != nil {
 		c.failWith(out, m.ID, err)
@@ -252,7 +252,8 @@ func stamp(frame []byte, id json.RawMessage) []byte {
 	if err != nil {
 		return frame
 	}
-	return jsonrpc.Splice(m.Frame, injectEnvelope(m, map[string]json.RawMessage{protocol.MetaSubscriptionID: id}))
+	meta, _ := metaSpan(m)
+	return jsonrpc.Splice(m.Frame, injectEnvelope(m, meta, map[string]json.RawMessage{protocol.MetaSubscriptionID: id}))
 }
 
 // toLocalListens sends a legacy server's list change to the modern
@@ -268,9 +269,9 @@ func (b *downBridge) toLocalListens(m *jsonrpc.Message) {
 
 // routeTagged routes a notification that names a listen in its _meta; false
 // when it names none.
-func (u *upstreamHandler) routeTagged(m *jsonrpc.Message) bool {
+func (u *upstreamHandler) routeTagged(m *message) bool {
 	h := u.h
-	s, ok := m.ParamsPath("_meta", protocol.MetaSubscriptionID)
+	s, ok := m.p.inMeta(mSubscriptionID)
 	if !ok {
 		return false
 	}
@@ -283,7 +284,7 @@ func (u *upstreamHandler) routeTagged(m *jsonrpc.Message) bool {
 	case !ok:
 		h.log.Debug("dropped a notification of a listen not open", "method", m.Method)
 	case r.Session == 0 && r.Method == "subscriptions/listen":
-		h.up.fromOwnedListen(m)
+		h.up.fromOwnedListen(m.Message)
 	case dataOf(r).isListen():
 		if c := h.sessions.get(r.Session); c != nil {
 			c.sendAbout(r.Tag, jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: r.ID}))
@@ -309,7 +310,8 @@ func (b *upBridge) fromOwnedListen(m *jsonrpc.Message) {
 	}
 	switch {
 	case plain.Method == "notifications/resources/updated":
-		h.routeUpdated(plain)
+		view := viewOf(plain)
+		h.routeUpdated(&view)
 	case strings.HasSuffix(plain.Method, "/list_changed"):
 		h.broadcast(plain.Frame)
 	}

@@ -164,9 +164,9 @@ const setLevelWait = 2 * time.Second
 // and the one session whose request in flight asked, in its envelope, for a
 // level that admits it (a modern server sends messages for nothing else).
 // The message names no request: of several that asked, the latest takes it.
-func (u *upstreamHandler) routeLogMessage(m *jsonrpc.Message) {
+func (u *upstreamHandler) routeLogMessage(m *message) {
 	h := u.h
-	level, _ := m.ParamsString("level")
+	level, _ := m.paramString(pLevel)
 	rank, known := logRanks[level]
 	info := h.describedServer()
 	if info == nil || info.era != eraModern {

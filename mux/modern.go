@@ -46,7 +46,7 @@ func (c *client) handleDiscover(m *jsonrpc.Message, out sink) {
 }
 
 // handleModern serves a request of a modern session.
-func (c *client) handleModern(m *jsonrpc.Message, env envelope, enveloped bool, out sink) {
+func (c *client) handleModern(m *message, env envelope, enveloped bool, out sink) {
 	mr, e := checkEnvelope(env, enveloped)
 	if e != nil {
 		c.fail(out, m.ID, e)

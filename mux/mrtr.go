@@ -167,19 +167,20 @@ func parkedOwner(c *client) (owner uint64, detached bool) {
 	return c.sess.ID(), false
 }
 
-// answerRetry serves a modern session's retry of a request mcpmux parked;
+// retry serves a modern session's retry of a request mcpmux parked;
 // false when m is not one (it names no requestState, or the server is
 // modern and the state is the server's).
-func (b *downBridge) answerRetry(c *client, m *jsonrpc.Message, out sink) bool {
+func (b *downBridge) retry(c *client, m *message, out sink) bool {
 	h := b.h
-	state, ok := m.ParamsString("requestState")
+	s, ok := m.p.param(pRequestState)
+	state, ok := stringIn(m.Frame, s, ok)
 	if !ok || !strings.HasPrefix(state, stateVersion) {
 		return false // none, or the server's own
 	}
 	owner, detached := parkedOwner(c)
 	nonce, err := b.states.verify(owner, state)
 	var token json.RawMessage
-	if s, ok := m.ParamsPath("_meta", "progressToken"); ok {
+	if s, ok := m.p.inMeta(mProgressToken); ok {
 		token = m.Frame[s.Start:s.End]
 	}
 	var p *parkedInput
@@ -214,10 +215,10 @@ func (b *downBridge) answerRetry(c *client, m *jsonrpc.Message, out sink) bool {
 // carries for it. Under the turn the answer waits for it, as the request
 // did at first: once answered, the server may go on to ask for more, which
 // must reach this retry.
-func (b *downBridge) giveInput(c *client, p *parkedInput, m *jsonrpc.Message) {
+func (b *downBridge) giveInput(c *client, p *parkedInput, m *message) {
 	h := b.h
 	var frame []byte
-	if s, ok := m.ParamsPath("inputResponses", p.key); ok {
+	if s, ok := m.inputResponse(p.key); ok {
 		frame = jsonrpc.Response(p.asked, m.Frame[s.Start:s.End])
 	} else {
 		frame = noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonNoClient, "the session retried without an answer to "+p.method)

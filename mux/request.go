@@ -16,7 +16,9 @@ import (
 // A session's requests and notifications: answered here, or forwarded to
 // the server under a fresh id.
 
-func (c *client) handleRequest(m *jsonrpc.Message, out sink) {
+func (c *client) handleRequest(msg *jsonrpc.Message, out sink) {
+	req := viewOf(msg)
+	m := &req
 	switch m.Method {
 	case "ping":
 		if _, modern := envelopeOf(m); !modern && c.sessionEra() != eraModern {
@@ -24,10 +26,10 @@ func (c *client) handleRequest(m *jsonrpc.Message, out sink) {
 			return
 		} // else removed in 2026-07-28: handleModern refuses it
 	case "initialize":
-		c.handleInitialize(m, out)
+		c.handleInitialize(msg, out)
 		return
 	case "server/discover":
-		c.handleDiscover(m, out)
+		c.handleDiscover(msg, out)
 		return
 	}
 	env, enveloped := envelopeOf(m)
@@ -52,16 +54,20 @@ func (c *client) handleRequest(m *jsonrpc.Message, out sink) {
 }
 
 // handleLegacy serves a request of an initialized legacy session.
-func (c *client) handleLegacy(m *jsonrpc.Message, out sink) {
-	if !c.handleState(m, out) {
+func (c *client) handleLegacy(m *message, out sink) {
+	info := c.h.describedServer()
+	if info != nil && c.h.bridgeOf(pairOf(eraLegacy, info.era)).serve(c, *m, info, out) {
+		return
+	}
+	if !c.handleState(m, info, out) {
 		c.forward(m, out, fwd{})
 	}
 }
 
 // handleState serves the requests whose state mcpmux keeps per legacy
-// session; false means the request is the server's to answer.
-func (c *client) handleState(m *jsonrpc.Message, out sink) bool {
-	info := c.h.describedServer()
+// session, as the server described by info (nil: not yet) allows; false
+// means the request is the server's to answer.
+func (c *client) handleState(m *message, info *serverInfo, out sink) bool {
 	switch m.Method {
 	case "resources/subscribe":
 		if info != nil && info.hasPath("resources", "subscribe") {
@@ -74,15 +80,11 @@ func (c *client) handleState(m *jsonrpc.Message, out sink) bool {
 			return true
 		}
 	case "logging/setLevel":
-		if info != nil && (info.has("logging") || info.era == eraModern) {
-			c.setLevel(m, out)
+		if info != nil && info.has("logging") {
+			c.setLevel(m.Message, out)
 			return true
 		}
 	case "tasks/get", "tasks/result", "tasks/cancel":
-		if info != nil && info.era == eraModern {
-			c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: m.Method + " is not offered: the server speaks 2026-07-28, whose tasks a 2025 session cannot use", Reason: jsonrpc.ReasonNotSupported})
-			return true
-		}
 		if !c.ownsTask(m) {
 			c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such task in this session", Reason: jsonrpc.ReasonUnknownTask})
 			return true
@@ -174,7 +176,7 @@ type fwd struct {
 // progress token replaced by that id, and its envelope as the server's era
 // needs it: taken out for a legacy server, put in (from the session's
 // initialize) for a modern one.
-func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
+func (c *client) forward(m *message, out sink, f fwd) {
 	proc, info, err := c.waitReady()
 	if err != nil {
 		c.failWith(out, m.ID, err)
@@ -212,12 +214,13 @@ func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
 
 // edits are the rewrites of a forwarded request: its id, its progress
 // token, and its envelope as the pairing needs.
-func (c *client) edits(m *jsonrpc.Message, pair pairing, up int64, hasToken bool, tokSpan jsonrpc.Span) []jsonrpc.Edit {
+func (c *client) edits(m *message, pair pairing, up int64, hasToken bool, tokSpan jsonrpc.Span) []jsonrpc.Edit {
 	upID := []byte(strconv.FormatInt(up, 10))
 	idSpan, _ := m.IDSpan()
 	edits := make([]jsonrpc.Edit, 1, 3)
 	edits[0] = jsonrpc.Edit{Span: idSpan, Value: upID}
-	edits, tokenDone := c.h.bridgeOf(pair).rewrite(c, m, upID, hasToken, edits)
+	meta, _ := m.p.meta(m.Frame)
+	edits, tokenDone := c.h.bridgeOf(pair).rewrite(c, m.Message, meta, upID, hasToken, edits)
 	if hasToken && !tokenDone {
 		edits = append(edits, jsonrpc.Edit{Span: tokSpan, Value: upID})
 	}
@@ -227,9 +230,9 @@ func (c *client) edits(m *jsonrpc.Message, pair pairing, up int64, hasToken bool
 // routeOf is the route of a request about to be forwarded, the span of its
 // progress token (when route.Token is set), and what the hub keeps with the
 // route beyond the table's fields (nil when nothing).
-func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idmap.Route, jsonrpc.Span, *routeData) {
+func (c *client) routeOf(m *message, out sink, f fwd, pair pairing) (idmap.Route, jsonrpc.Span, *routeData) {
 	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Tag: out.tag(), Started: time.Now()}
-	_, route.Task = m.ParamsPath("task")
+	_, route.Task = m.p.param(pTask)
 	serial := c.h.flights.turn.on.Load() && interactive(m.Method)
 	limited := c.h.flights.limit.max > 0 && !f.listen
 	b, inBatch := out.(*batch)
@@ -237,10 +240,10 @@ func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idm
 	if inBatch || c.h.cfg.RequestTimeout > 0 || f.after != nil || serial || limited || pair != sameEra || f.modern != nil || f.listen {
 		// Set before the route is published: other goroutines settle it.
 		data = &routeData{batch: b, after: f.after, serial: serial, limited: limited, pair: pair, modern: f.modern, level: f.level, listen: f.listen}
-		c.h.bridgeOf(pair).keep(c, m, data)
+		c.h.bridgeOf(pair).keep(c, m.Message, data)
 		route.Data = data
 	}
-	tokSpan, hasToken := m.ParamsPath("_meta", "progressToken")
+	tokSpan, hasToken := m.p.inMeta(mProgressToken)
 	if hasToken {
 		// A token MCP allows (a string or a number) is replaced; anything
 		// else passes as it is.

@@ -200,8 +200,10 @@ func (u *upstreamHandler) answerFrame(c *client, up int64, r idmap.Route, d *rou
 	return h.bridgeOf(d.pair).modifyAnswer(c, up, r, d, m)
 }
 
-func (u *upstreamHandler) routeNotification(m *jsonrpc.Message) {
+func (u *upstreamHandler) routeNotification(msg *jsonrpc.Message) {
 	h := u.h
+	view := viewOf(msg)
+	m := &view
 	switch m.Method {
 	case "notifications/progress":
 		u.routeProgress(m)
@@ -213,7 +215,7 @@ func (u *upstreamHandler) routeNotification(m *jsonrpc.Message) {
 		u.routeElicitationComplete(m)
 		return
 	case "notifications/tasks/status":
-		u.taskStatus(m)
+		u.taskStatus(msg)
 	}
 	if u.routeTagged(m) || u.toTaskOwner(m) {
 		return
@@ -225,7 +227,7 @@ func (u *upstreamHandler) routeNotification(m *jsonrpc.Message) {
 		u.routeLogMessage(m)
 	case strings.HasSuffix(m.Method, "/list_changed"):
 		h.broadcast(m.Frame)
-		h.down.toLocalListens(m)
+		h.down.toLocalListens(msg)
 	default:
 		h.broadcast(m.Frame)
 	}
@@ -234,9 +236,9 @@ func (u *upstreamHandler) routeNotification(m *jsonrpc.Message) {
 // routeProgress sends a progress notification to the owner of its token,
 // with the token the owner chose. Progress for a finished or unknown
 // request is dropped.
-func (u *upstreamHandler) routeProgress(m *jsonrpc.Message) {
+func (u *upstreamHandler) routeProgress(m *message) {
 	h := u.h
-	span, ok := m.ParamsPath("progressToken")
+	span, ok := m.p.param(pProgressToken)
 	if !ok {
 		return
 	}
@@ -284,7 +286,8 @@ func (u *upstreamHandler) serverRequest(m *jsonrpc.Message) {
 		if info := h.describedServer(); info != nil && info.era == eraModern {
 			break // a modern server asks for input in its answers, never in requests
 		}
-		u.routeServerRequest(proc, m)
+		view := viewOf(m)
+		u.routeServerRequest(proc, &view)
 		return
 	}
 	e := &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "mcpmux does not route " + m.Method + " to clients", Reason: jsonrpc.ReasonMethodNotFound, Server: h.cfg.Name}

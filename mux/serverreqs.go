@@ -134,7 +134,7 @@ func (t *serverReqs) takeElicitation(id string) (uint64, bool) {
 
 // routeServerRequest sends sampling/createMessage or elicitation/create to
 // the session that should take it, under an id of that session's own.
-func (u *upstreamHandler) routeServerRequest(proc process, m *jsonrpc.Message) {
+func (u *upstreamHandler) routeServerRequest(proc process, m *message) {
 	h := u.h
 	if h.flights.turn.engage() {
 		h.log.Info("the server sends requests of its own: from now on its sessions' calls take turns, so that each reaches the session whose call caused it", "server_requests", "auto")
@@ -144,9 +144,9 @@ func (u *upstreamHandler) routeServerRequest(proc process, m *jsonrpc.Message) {
 			}
 		}
 	}
-	n := needOf(m)
+	n := needOf(m.Message)
 	if up, cause, ok := h.undeclaredCause(n); ok {
-		h.refuseUndeclared(proc, up, cause, m, n)
+		h.refuseUndeclared(proc, up, cause, m.Message, n)
 		return
 	}
 	c, up, cause := h.chooseSession(m, n)
@@ -155,12 +155,12 @@ func (u *upstreamHandler) routeServerRequest(proc process, m *jsonrpc.Message) {
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, "no session can take "+m.Method))
 		return
 	}
-	if h.bridgeOf(pairOf(c.sessionEra(), eraLegacy)).ask(proc, c, up, cause, m) {
+	if h.bridgeOf(pairOf(c.sessionEra(), eraLegacy)).ask(proc, c, up, cause, m.Message) {
 		return // a modern session: asked in an answer, not a request
 	}
 	key := h.asks.add(c.sess.ID(), &serverReq{up: m.ID, method: m.Method, tag: cause.Tag}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
 	if n.elicitation && n.mode == "url" {
-		if eid, ok := m.ParamsString("elicitationId"); ok {
+		if eid, ok := m.paramString(pElicitationID); ok {
 			h.asks.elicit(eid, c.sess.ID())
 		}
 	}
@@ -278,13 +278,13 @@ func (h *Hub) forgetServerReqs() {
 
 // serverCancelled forwards the server's cancellation of one of its own
 // requests to the session that has it.
-func (u *upstreamHandler) serverCancelled(m *jsonrpc.Message) {
+func (u *upstreamHandler) serverCancelled(m *message) {
 	h := u.h
-	s, ok := m.ParamsPath("requestId")
+	s, ok := m.p.param(pRequestID)
 	if !ok {
 		return
 	}
-	if u.listenEnded(m, s) {
+	if u.listenEnded(m.Message, s) {
 		return
 	}
 	key, sr := h.asks.takeUpstream(m.Frame[s.Start:s.End])
@@ -325,9 +325,9 @@ func (u *upstreamHandler) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
 
 // routeElicitationComplete tells the one session that owns a URL
 // elicitation that it completed; an unknown id is dropped.
-func (u *upstreamHandler) routeElicitationComplete(m *jsonrpc.Message) {
+func (u *upstreamHandler) routeElicitationComplete(m *message) {
 	h := u.h
-	id, ok := m.ParamsString("elicitationId")
+	id, ok := m.paramString(pElicitationID)
 	if !ok {
 		return
 	}

@@ -112,31 +112,17 @@ func (s *subscriptions) uris() []string {
 	return out
 }
 
-func uriOf(m *jsonrpc.Message) (string, bool) {
-	s, ok := m.ParamsPath("uri")
-	if !ok {
-		return "", false
-	}
-	var uri string
-	return uri, json.Unmarshal(m.Frame[s.Start:s.End], &uri) == nil
-}
-
 var emptyResult = json.RawMessage("{}")
 
 // subscribe counts a session in on a URI; the server sees only the first.
-func (c *client) subscribe(m *jsonrpc.Message, out sink) {
-	uri, ok := uriOf(m)
+func (c *client) subscribe(m *message, out sink) {
+	uri, ok := m.paramString(pURI)
 	if !ok {
 		c.forward(m, out, fwd{}) // the server explains what is wrong
 		return
 	}
 	h, id := c.h, c.sess.ID()
 	first, _ := h.subs.add(uri, id)
-	if info := h.describedServer(); info != nil && info.era == eraModern {
-		out.reply(jsonrpc.Response(m.ID, emptyResult))
-		h.up.syncOwnedListen() // the server hears of it through mcpmux's listen
-		return
-	}
 	if !first {
 		out.reply(jsonrpc.Response(m.ID, emptyResult))
 		return
@@ -149,18 +135,13 @@ func (c *client) subscribe(m *jsonrpc.Message, out sink) {
 }
 
 // unsubscribe counts a session out; the server sees the last one.
-func (c *client) unsubscribe(m *jsonrpc.Message, out sink) {
-	uri, ok := uriOf(m)
+func (c *client) unsubscribe(m *message, out sink) {
+	uri, ok := m.paramString(pURI)
 	if !ok {
 		c.forward(m, out, fwd{})
 		return
 	}
 	last, _ := c.h.subs.remove(uri, c.sess.ID())
-	if info := c.h.describedServer(); info != nil && info.era == eraModern {
-		out.reply(jsonrpc.Response(m.ID, emptyResult))
-		c.h.up.syncOwnedListen()
-		return
-	}
 	if last {
 		c.forward(m, out, fwd{})
 		return
@@ -170,8 +151,8 @@ func (c *client) unsubscribe(m *jsonrpc.Message, out sink) {
 
 // routeUpdated sends notifications/resources/updated to the sessions
 // subscribed to that URI, or to a prefix of it.
-func (h *Hub) routeUpdated(m *jsonrpc.Message) {
-	uri, ok := uriOf(m)
+func (h *Hub) routeUpdated(m *message) {
+	uri, ok := m.paramString(pURI)
 	if !ok {
 		return
 	}

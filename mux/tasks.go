@@ -131,8 +131,8 @@ func (u *upstreamHandler) recordModernTask(session uint64, up int64, token json.
 
 // ownsTask reports whether a session may name a task in tasks/get,
 // tasks/result or tasks/cancel.
-func (c *client) ownsTask(m *jsonrpc.Message) bool {
-	id, ok := m.ParamsString("taskId")
+func (c *client) ownsTask(m *message) bool {
+	id, ok := m.paramString(pTaskID)
 	if !ok {
 		return false
 	}
@@ -176,14 +176,14 @@ func (h *Hub) dropTasks(session uint64, proc process) {
 
 // toTaskOwner sends a notification that names a task to that task's owner
 // alone; false when it names none.
-func (u *upstreamHandler) toTaskOwner(m *jsonrpc.Message) bool {
+func (u *upstreamHandler) toTaskOwner(m *message) bool {
 	h := u.h
-	id, ok := m.ParamsString("_meta", "io.modelcontextprotocol/related-task", "taskId")
+	id, ok := m.relatedTaskID()
 	if !ok {
 		if m.Method != "notifications/tasks/status" {
 			return false
 		}
-		if id, ok = m.ParamsString("taskId"); !ok {
+		if id, ok = m.paramString(pTaskID); !ok {
 			return false
 		}
 	}
