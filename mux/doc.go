@@ -35,14 +35,35 @@
 // These enter the hub, and nothing else does:
 //   - each session's read goroutine (session.Session.Run), which calls the
 //     client's Handler methods one message at a time;
+//   - the goroutine that calls Serve, which adds the session, runs its
+//     writer (inside session.Session.Run) and, once it has ended, counts it
+//     out of every part (Hub.detach);
 //   - the server's stdout reader (upstream.Process), which calls
 //     upstreamHandler one message at a time and never blocks;
-//   - Run, which starts, supervises and restarts the process; its ping loop,
-//     which Run's supervise waits for;
-//   - timers: request_timeout (Hub.timeout) and the server request timeout
-//     (Hub.serverReqTimeout), which only take a route or an entry and answer.
+//   - Run, which starts, supervises and restarts the process, and its ping
+//     loop (Hub.pingLoop), which Hub.supervise starts and waits for;
+//   - timers, which nobody waits for: each takes its entry from a table
+//     (under that table's lock) and acts only if it got it, so stopping one
+//     is enough. They are request_timeout (armed by Hub.sent, and by
+//     Hub.nextRound for each round of input; it runs Hub.timeout), the
+//     server request timeout (armed by serverReqs.add; Hub.serverReqTimeout)
+//     and the wait of a parked request for its retry (armed by
+//     parkedInputs.add; Hub.parkedTimeout);
+//   - the daemon's control endpoint, its reload and its idle check, through
+//     the exported methods: Status, Logs and FollowLogs copy out what the
+//     parts hold, under their locks; Restart and Reconfigure change what
+//     life holds and wake Run, which does the rest.
 //
-// Pool.Serve runs one Hub per session and waits for its Run.
+// Pool.Serve runs one Hub per session, with its Run on a goroutine of its
+// own that it waits for. Projects runs one Hub per project: the goroutine
+// Projects.startLocked starts for its Run is in Projects.wg, which
+// Projects.Run waits for. When a project's last session leaves, a timer
+// (armed by Projects.release) stops that hub if no session came back
+// within the idle time (Projects.stopIfIdle); nobody waits for it, and
+// Projects.Run stops those it finds. While share = "project" tells a web
+// session's project, the lobby reads the client's next frame on a goroutine
+// of its own (lobby.next), whose outcome the session's first read takes;
+// the lobby's Close ends that read and waits for it.
 //
 // # Locks
 //

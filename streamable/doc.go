@@ -28,4 +28,24 @@
 // Every refusal it makes is a JSON-RPC error body (application/json) with
 // data.reason and data.server, under the HTTP status the transport's
 // specification gives.
+//
+// # Goroutines
+//
+// Each session runs on a goroutine of its own, and Handler.Close waits for
+// every one of them (Handler.active):
+//   - a 2025 HTTP session, started by Handler.admit for its initialize
+//     request, outlives that request: it ends when the client deletes it,
+//     when it has been idle too long, when it is evicted to make room, or
+//     on Close;
+//   - the session of one 2026-07-28 request (Handler.serveOne), and of
+//     mcpmux's own tools/list, lives as long as its POST: the POST's
+//     handler ends it and waits for it (served.end) before it returns.
+//
+// Two timers act on a session's state and nobody waits for them: each takes
+// the lock of what it acts on and acts only if that is still as it left it,
+// so stopping one is enough. An HTTP session's idle timer (armed by
+// transport.leave when its last request ends, stopped when another comes)
+// ends a session that stayed idle; a POST's header timer (armed by
+// stream.startSoon, stopped by the first event) sends the response's
+// headers when no event came within headerDelay.
 package streamable
