@@ -6,6 +6,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -98,4 +99,23 @@ func TestBenchHarness(t *testing.T) {
 	img, err := png.Decode(bytes.NewReader(b))
 	require.NoError(t, err, "the chart is a PNG")
 	assert.Greater(t, img.Bounds().Dx(), 600, "chart width")
+}
+
+// TestABHarness runs the old-against-new comparison (go run ./bench -ab)
+// with the binary TestMain built on both sides and few calls, and checks
+// that every path and round gave figures and that the table shows them. It
+// judges no figure.
+func TestABHarness(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := benchkit.AB(ctx, benchkit.ABOptions{Old: bins.mcpmux, New: bins.mcpmux, Calls: 20, Rounds: 2, Short: true})
+	require.NoError(t, err)
+	summary := rep.Summary()
+	t.Logf("\n%s", summary)
+	require.Len(t, rep.Rows, 2*3, "a row per path and round")
+	for _, row := range rep.Rows {
+		assert.Positive(t, row.Old, "%s round %d: old p50", row.Path, row.Round)
+		assert.Positive(t, row.New, "%s round %d: new p50", row.Path, row.Round)
+		assert.Contains(t, summary, "| "+row.Path+" | "+strconv.Itoa(row.Round)+" |")
+	}
 }

@@ -9,6 +9,14 @@
 //
 //	cd integration && go run ./bench [-short] [-write]
 //
+// With -ab OLD it instead compares two mcpmux binaries, OLD and -new (this
+// checkout's, built, when -new is not given): the Go echo server behind a
+// daemon of each, echo calls over the socket, connect and WebSocket paths
+// interleaved call by call, three rounds, the median of the paired
+// differences against OLD's median.
+//
+//	cd integration && go run ./bench -ab /tmp/mcpmux-old [-new BIN] [-short]
+//
 // It needs node and the npm packages of integration/node (npm ci there, as
 // ./scripts/test does). With -write it writes BENCHMARKS.md and its chart,
 // BENCHMARKS.png, at the repository root. It never fails on a figure.
@@ -36,9 +44,16 @@ const (
 func main() {
 	short := flag.Bool("short", false, "tiny counts: only check that every path and figure works")
 	write := flag.Bool("write", false, "write "+mdFile+" and "+chartFile+" at the repository root")
+	old := flag.String("ab", "", "compare the mcpmux binary `OLD` with -new, call by call, instead")
+	newBin := flag.String("new", "", "with -ab: the new mcpmux `binary`; empty: this checkout's, built")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *short, *write)
+	var err error
+	if *old != "" {
+		err = ab(ctx, *old, *newBin, *short)
+	} else {
+		err = run(ctx, *short, *write)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -75,6 +90,34 @@ func run(ctx context.Context, short, write bool) error {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "wrote", filepath.Join(root, mdFile), "and", filepath.Join(root, chartFile))
+	return nil
+}
+
+// ab compares the mcpmux binaries old and newBin (built from this checkout
+// when empty) and prints the table.
+func ab(ctx context.Context, old, newBin string, short bool) error {
+	if newBin == "" {
+		root, err := benchkit.RepoRoot(ctx)
+		if err != nil {
+			return err
+		}
+		dir, err := os.MkdirTemp("", "mxab")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		newBin = filepath.Join(dir, "mcpmux")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", newBin, "./cmd/mcpmux")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build ./cmd/mcpmux: %w\n%s", err, out)
+		}
+	}
+	rep, err := benchkit.AB(ctx, benchkit.ABOptions{Old: old, New: newBin, Short: short, Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	fmt.Print(rep.Summary())
 	return nil
 }
 

@@ -296,10 +296,6 @@ func (r *run) findNode() error {
 
 // build fills in the binaries that Options does not name.
 func (r *run) build() error {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("the go command is not on PATH (%w): the benchmarks build mcpmux and two helpers", err)
-	}
 	var errs []error
 	for _, b := range []struct {
 		path *string
@@ -315,23 +311,34 @@ func (r *run) build() error {
 		if *b.path != "" {
 			continue
 		}
-		out := filepath.Join(r.dir, filepath.Base(b.pkg))
-		cmd := exec.CommandContext(r.ctx, goTool, "build", "-o", out, b.pkg)
-		if b.root {
-			root, err := RepoRoot(r.ctx)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			cmd.Dir = root
-		}
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("go build %s: %w\n%s", b.pkg, err, msg))
+		out, err := goBuild(r.ctx, r.dir, b.pkg, b.root)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		*b.path = out
 	}
 	return errors.Join(errs...)
+}
+
+// goBuild builds pkg into dir and returns the binary's path. root says pkg
+// is in mcpmux's own module, built in its folder with its go.mod.
+func goBuild(ctx context.Context, dir, pkg string, root bool) (string, error) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("the go command is not on PATH (%w): the benchmarks build mcpmux and two helpers", err)
+	}
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, goTool, "build", "-o", out, pkg)
+	if root {
+		if cmd.Dir, err = RepoRoot(ctx); err != nil {
+			return "", err
+		}
+	}
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	return out, nil
 }
 
 // RepoRoot returns the repository's root: the folder of mcpmux's own module,
