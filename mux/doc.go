@@ -26,9 +26,11 @@
 //   - rootsSeen (roots.go): the union of the sessions' roots the server last saw.
 //
 // The Hub alone sequences them: it reads one part, decides, then updates
-// another. How a server is opened and described (open.go, info.go) and how a
-// session's protocol era shapes what it is sent (client.go) are the two places
-// where the MCP eras differ.
+// another. The MCP eras differ most in how a server is opened and described
+// (open.go, info.go) and in what a session of each era is answered and sent
+// (era.go, modern.go); serving a session of one era on a server of the
+// other (listen.go, mrtr.go, rounds.go) also reaches into the paths of
+// requests and answers (request.go, route.go, caps.go, loglevels.go).
 //
 // # Goroutines
 //
@@ -69,11 +71,16 @@
 //
 // Every part's lock is a leaf: no lock is held while another is taken, no I/O
 // and no blocking send happens under one, and every critical section unlocks
-// with defer (a test checks the source for it), so a panic recovered at the
-// session boundary never leaves a lock held. Where a part hands back data for
-// the Hub to act on (a list of sessions, a frame to send), it copies it out
-// under its lock and the Hub acts after. idmap.Table.Latest runs its filter
-// under the table's lock: the filters mux passes take no lock.
+// with defer, so a panic recovered at the session boundary never leaves a
+// lock held. A test (TestEveryLockIsALeaf) reads the source to keep all
+// three, following each call made under a lock through mux and the
+// module's other packages; the few calls it lets pass are listed in it with
+// why (the event log's formatting takes slog's own lock, into memory; a
+// project's hub is made under the pool's lock). Where a part hands back
+// data for the Hub to act on (a list of sessions, a frame to send), it
+// copies it out under its lock and the Hub acts after.
+// idmap.Table.LatestRoute runs its filter under the table's lock: the
+// filters mux passes take no lock, which the test checks too.
 //
 // # Queues
 //

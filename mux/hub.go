@@ -138,7 +138,7 @@ type Hub struct {
 }
 
 // eraBridge is what mcpmux keeps to serve sessions of one era on a server
-// of the other: each part a type of its own (listen.go, mrtr.go).
+// of the other: each part a type of its own (listen.go, mrtr.go, rounds.go).
 type eraBridge struct {
 	local  localListens // modern sessions' listens served for a legacy server
 	owned  ownedListen  // mcpmux's listen on a modern server, for legacy sessions
