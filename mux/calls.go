@@ -83,19 +83,19 @@ func (cs *calls) takeAll() map[int64]chan *jsonrpc.Message {
 // call sends a request of mcpmux's own and waits for its answer, which may
 // be an error response.
 func (h *Hub) call(ctx context.Context, proc process, method string, params any) (*jsonrpc.Message, error) {
-	up, err := h.reqs.Add(idmap.Route{Session: 0, ID: h.calls.own("call-"), Method: method, Started: time.Now()})
+	up, err := h.flights.begin(idmap.Route{Session: 0, ID: h.calls.own("call-"), Method: method, Started: time.Now()})
 	if err != nil {
 		return nil, err
 	}
 	frame, err := jsonrpc.Request(json.RawMessage(strconv.FormatInt(up, 10)), method, params)
 	if err != nil {
-		h.reqs.Take(up)
+		h.flights.take(up)
 		return nil, err
 	}
 	w := h.calls.wait(up)
 	defer func() {
 		h.calls.take(up)
-		h.reqs.Take(up)
+		h.flights.take(up)
 	}()
 	if err := proc.Send(frame); err != nil {
 		return nil, sendFailed(ctx, proc, method, err)
@@ -134,7 +134,7 @@ func (h *Hub) fire(proc process, method string, params any) {
 	if proc == nil {
 		return
 	}
-	up, err := h.reqs.Add(idmap.Route{Session: 0, ID: h.calls.own("fire-"), Method: method, Started: time.Now()})
+	up, err := h.flights.begin(idmap.Route{Session: 0, ID: h.calls.own("fire-"), Method: method, Started: time.Now()})
 	if err != nil {
 		return
 	}
@@ -143,6 +143,6 @@ func (h *Hub) fire(proc process, method string, params any) {
 		err = proc.Send(frame)
 	}
 	if err != nil {
-		h.reqs.Take(up)
+		h.flights.take(up)
 	}
 }

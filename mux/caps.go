@@ -119,7 +119,7 @@ func interactive(method string) bool {
 // request of that session that caused it (its upstream id and route; for a
 // legacy session taking a request that names its task, none), or nil.
 func (h *Hub) chooseSession(m *jsonrpc.Message, n need) (*client, int64, idmap.Route) {
-	if task, ok := stringAt(m, "_meta", "io.modelcontextprotocol/related-task", "taskId"); ok {
+	if task, ok := m.ParamsString("_meta", "io.modelcontextprotocol/related-task", "taskId"); ok {
 		owner, _ := h.tasks.owner(task)
 		if c := h.sessions.get(owner); c != nil && c.isReady() && c.capabilities().meets(n) {
 			return c, 0, idmap.Route{}
@@ -135,7 +135,7 @@ func (h *Hub) chooseSession(m *jsonrpc.Message, n need) (*client, int64, idmap.R
 			legacy[c.sess.ID()] = true
 		}
 	}
-	busy, waiting := h.gates.holder()
+	busy, waiting := h.flights.holder()
 	able := func(r idmap.Route) bool {
 		d := dataOf(r)
 		if d.isListen() || waiting[routeUp(r)] || isParkedID(r.ID) {
@@ -149,15 +149,15 @@ func (h *Hub) chooseSession(m *jsonrpc.Message, n need) (*client, int64, idmap.R
 	// Under "serialize" the one interactive request in flight is the cause:
 	// the choice is exact.
 	if busy != 0 {
-		if r, ok := h.reqs.Get(busy); ok && able(r) {
+		if r, ok := h.flights.get(busy); ok && able(r) {
 			return h.sessions.get(r.Session), busy, r
 		}
 	}
 	// Else the latest interactive request in flight, then the latest of any
 	// kind.
-	up, r, ok := h.reqs.LatestRoute(func(r idmap.Route) bool { return able(r) && interactive(r.Method) })
+	up, r, ok := h.flights.latest(func(r idmap.Route) bool { return able(r) && interactive(r.Method) })
 	if !ok {
-		up, r, ok = h.reqs.LatestRoute(able)
+		up, r, ok = h.flights.latest(able)
 	}
 	if !ok {
 		return nil, 0, idmap.Route{}
@@ -183,11 +183,11 @@ func routeUp(r idmap.Route) int64 {
 // cause, which the request must not be served without (2026-07-28 refuses
 // it with -32021), so the server's request goes to no other session.
 func (h *Hub) undeclaredCause(n need) (int64, idmap.Route, bool) {
-	busy, _ := h.gates.holder()
+	busy, _ := h.flights.holder()
 	if busy == 0 {
 		return 0, idmap.Route{}, false
 	}
-	r, ok := h.reqs.Get(busy)
+	r, ok := h.flights.get(busy)
 	d := dataOf(r)
 	if !ok || d == nil || d.modern == nil || d.isListen() || isParkedID(r.ID) || d.modern.caps.meets(n) {
 		return 0, idmap.Route{}, false

@@ -201,19 +201,18 @@ func refuseSession(log *slog.Logger, name string, max int, id uint64, t session.
 func (h *Hub) detach(c *client) {
 	id := c.sess.ID()
 	proc := h.life.current()
-	routes := h.reqs.DropSession(id)
-	for up, r := range routes {
-		unsent := !wentUp(r)
-		dataOf(r).settle()
-		if proc != nil && !unsent {
+	gone := h.flights.dropSession(id)
+	for up, r := range gone.routes {
+		if proc != nil && wentUp(r) {
 			proc.Send(cancelFrame(up, "client disconnected"))
 		}
 	}
-	if len(routes) > 0 {
-		c.sess.Logger().Debug("cancelled requests of a departed session", "count", len(routes))
+	h.release(gone.next)
+	if len(gone.routes) > 0 {
+		c.sess.Logger().Debug("cancelled requests of a departed session", "count", len(gone.routes))
 	}
 	h.dropServerReqs(id)
-	h.dropParked(id)
+	h.dropParked(gone.parked)
 	for _, l := range h.bridge.local.drop(id) {
 		h.releaseListen(l)
 	}

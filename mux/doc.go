@@ -14,15 +14,16 @@
 //   - life (life.go): which process serves, whether it is ready, what it
 //     said of itself (serverInfo, info.go), its restarts and last exit;
 //   - registry (registry.go): the sessions, and the max_sessions bound;
-//   - idmap.Table: every request in flight upstream, by upstream id;
+//   - flights (flights.go): the one door of a request's life: every request
+//     in flight upstream (an idmap.Table, by upstream id), what the hub keeps
+//     with each, and the gates: the turn of "serialize", one interactive
+//     request in flight at a time, and max_concurrency (turn.go, gate.go),
+//     at which the sessions take turns;
 //   - calls (calls.go): mcpmux's own requests to the server and who waits;
 //   - subscriptions (subscriptions.go): resource subscriptions, counted per URI;
 //   - logLevels (loglevels.go): each session's log level, and the server's;
 //   - taskTable (tasks.go): which session created each task;
 //   - serverReqs (serverreqs.go): server-to-client requests sent to sessions;
-//   - gates (turn.go, gate.go): the turn of "serialize", one interactive
-//     request in flight at a time, and max_concurrency; the sessions take
-//     turns at each;
 //   - rootsSeen (roots.go): the union of the sessions' roots the server last saw.
 //
 // The Hub alone sequences them: it reads one part, decides, then updates
@@ -46,11 +47,12 @@
 //     loop (Hub.pingLoop), which Hub.supervise starts and waits for;
 //   - timers, which nobody waits for: each takes its entry from a table
 //     (under that table's lock) and acts only if it got it, so stopping one
-//     is enough. They are request_timeout (armed by Hub.sent, and by
-//     Hub.nextRound for each round of input; it runs Hub.timeout), the
-//     server request timeout (armed by serverReqs.add; Hub.serverReqTimeout)
-//     and the wait of a parked request for its retry (armed by
-//     parkedInputs.add; Hub.parkedTimeout);
+//     is enough. They are request_timeout (armed by
+//     flights.restartTimerLocked when a request is sent, and again for each
+//     round of input; it runs Hub.timeout), the server request timeout
+//     (armed by serverReqs.add; Hub.serverReqTimeout) and the wait of a
+//     parked request for its retry (armed by flights.park;
+//     Hub.parkedTimeout);
 //   - the daemon's control endpoint, its reload and its idle check, through
 //     the exported methods: Status, Logs and FollowLogs copy out what the
 //     parts hold, under their locks; Restart and Reconfigure change what
@@ -69,7 +71,8 @@
 //
 // # Locks
 //
-// Every part's lock is a leaf: no lock is held while another is taken, no I/O
+// Every part's lock is a leaf: no lock is held while another is taken (but
+// for flights, which holds its own over the idmap.Table's), no I/O
 // and no blocking send happens under one, and every critical section unlocks
 // with defer, so a panic recovered at the session boundary never leaves a
 // lock held. A test (TestEveryLockIsALeaf) reads the source to keep all
@@ -78,9 +81,9 @@
 // why (the event log's formatting takes slog's own lock, into memory; a
 // project's hub is made under the pool's lock). Where a part hands back
 // data for the Hub to act on (a list of sessions, a frame to send), it
-// copies it out under its lock and the Hub acts after.
-// idmap.Table.LatestRoute runs its filter under the table's lock: the
-// filters mux passes take no lock, which the test checks too.
+// copies it out under its lock and the Hub acts after. flights.latest runs
+// its filter under its lock and the table's: the filters mux passes take no
+// lock, which the test checks too.
 //
 // # Queues
 //

@@ -3,7 +3,6 @@ package mux
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/protocol"
@@ -59,29 +58,13 @@ func envelopeOf(m *jsonrpc.Message) (envelope, bool) {
 	}
 	meta := m.Frame[s.Start:s.End]
 	var e envelope
-	if !stringMember(meta, protocol.MetaProtocolVersion, &e.version) {
+	if e.version, ok = jsonrpc.StringMember(meta, protocol.MetaProtocolVersion); !ok {
 		return envelope{}, false
 	}
-	e.info = member(meta, protocol.MetaClientInfo)
-	e.caps = member(meta, protocol.MetaClientCapabilities)
-	stringMember(meta, protocol.MetaLogLevel, &e.level)
+	e.info = jsonrpc.Member(meta, protocol.MetaClientInfo)
+	e.caps = jsonrpc.Member(meta, protocol.MetaClientCapabilities)
+	e.level, _ = jsonrpc.StringMember(meta, protocol.MetaLogLevel)
 	return e, true
-}
-
-// member is the raw value of a member of a JSON object; nil when absent.
-func member(obj []byte, name string) json.RawMessage {
-	s, ok := jsonrpc.FindPath(obj, name)
-	if !ok {
-		return nil
-	}
-	return json.RawMessage(obj[s.Start:s.End])
-}
-
-// stringMember decodes a string member; false when it is absent or not a
-// string.
-func stringMember(obj []byte, name string, v *string) bool {
-	raw := member(obj, name)
-	return raw != nil && raw[0] == '"' && json.Unmarshal(raw, v) == nil
 }
 
 // envelopeKeys are the members of a modern envelope that a legacy server
@@ -127,58 +110,14 @@ func injectEnvelope(m *jsonrpc.Message, members map[string]json.RawMessage) json
 	if s, ok := metaSpan(m); ok {
 		meta := m.Frame[s.Start:s.End]
 		have := func(k string) bool { _, ok := jsonrpc.FindPath(meta, k); return ok }
-		return insertMembers(m.Frame, s, members, have)
+		return jsonrpc.InsertMembers(m.Frame, s, members, have)
 	}
-	meta := objectOf(members, nil)
+	meta := jsonrpc.ObjectOf(members, nil)
 	if m.Params != nil && m.Params[0] == '{' {
-		ps := spanOf(m.Frame, m.Params)
-		return insertMembers(m.Frame, ps, map[string]json.RawMessage{"_meta": meta}, nil)
+		ps := jsonrpc.SpanOf(m.Frame, m.Params)
+		return jsonrpc.InsertMembers(m.Frame, ps, map[string]json.RawMessage{"_meta": meta}, nil)
 	}
 	// No params: they go in before the frame's closing brace.
 	end := bytes.LastIndexByte(m.Frame, '}')
 	return jsonrpc.Edit{Span: jsonrpc.Span{Start: end, End: end}, Value: append([]byte(`,"params":{"_meta":`), append(meta, '}')...)}
-}
-
-// insertMembers is the edit that adds members at the start of the object
-// at span s of frame, leaving out those have reports present.
-func insertMembers(frame []byte, s jsonrpc.Span, members map[string]json.RawMessage, have func(string) bool) jsonrpc.Edit {
-	obj := objectOf(members, have)
-	inner := obj[1 : len(obj)-1]
-	at := s.Start + 1
-	if len(inner) > 0 && !emptyObject(frame[s.Start:s.End]) {
-		inner = append(inner, ',')
-	}
-	return jsonrpc.Edit{Span: jsonrpc.Span{Start: at, End: at}, Value: inner}
-}
-
-// objectOf encodes members as a JSON object, in sorted key order, leaving out
-// those have reports present.
-func objectOf(members map[string]json.RawMessage, have func(string) bool) []byte {
-	keys := make([]string, 0, len(members))
-	for k := range members {
-		if have == nil || !have(k) {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	b := []byte{'{'}
-	for i, k := range keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		kb, _ := json.Marshal(k)
-		b = append(append(append(b, kb...), ':'), members[k]...)
-	}
-	return append(b, '}')
-}
-
-// emptyObject reports whether a JSON object has no members.
-func emptyObject(obj []byte) bool {
-	return len(bytes.TrimSpace(obj[1:len(obj)-1])) == 0
-}
-
-// spanOf is the span in frame of sub, a subslice of it.
-func spanOf(frame, sub []byte) jsonrpc.Span {
-	start := cap(frame) - cap(sub)
-	return jsonrpc.Span{Start: start, End: start + len(sub)}
 }

@@ -81,7 +81,7 @@ func (p *fakeProc) modernRequest(m *jsonrpc.Message, env envelope) bool {
 // until a retry brings it, then an answer that shows it.
 func (p *fakeProc) modernInput(m *jsonrpc.Message, name string, env envelope) {
 	if s, ok := m.ParamsPath("inputResponses", "in"); ok {
-		state, _ := stringAt(m, "requestState")
+		state, _ := m.ParamsString("requestState")
 		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"resultType":"complete","answer":`+string(m.Frame[s.Start:s.End])+`,"state":"`+state+`"}`)))
 		return
 	}

@@ -1,11 +1,8 @@
 package mux
 
-import (
-	"slices"
-	"sync"
-)
+import "slices"
 
-// gate holds requests back before the server: at most max of them hold a
+// gate holds requests back (a part of flights, under its lock) before the server: at most max of them hold a
 // slot (are sent and not settled); the others wait, each session's in its
 // own order, and a freed slot goes to the waiting session served longest
 // ago, so one session's backlog never starves another's. Invariant:
@@ -15,7 +12,7 @@ import (
 type gate struct {
 	max int // 0: the gate holds nothing back
 
-	mu      sync.Mutex
+	// under flights.mu:
 	holders map[int64]uint64    // upstream id -> its session
 	queues  map[uint64][]queued // waiting requests, by session
 	served  map[uint64]uint64   // session -> tick of its last slot, while it holds or waits
@@ -35,8 +32,6 @@ type queued struct {
 
 // acquire gives q a slot, or queues it; true means the caller sends it now.
 func (g *gate) acquire(q queued) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.holders == nil {
 		g.holders, g.queues, g.served = make(map[int64]uint64), make(map[uint64][]queued), make(map[uint64]uint64)
 	}
@@ -71,8 +66,6 @@ func (g *gate) forgetLocked(session uint64) {
 // one. When a slot freed and a request waits, the next session in turn's
 // oldest gets the slot and is returned for the caller to send.
 func (g *gate) release(up int64) (next queued, ok bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	session, held := g.holders[up]
 	if !held {
 		g.dequeueLocked(up)
@@ -124,8 +117,6 @@ func (g *gate) dequeueLocked(up int64) {
 // move hands the slot held by old, if it holds one, to new: the same
 // request, sent again under another id.
 func (g *gate) move(old, new int64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if s, ok := g.holders[old]; ok {
 		delete(g.holders, old)
 		g.holders[new] = s
@@ -134,8 +125,6 @@ func (g *gate) move(old, new int64) {
 
 // state is the set of holders and of waiting requests.
 func (g *gate) state() (holders, waiting map[int64]bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	holders, waiting = make(map[int64]bool, len(g.holders)), map[int64]bool{}
 	for up := range g.holders {
 		holders[up] = true

@@ -125,7 +125,7 @@ type Hub struct {
 	cfg Config
 	log *slog.Logger
 
-	reqs     idmap.Table   // every request in flight upstream, by upstream id
+	flights  flights       // every request in flight upstream, and the gates: the one door of a request's life
 	life     life          // the process: which, whether ready, what it said
 	calls    calls         // mcpmux's own requests and their waiters
 	sessions registry      // the sessions
@@ -133,17 +133,15 @@ type Hub struct {
 	levels   logLevels     // the sessions' log levels and the server's
 	tasks    taskTable     // which session created each task
 	asks     serverReqs    // server-to-client requests sent to sessions
-	gates    gates         // the turn ("serialize") and max_concurrency
 	bridge   eraBridge     // what the bridges between the eras keep
 }
 
 // eraBridge is what mcpmux keeps to serve sessions of one era on a server
-// of the other: each part a type of its own (listen.go, mrtr.go, rounds.go).
+// of the other: each part a type of its own (listen.go, mrtr.go).
 type eraBridge struct {
 	local  localListens // modern sessions' listens served for a legacy server
 	owned  ownedListen  // mcpmux's listen on a modern server, for legacy sessions
-	parked parkedInputs // modern requests waiting for their retry with input
-	rounds rounds       // legacy requests waiting for their session's input
+	states stateKey     // signs the requestState of parked requests (mrtr.go)
 }
 
 // New returns a hub; Run starts its server.
@@ -170,9 +168,10 @@ func New(cfg Config) *Hub {
 		levels:   newLogLevels(cfg.DefaultLogLevel),
 		tasks:    newTaskTable(),
 		asks:     newServerReqs(),
-		bridge:   eraBridge{parked: newParkedInputs()},
+		bridge:   eraBridge{states: newStateKey()},
 	}
-	h.gates.configure(cfg.ServerRequests, cfg.Memory != nil && cfg.Memory.SendsRequests(), cfg.MaxConcurrency)
+	h.flights.timeout, h.flights.expire = cfg.RequestTimeout, h.timeout
+	h.flights.configure(cfg.ServerRequests, cfg.Memory != nil && cfg.Memory.SendsRequests(), cfg.MaxConcurrency)
 	h.recall()
 	return h
 }
@@ -251,7 +250,7 @@ func (h *Hub) FollowLogs(ctx context.Context, fn func(string) error) error {
 func (h *Hub) fail(r idmap.Route, e *jsonrpc.Error) {
 	c := h.sessions.get(r.Session)
 	if c == nil {
-		dataOf(r).settle()
+		h.settle(dataOf(r))
 		return
 	}
 	c.deliver(r, e.WithServer(h.cfg.Name).Response(r.ID), nil)
@@ -317,7 +316,7 @@ type SessionStatus struct {
 
 // Status reports the hub's state.
 func (h *Hub) Status() Status {
-	s := Status{Name: h.cfg.Name, Inflight: h.reqs.Len()}
+	s := Status{Name: h.cfg.Name, Inflight: h.flights.len()}
 	h.life.status(&s)
 	cs := h.sessions.all()
 	s.Sessions = len(cs)

@@ -21,7 +21,7 @@ func TestInvalidAnswerFailsItsRequest(t *testing.T) {
 	code, reason := errorOf(t, m)
 	assert.Equal(t, []any{jsonrpc.CodeInternalError, jsonrpc.ReasonInvalidAnswer}, []any{code, reason})
 	assert.Contains(t, string(m.Error), "not valid JSON-RPC", "the message says why")
-	assert.Equal(t, 0, h.hub.reqs.Len(), "the request left the table")
+	assert.Equal(t, 0, h.hub.flights.len(), "the request left the table")
 
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo"}}`)
 	assert.Equal(t, jsonrpc.KindResult, c.answer().Kind, "the session goes on")

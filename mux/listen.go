@@ -274,7 +274,7 @@ func (h *Hub) routeTagged(m *jsonrpc.Message) bool {
 	up, ok := upstreamID(m.Frame[s.Start:s.End])
 	var r idmap.Route
 	if ok {
-		r, ok = h.reqs.Get(up)
+		r, ok = h.flights.get(up)
 	}
 	switch {
 	case !ok:
@@ -352,14 +352,14 @@ func (h *Hub) syncOwnedListen() {
 		up = h.openOwnedListen(proc, f)
 	}
 	if surplus := h.bridge.owned.opened(gen, up); surplus != 0 {
-		h.reqs.Take(surplus)
+		h.flights.take(surplus)
 		proc.Send(cancelFrame(surplus, "mcpmux changed what it listens for"))
 	}
 }
 
 // openOwnedListen sends mcpmux's own listen; 0 when it could not.
 func (h *Hub) openOwnedListen(proc process, f listenFilter) int64 {
-	up, err := h.reqs.Add(idmap.Route{Session: 0, ID: h.calls.own("listen-"), Method: "subscriptions/listen", Started: time.Now()})
+	up, err := h.flights.begin(idmap.Route{Session: 0, ID: h.calls.own("listen-"), Method: "subscriptions/listen", Started: time.Now()})
 	if err != nil {
 		return 0
 	}
@@ -368,7 +368,7 @@ func (h *Hub) openOwnedListen(proc process, f listenFilter) int64 {
 		err = proc.Send(frame)
 	}
 	if err != nil {
-		h.reqs.Take(up)
+		h.flights.take(up)
 		return 0
 	}
 	return up

@@ -165,7 +165,7 @@ const setLevelWait = 2 * time.Second
 // level that admits it (a modern server sends messages for nothing else).
 // The message names no request: of several that asked, the latest takes it.
 func (h *Hub) routeLogMessage(m *jsonrpc.Message) {
-	level, _ := stringAt(m, "level")
+	level, _ := m.ParamsString("level")
 	rank, known := logRanks[level]
 	info := h.describedServer()
 	if info == nil || info.era != eraModern {
@@ -175,7 +175,7 @@ func (h *Hub) routeLogMessage(m *jsonrpc.Message) {
 			}
 		}
 	}
-	_, r, ok := h.reqs.LatestRoute(func(r idmap.Route) bool {
+	_, r, ok := h.flights.latest(func(r idmap.Route) bool {
 		d := dataOf(r)
 		return d != nil && d.level != "" && !d.listen && (d.modern != nil || d.pair == bridgeUp) && (!known || logRanks[d.level] <= rank)
 	})

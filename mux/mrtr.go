@@ -9,7 +9,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mcpmux/mcpmux/idmap"
@@ -54,36 +53,31 @@ func inputMethod(method string) bool {
 // legacy server, for the session's retry with the input the server asked
 // for.
 type parkedInput struct {
-	session  uint64          // its owner: the session, or sessionless
-	detached bool            // it outlives the session that caused it (see parkedOwner)
-	up       int64           // the upstream request, kept in flight
-	route    idmap.Route     // its route, under its placeholder id
-	asked    json.RawMessage // the id of the server's request, to answer
-	method   string          // the server's request's method
-	key      string          // its key in inputRequests
-	timer    *time.Timer
+	session  uint64           // its owner: the session, or sessionless
+	detached bool             // it outlives the session that caused it (see parkedOwner)
+	up       int64            // the upstream request, kept in flight
+	route    idmap.Route      // its route, under its placeholder id
+	asked    json.RawMessage  // the id of the server's request, to answer
+	method   string           // the server's request's method
+	key      string           // its key in inputRequests
+	timer    *time.Timer      // its wait for the retry; under flights.mu
 	final    *jsonrpc.Message // the upstream answer, if it came before the retry
 	failed   *jsonrpc.Error   // why the upstream request ended, if it did
 }
 
-// parkedInputs are the parked requests, by the nonce of their requestState.
-type parkedInputs struct {
-	key []byte // signs requestState; random, per hub
+// stateKey signs the requestState that names a parked request (the
+// parked requests themselves are in flights, by nonce).
+type stateKey []byte
 
-	mu     sync.Mutex
-	byNone map[string]*parkedInput
-	byUp   map[int64]string
-}
-
-func newParkedInputs() parkedInputs {
+func newStateKey() stateKey {
 	key := make([]byte, 32)
 	rand.Read(key)
-	return parkedInputs{key: key, byNone: make(map[string]*parkedInput), byUp: make(map[int64]string)}
+	return key
 }
 
 // sign is the requestState naming nonce for session.
-func (t *parkedInputs) sign(session uint64, nonce []byte) string {
-	mac := hmac.New(sha256.New, t.key)
+func (k stateKey) sign(session uint64, nonce []byte) string {
+	mac := hmac.New(sha256.New, k)
 	mac.Write(strconv.AppendUint(nil, session, 10))
 	mac.Write([]byte{0})
 	mac.Write(nonce)
@@ -96,87 +90,15 @@ var errBadState = errors.New("mux: requestState is not one this session was give
 
 // verify checks a requestState against the session retrying with it and
 // returns its nonce.
-func (t *parkedInputs) verify(session uint64, state string) (string, error) {
+func (k stateKey) verify(session uint64, state string) (string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(state, stateVersion))
 	if !strings.HasPrefix(state, stateVersion) || err != nil || len(raw) != 8+16 {
 		return "", errBadState
 	}
-	if !hmac.Equal([]byte(t.sign(session, raw[:8])), []byte(state)) {
+	if !hmac.Equal([]byte(k.sign(session, raw[:8])), []byte(state)) {
 		return "", errBadState
 	}
 	return string(raw[:8]), nil
-}
-
-// add parks p and returns its requestState and nonce; expire runs when no
-// retry came within timeout.
-func (t *parkedInputs) add(p *parkedInput, timeout time.Duration, expire func(nonce string)) string {
-	nonce := make([]byte, 8)
-	rand.Read(nonce)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.byNone[string(nonce)], t.byUp[p.up] = p, string(nonce)
-	p.timer = time.AfterFunc(timeout, func() { expire(string(nonce)) })
-	return t.sign(p.session, nonce)
-}
-
-// take removes the parked request a requestState names, once it is
-// verified for the session.
-func (t *parkedInputs) take(session uint64, state string) (*parkedInput, error) {
-	nonce, err := t.verify(session, state)
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.byNone[nonce]
-	if p == nil || p.session != session {
-		return nil, errBadState
-	}
-	delete(t.byNone, nonce)
-	delete(t.byUp, p.up)
-	p.timer.Stop()
-	return p, nil
-}
-
-// takeNonce removes a parked request when its timer fires.
-func (t *parkedInputs) takeNonce(nonce string) *parkedInput {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.byNone[nonce]
-	if p != nil {
-		delete(t.byNone, nonce)
-		delete(t.byUp, p.up)
-	}
-	return p
-}
-
-// settleUp records how the parked upstream request up ended: its answer or
-// its failure; false when up is not parked.
-func (t *parkedInputs) settleUp(up int64, final *jsonrpc.Message, failed *jsonrpc.Error) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.byNone[t.byUp[up]]
-	if p == nil {
-		return false
-	}
-	p.final, p.failed = final, failed
-	return true
-}
-
-// dropSession removes a departed session's parked requests.
-func (t *parkedInputs) dropSession(session uint64) []*parkedInput {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []*parkedInput
-	for nonce, p := range t.byNone {
-		if p.session == session {
-			out = append(out, p)
-			delete(t.byNone, nonce)
-			delete(t.byUp, p.up)
-			p.timer.Stop()
-		}
-	}
-	return out
 }
 
 // parkedID is the placeholder id a parked request is kept under: bytes that
@@ -196,33 +118,31 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 		return
 	}
 	owner, detached := parkedOwner(c)
-	if found, _ := h.reqs.Move(up, owner, parkedID(up), r.Token, 0); !found {
-		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonClientGone, "the request that caused it has ended"))
-		return
-	}
-	if t := dataOf(r).timer.Load(); t != nil {
-		t.Stop() // the wait for the retry has its own bound
-	}
 	parked := r
 	parked.Session, parked.ID = owner, parkedID(up)
 	p := &parkedInput{session: owner, detached: detached, up: up, route: parked, asked: m.ID, method: m.Method, key: "mcpmux-" + strconv.FormatInt(up, 10)}
+	nonce := make([]byte, 8)
+	rand.Read(nonce)
+	found, next := h.flights.park(p, r.Token, string(nonce), h.cfg.ServerRequestTimeout, h.parkedTimeout)
+	if !found {
+		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonClientGone, "the request that caused it has ended"))
+		return
+	}
 	params := m.Params
 	if params == nil {
 		params = json.RawMessage(`{}`)
 	}
-	state := h.bridge.parked.add(p, h.cfg.ServerRequestTimeout, h.parkedTimeout)
+	state := h.bridge.states.sign(owner, nonce)
 	body, _ := json.Marshal(map[string]any{
 		"resultType":    "input_required",
 		"inputRequests": map[string]any{p.key: map[string]any{"method": m.Method, "params": params}},
 		"requestState":  state,
 	})
 	c.sess.Logger().Debug("asked a modern session for input", "method", m.Method, "for", r.Method)
-	if d := dataOf(r); d != nil && d.serial {
-		// Parked, it causes nothing until its input comes, and it may never
-		// come: the turn goes on to the next request, and the retry takes it
-		// again before the input reaches the server.
-		h.releaseTurn(up)
-	}
+	// Parked, it causes nothing until its input comes, and it may never
+	// come: the turn went on to the next request (next), and the retry
+	// takes it again before the input reaches the server.
+	h.release(next)
 	c.sess.Send(outbox.Frame{Data: jsonrpc.Response(r.ID, body), Tag: r.Tag, Last: true})
 	if detached {
 		c.sess.End() // answered, as far as this session goes: the retry's session takes the request up
@@ -249,30 +169,33 @@ func parkedOwner(c *client) (owner uint64, detached bool) {
 // false when m is not one (it names no requestState, or the server is
 // modern and the state is the server's).
 func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink) bool {
-	state, ok := stringAt(m, "requestState")
+	state, ok := m.ParamsString("requestState")
 	if !ok || !strings.HasPrefix(state, stateVersion) {
 		return false // none, or the server's own
 	}
-	owner, _ := parkedOwner(c)
-	p, err := h.bridge.parked.take(owner, state)
-	if err != nil {
-		c.sess.Logger().Warn("refused a retry with a requestState this session was not given", "id", string(m.ID))
-		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState is not one this session was given, or it was used already", Reason: jsonrpc.ReasonInvalidRequestState})
-		return true
-	}
+	owner, detached := parkedOwner(c)
+	nonce, err := h.bridge.states.verify(owner, state)
 	var token json.RawMessage
 	if s, ok := m.ParamsPath("_meta", "progressToken"); ok {
 		token = m.Frame[s.Start:s.End]
 	}
-	if p.detached {
-		c.sess.Begin() // the request is this session's from now on
-	}
-	found, err := h.reqs.Move(p.up, c.sess.ID(), m.ID, token, out.tag())
-	switch {
-	case err != nil:
-		if p.detached {
+	var p *parkedInput
+	found := false
+	if err == nil {
+		if detached {
+			c.sess.Begin() // the request is this session's from now on
+		}
+		p, found, err = h.flights.resume(owner, nonce, c.sess.ID(), m.ID, token, out.tag())
+		if err != nil && detached {
 			c.sess.End()
 		}
+	}
+	switch {
+	case p == nil:
+		c.sess.Logger().Warn("refused a retry with a requestState this session was not given", "id", string(m.ID))
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState is not one this session was given, or it was used already", Reason: jsonrpc.ReasonInvalidRequestState})
+		return true
+	case err != nil:
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "request id " + string(m.ID) + " is already in flight on this session", Reason: jsonrpc.ReasonDuplicateID})
 		h.abandonParked(p)
 		return true
@@ -282,15 +205,6 @@ func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink
 	}
 	h.giveInput(c, p, m)
 	return true
-}
-
-// routeData is the data of the route in flight under up; nil if none.
-func (h *Hub) routeData(up int64) *routeData {
-	r, ok := h.reqs.Get(up)
-	if !ok {
-		return nil
-	}
-	return dataOf(r)
 }
 
 // giveInput answers the server's parked request with what the retry
@@ -304,18 +218,12 @@ func (h *Hub) giveInput(c *client, p *parkedInput, m *jsonrpc.Message) {
 	} else {
 		frame = noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonNoClient, "the session retried without an answer to "+p.method)
 	}
-	d := h.routeData(p.up)
-	if d != nil && d.serial {
-		if !h.gates.turn.acquire(queued{session: c.sess.ID(), up: p.up, frame: frame, d: d, input: true}) {
-			return // sent when the turn comes (sendReleased)
-		}
-		if _, live := h.reqs.Get(p.up); !live {
-			h.releaseTurn(p.up) // it ended before it took the turn, which its settling could not free
-			return
-		}
+	d := h.flights.data(p.up)
+	if d != nil && d.serial && !h.flights.admitInput(queued{session: c.sess.ID(), up: p.up, frame: frame, d: d, input: true}) {
+		return // sent when the turn comes (release), or ended meanwhile
 	}
 	if proc := h.life.current(); proc != nil && proc.Send(frame) == nil {
-		h.sent(p.up, d)
+		h.flights.sent(p.up, d)
 	}
 }
 
@@ -340,7 +248,7 @@ func (h *Hub) abandonParked(p *parkedInput) {
 	if proc != nil {
 		proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonClientTimeout, "the session did not retry with the input for "+p.method))
 	}
-	r, inFlight := h.reqs.Take(p.up)
+	r, inFlight := h.flights.take(p.up)
 	if inFlight && proc != nil {
 		proc.Send(cancelFrame(p.up, "no retry came with the input"))
 	}
@@ -350,21 +258,21 @@ func (h *Hub) abandonParked(p *parkedInput) {
 	if c := h.sessions.get(r.Session); c != nil {
 		c.settle(r)
 	} else {
-		dataOf(r).settle()
+		h.settle(dataOf(r))
 	}
 }
 
 func (h *Hub) parkedTimeout(nonce string) {
-	if p := h.bridge.parked.takeNonce(nonce); p != nil {
+	if p := h.flights.expireParked(nonce); p != nil {
 		h.abandonParked(p)
 	}
 }
 
 // dropParked abandons a departed session's parked requests (their upstream
 // requests are cancelled with the session's others).
-func (h *Hub) dropParked(session uint64) {
+func (h *Hub) dropParked(parked []*parkedInput) {
 	proc := h.life.current()
-	for _, p := range h.bridge.parked.dropSession(session) {
+	for _, p := range parked {
 		if proc != nil {
 			proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonClientGone, "the session that was asked has gone"))
 		}
@@ -377,11 +285,11 @@ func (h *Hub) dropParked(session uint64) {
 // roots in its envelope, and refuses it with -32021 if not; false when no
 // modern request holds the turn (the server gets -32601, as before).
 func (h *Hub) rootsFromCause(proc process, m *jsonrpc.Message) bool {
-	busy, _ := h.gates.holder()
+	busy, _ := h.flights.holder()
 	if busy == 0 {
 		return false
 	}
-	r, ok := h.reqs.Get(busy)
+	r, ok := h.flights.get(busy)
 	d := dataOf(r)
 	if !ok || d == nil || d.modern == nil || d.isListen() || isParkedID(r.ID) {
 		return false

@@ -60,7 +60,7 @@ func TestParkedInputOutlivesItsRequestSession(t *testing.T) {
 	assert.Equal(t, `"retry"`, string(m.ID))
 	assert.JSONEq(t, `{"answer":{"action":"accept","content":{"n":"M"}},"resultType":"complete"}`, string(m.Result))
 	second.conn.Close()
-	eventually(t, "the second session ends with nothing in flight", func() bool { return len(h.hub.sessions.all()) == 1 && h.hub.reqs.Len() == 0 })
+	eventually(t, "the second session ends with nothing in flight", func() bool { return len(h.hub.sessions.all()) == 1 && h.hub.flights.len() == 0 })
 }
 
 // TestUndeclaredCapabilityUnderTheTurn: under "serialize" a legacy server's

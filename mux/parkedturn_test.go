@@ -55,7 +55,7 @@ func TestParkedInputFreesTheTurn(t *testing.T) {
 	retry := h.oneRequest()
 	retry.send(modern(`"retry"`, "tools/call", `{"name":"elicit","inputResponses":{"`+key+`":{"action":"accept","content":{"n":"M"}}},"requestState":"`+state+`"}`, "M", caps))
 	eventually(t, "the retry waits for the turn", func() bool {
-		_, waiting := h.hub.gates.turn.state()
+		_, waiting := h.hub.flights.turnState()
 		return len(waiting) == 1
 	})
 	assert.Zero(t, answeredElicitation(), "the input reached the server while another call held the turn")
@@ -70,8 +70,8 @@ func TestParkedInputFreesTheTurn(t *testing.T) {
 	assert.JSONEq(t, `{"answer":{"action":"accept","content":{"n":"M"}},"resultType":"complete"}`, string(m.Result))
 	assert.Equal(t, 1, answeredElicitation())
 	eventually(t, "nothing holds the turn or is in flight", func() bool {
-		holders, waiting := h.hub.gates.turn.state()
-		return len(holders) == 0 && len(waiting) == 0 && h.hub.reqs.Len() == 0
+		holders, waiting := h.hub.flights.turnState()
+		return len(holders) == 0 && len(waiting) == 0 && h.hub.flights.len() == 0
 	})
 }
 

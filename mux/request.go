@@ -202,7 +202,7 @@ func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
 	if !f.listen {
 		c.sess.Begin()
 	}
-	up, err := c.h.reqs.Add(route)
+	up, err := c.h.flights.begin(route)
 	if err != nil { // idmap.ErrDuplicate, the only error Add returns
 		if !f.listen {
 			c.sess.End()
@@ -212,41 +212,19 @@ func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
 	}
 	frame := jsonrpc.Splice(m.Frame, c.edits(m, pair, up, route.Token != nil, tokSpan)...)
 	out.pending()
-	if data != nil {
-		data.up.Store(up)
-		if data.retry != nil {
-			data.retry.frame = frame
-		}
+	if data != nil && data.retry != nil {
+		data.retry.frame = frame
 	}
-	if !c.h.admit(queued{session: route.Session, up: up, frame: frame, d: data}) {
-		return // waits at a gate: sent when a slot frees
-	}
-	if _, live := c.h.reqs.Get(up); !live && data != nil {
-		// Settled while it was being admitted (its process exited and
-		// failed it, before data.up was set or before the gate knew it): the
-		// slot admit just gave it would be held for good, and with the turn
-		// every interactive request after it would wait forever.
-		c.h.releaseGates(up, data)
-		return
+	if !c.h.flights.admit(queued{session: route.Session, up: up, frame: frame, d: data}) {
+		return // waits at a gate, sent when a slot frees; or already failed
 	}
 	if err := c.sendUp(proc, frame); err != nil {
-		if r, ok := c.h.reqs.Take(up); ok {
+		if r, ok := c.h.flights.take(up); ok {
 			c.h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("server cannot take the request: %v", err), Reason: jsonrpc.ReasonUpstreamUnavailable})
 		}
 		return
 	}
-	c.h.sent(up, data)
-}
-
-// sent: a request went to the server. Its request_timeout runs from now.
-func (h *Hub) sent(up int64, d *routeData) {
-	if d == nil {
-		return
-	}
-	d.sent.Store(true)
-	if h.cfg.RequestTimeout > 0 && !d.listen {
-		d.timer.Store(time.AfterFunc(h.cfg.RequestTimeout, func() { h.timeout(up) }))
-	}
+	c.h.flights.sent(up, data)
 }
 
 // edits are the rewrites of a forwarded request: its id, its progress
@@ -280,8 +258,8 @@ func (c *client) edits(m *jsonrpc.Message, pair pairing, up int64, hasToken bool
 func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idmap.Route, jsonrpc.Span, *routeData) {
 	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Tag: out.tag(), Started: time.Now()}
 	_, route.Task = m.ParamsPath("task")
-	serial := c.h.gates.turn.on.Load() && interactive(m.Method)
-	limited := c.h.gates.limit.max > 0 && !f.listen
+	serial := c.h.flights.turn.on.Load() && interactive(m.Method)
+	limited := c.h.flights.limit.max > 0 && !f.listen
 	b, inBatch := out.(*batch)
 	mayNeedInput := pair == bridgeUp && interactive(m.Method)
 	level := f.level
@@ -291,7 +269,7 @@ func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idm
 	var data *routeData
 	if inBatch || c.h.cfg.RequestTimeout > 0 || f.after != nil || serial || limited || pair != sameEra || f.modern != nil || f.listen {
 		// Set before the route is published: other goroutines settle it.
-		data = &routeData{batch: b, after: f.after, h: c.h, serial: serial, limited: limited, pair: pair, modern: f.modern, level: level, listen: f.listen}
+		data = &routeData{batch: b, after: f.after, serial: serial, limited: limited, pair: pair, modern: f.modern, level: level, listen: f.listen}
 		if mayNeedInput {
 			data.retry = &retry{}
 		}
@@ -321,7 +299,8 @@ func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, 
 	if d != nil && d.after != nil {
 		d.after(ans)
 	}
-	if b := d.settle(); b != nil {
+	c.h.settle(d)
+	if b := d.batchOf(); b != nil {
 		b.reply(frame)
 		b.done()
 	} else {
@@ -339,7 +318,8 @@ func (c *client) settle(r idmap.Route) {
 	if d != nil && d.after != nil {
 		d.after(nil)
 	}
-	if b := d.settle(); b != nil {
+	c.h.settle(d)
+	if b := d.batchOf(); b != nil {
 		b.done()
 	} else if r.Tag != 0 {
 		c.sess.Send(outbox.Frame{Tag: r.Tag, Last: true})
@@ -351,12 +331,11 @@ func (c *client) settle(r idmap.Route) {
 
 // routeData is what the hub keeps with a route beyond the table's fields.
 type routeData struct {
-	batch *batch                     // the batch the request came in, if any
-	timer atomic.Pointer[time.Timer] // its request_timeout, if any
-	after func(*jsonrpc.Message)     // sees the answer first (subscriptions)
+	batch *batch                 // the batch the request came in, if any
+	timer *time.Timer            // its request_timeout, if any; under flights.mu
+	after func(*jsonrpc.Message) // sees the answer first (subscriptions)
 
-	h       *Hub         // for the gates: the slots to release
-	up      atomic.Int64 // its upstream id, once known
+	up      atomic.Int64 // its upstream id, once routed
 	serial  bool         // it takes the turn
 	limited bool         // it takes a max_concurrency slot
 	sent    atomic.Bool  // it went to the server (it may have waited at a gate)
@@ -375,17 +354,10 @@ func dataOf(r idmap.Route) *routeData {
 
 func (d *routeData) isListen() bool { return d != nil && d.listen }
 
-// settle stops the request's timer, ends its turn, and returns its batch;
-// nil-safe.
-func (d *routeData) settle() *batch {
+// batchOf is the batch the request came in; nil-safe.
+func (d *routeData) batchOf() *batch {
 	if d == nil {
 		return nil
-	}
-	if t := d.timer.Load(); t != nil {
-		t.Stop()
-	}
-	if d.serial || d.limited {
-		d.h.releaseGates(d.up.Load(), d)
 	}
 	return d.batch
 }
@@ -393,7 +365,7 @@ func (d *routeData) settle() *batch {
 // timeout fails a request that outlived request_timeout and cancels it
 // upstream, unless its answer won the race.
 func (h *Hub) timeout(up int64) {
-	r, ok := h.reqs.Take(up)
+	r, ok := h.flights.take(up)
 	if !ok {
 		return
 	}
@@ -451,7 +423,7 @@ func (c *client) handleCancel(m *jsonrpc.Message) {
 	if c.h.endLocalListen(c, id) || c.h.cancelBetweenRounds(c, id) {
 		return // mcpmux's own listen, or a request between two rounds
 	}
-	up, r, ok := c.h.reqs.Cancel(c.sess.ID(), id)
+	up, r, ok := c.h.flights.cancel(c.sess.ID(), id)
 	if !ok {
 		c.sess.Logger().Debug("dropped a cancellation of a request not in flight", "id", string(id))
 		return

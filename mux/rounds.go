@@ -2,6 +2,7 @@ package mux
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -35,34 +36,10 @@ type round struct {
 	cancelled bool
 }
 
-// rounds are the legacy requests waiting for their session's input.
-type rounds struct {
-	mu    sync.Mutex
-	byKey map[listenKey]*round
-}
-
-func (t *rounds) add(rd *round) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.byKey == nil {
-		t.byKey = make(map[listenKey]*round)
-	}
-	t.byKey[listenKey{rd.r.Session, string(rd.r.ID)}] = rd
-}
-
-func (t *rounds) take(session uint64, id []byte) *round {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	k := listenKey{session, string(id)}
-	rd := t.byKey[k]
-	delete(t.byKey, k)
-	return rd
-}
-
 // cancelBetweenRounds: the session cancelled a request while mcpmux was
 // asking it for input; it gets no answer, and is not sent again.
 func (h *Hub) cancelBetweenRounds(c *client, id []byte) bool {
-	rd := h.bridge.rounds.take(c.sess.ID(), id)
+	rd := h.flights.takeRound(c.sess.ID(), id)
 	if rd == nil {
 		return false
 	}
@@ -83,8 +60,7 @@ func inputRequired(result json.RawMessage) (map[string]inputRequest, json.RawMes
 	if len(result) == 0 || result[0] != '{' {
 		return nil, nil, false
 	}
-	var rt string
-	if !stringMember(result, "resultType", &rt) || rt != "input_required" {
+	if rt, _ := jsonrpc.StringMember(result, "resultType"); rt != "input_required" {
 		return nil, nil, false
 	}
 	var body struct {
@@ -111,7 +87,7 @@ func (h *Hub) putToSession(c *client, r idmap.Route, up int64, inputs map[string
 		return
 	}
 	rd := &round{c: c, r: r, old: up, d: d, st: state, answers: map[string]json.RawMessage{}, left: len(inputs)}
-	h.bridge.rounds.add(rd)
+	h.flights.addRound(rd)
 	if len(inputs) == 0 {
 		h.nextRound(rd)
 		return
@@ -195,7 +171,7 @@ func (rd *round) outcome() (cancelled bool, failed *jsonrpc.Error) {
 // id, with the inputs its session gave.
 func (h *Hub) nextRound(rd *round) {
 	c, r, d := rd.c, rd.r, rd.d
-	if h.bridge.rounds.take(r.Session, r.ID) == nil {
+	if h.flights.takeRound(r.Session, r.ID) == nil {
 		return // cancelled, or the session left
 	}
 	if cancelled, failed := rd.outcome(); cancelled {
@@ -206,33 +182,31 @@ func (h *Hub) nextRound(rd *round) {
 	}
 	proc := h.life.current()
 	r.Started = time.Now()
-	up, err := h.reqs.Add(r)
-	if proc == nil || err != nil {
+	var up int64
+	err := errGone
+	if proc != nil {
+		up, err = h.flights.round(r, d, rd.old)
+	}
+	if err != nil {
 		c.deliver(r, (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server is gone", Reason: jsonrpc.ReasonUpstreamUnavailable}).WithServer(h.cfg.Name).Response(r.ID), nil)
 		return
 	}
-	d.up.Store(up)
-	h.gates.turn.move(rd.old, up)
-	h.gates.limit.move(rd.old, up)
 	frame, err := retryFrame(d.retry.frame, up, r.Token != nil, rd.answers, rd.st)
 	if err != nil {
-		h.reqs.Take(up)
+		h.flights.take(up)
 		c.deliver(r, (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot send the request again: " + err.Error(), Reason: jsonrpc.ReasonInternal}).WithServer(h.cfg.Name).Response(r.ID), nil)
 		return
 	}
 	d.retry.frame = frame
-	if h.cfg.RequestTimeout > 0 {
-		if t := d.timer.Load(); t != nil {
-			t.Stop()
-		}
-		d.timer.Store(time.AfterFunc(h.cfg.RequestTimeout, func() { h.timeout(up) }))
-	}
 	if err := proc.Send(frame); err != nil {
-		if r, ok := h.reqs.Take(up); ok {
+		if r, ok := h.flights.take(up); ok {
 			h.fail(r, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server cannot take the request: " + err.Error(), Reason: jsonrpc.ReasonUpstreamUnavailable})
 		}
 	}
 }
+
+// errGone: there is no process to send the request to.
+var errGone = errors.New("mux: the server is gone")
 
 // retryFrame is the request as last sent, under id up, with the inputs and
 // the server's requestState.
@@ -259,7 +233,7 @@ func retryFrame(prev []byte, up int64, hasToken bool, answers map[string]json.Ra
 		}
 	}
 	if len(set) > 0 {
-		edits = append(edits, insertMembers(m.Frame, spanOf(m.Frame, m.Params), set, nil))
+		edits = append(edits, jsonrpc.InsertMembers(m.Frame, jsonrpc.SpanOf(m.Frame, m.Params), set, nil))
 	}
 	return jsonrpc.Splice(m.Frame, edits...), nil
 }

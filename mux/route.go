@@ -56,7 +56,7 @@ func (u *upstreamHandler) HandleTooLarge(id json.RawMessage, size int64) {
 	if !ok {
 		return
 	}
-	r, ok := h.reqs.Take(up)
+	r, ok := h.flights.take(up)
 	if !ok {
 		return
 	}
@@ -75,8 +75,8 @@ func (h *Hub) failAnswer(up int64, r idmap.Route, e *jsonrpc.Error) {
 	case r.Session == 0:
 		h.calls.wake(up, nil)
 	case isParkedID(r.ID):
-		dataOf(r).settle()
-		h.bridge.parked.settleUp(up, nil, e)
+		h.settle(dataOf(r))
+		h.flights.parkedEnded(up, nil, e)
 	default:
 		h.fail(r, e)
 	}
@@ -91,7 +91,7 @@ func (u *upstreamHandler) HandleInvalidAnswer(id json.RawMessage, err error) boo
 	if !ok {
 		return false
 	}
-	r, ok := h.reqs.Take(up)
+	r, ok := h.flights.take(up)
 	if !ok {
 		return false
 	}
@@ -121,7 +121,7 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		h.log.Warn("server answered an id mcpmux never sent", "id", string(m.ID))
 		return
 	}
-	r, ok := h.reqs.Take(up)
+	r, ok := h.flights.take(up)
 	if !ok {
 		h.log.Debug("dropped a late answer", "id", up)
 		return
@@ -136,14 +136,14 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 	d := dataOf(r)
 	if isParkedID(r.ID) {
 		// Answered while it waits for its session's retry: the retry gets it.
-		d.settle()
-		h.bridge.parked.settleUp(up, m, nil)
+		h.settle(d)
+		h.flights.parkedEnded(up, m, nil)
 		return
 	}
 	h.recordOwnership(r, d, up, m)
 	c := h.sessions.get(r.Session)
 	if c == nil {
-		d.settle()
+		h.settle(d)
 		return
 	}
 	if d != nil && d.retry != nil && m.Kind == jsonrpc.KindResult {
@@ -192,7 +192,7 @@ func (h *Hub) answerFrame(m *jsonrpc.Message, r idmap.Route, d *routeData) []byt
 		return h.shapeDown(m, r.ID, r.Method)
 	case d.listen:
 		if s, ok := jsonrpc.FindPath(m.Result, "_meta", protocol.MetaSubscriptionID); ok {
-			rs := spanOf(m.Frame, m.Result)
+			rs := jsonrpc.SpanOf(m.Frame, m.Result)
 			idSpan, _ := m.IDSpan()
 			return jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: idSpan, Value: r.ID}, jsonrpc.Edit{Span: jsonrpc.Span{Start: rs.Start + s.Start, End: rs.Start + s.End}, Value: r.ID})
 		}
@@ -209,8 +209,8 @@ var cacheable = map[string]bool{
 // asksForInput: a result carries input requests (a non-empty inputRequests
 // object).
 func asksForInput(result json.RawMessage) bool {
-	in := member(result, "inputRequests")
-	return len(in) > 1 && in[0] == '{' && !emptyObject(in)
+	in := jsonrpc.Member(result, "inputRequests")
+	return len(in) > 1 && in[0] == '{' && !jsonrpc.EmptyObject(in)
 }
 
 // shapeDown is a legacy server's answer as a modern session gets it, under
@@ -236,10 +236,10 @@ func (h *Hub) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string) [
 			add["ttlMs"], add["cacheScope"] = json.RawMessage(`0`), json.RawMessage(`"private"`)
 		}
 		have := func(k string) bool { _, ok := jsonrpc.FindPath(m.Result, k); return ok }
-		edits = append(edits, insertMembers(m.Frame, spanOf(m.Frame, m.Result), add, have))
+		edits = append(edits, jsonrpc.InsertMembers(m.Frame, jsonrpc.SpanOf(m.Frame, m.Result), add, have))
 	case jsonrpc.KindError:
 		if s, ok := jsonrpc.FindPath(m.Error, "code"); ok && string(m.Error[s.Start:s.End]) == strconv.Itoa(protocol.CodeLegacyResourceMissing) {
-			es := spanOf(m.Frame, m.Error)
+			es := jsonrpc.SpanOf(m.Frame, m.Error)
 			edits = append(edits, jsonrpc.Edit{Span: jsonrpc.Span{Start: es.Start + s.Start, End: es.Start + s.End}, Value: []byte(strconv.Itoa(jsonrpc.CodeInvalidParams))})
 		}
 	}
@@ -290,7 +290,7 @@ func (h *Hub) routeProgress(m *jsonrpc.Message) {
 		return
 	}
 	session, token, tag := uint64(0), json.RawMessage(nil), uint64(0)
-	if r, ok := h.reqs.Get(up); ok {
+	if r, ok := h.flights.get(up); ok {
 		session, token, tag = r.Session, r.Token, r.Tag
 	} else if s, t, ok := h.tasks.progress(up); ok {
 		session, token = s, t // a task's progress outlives its creating request

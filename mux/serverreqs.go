@@ -135,7 +135,7 @@ func (t *serverReqs) takeElicitation(id string) (uint64, bool) {
 // routeServerRequest sends sampling/createMessage or elicitation/create to
 // the session that should take it, under an id of that session's own.
 func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
-	if h.gates.turn.engage() {
+	if h.flights.turn.engage() {
 		h.log.Info("the server sends requests of its own: from now on its sessions' calls take turns, so that each reaches the session whose call caused it", "server_requests", "auto")
 		if m := h.cfg.Memory; m != nil {
 			if err := m.RememberRequests(); err != nil {
@@ -160,7 +160,7 @@ func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 	}
 	key := h.asks.add(c.sess.ID(), &serverReq{up: m.ID, method: m.Method, tag: cause.Tag}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
 	if n.elicitation && n.mode == "url" {
-		if eid, ok := stringAt(m, "elicitationId"); ok {
+		if eid, ok := m.ParamsString("elicitationId"); ok {
 			h.asks.elicit(eid, c.sess.ID())
 		}
 	}
@@ -174,7 +174,7 @@ func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 // with -32021, naming what it lacked.
 func (h *Hub) refuseUndeclared(proc process, up int64, cause idmap.Route, m *jsonrpc.Message, n need) {
 	proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonMissingCapability, "the request that caused "+m.Method+" did not declare the capability"))
-	r, ok := h.reqs.Take(up)
+	r, ok := h.flights.take(up)
 	if !ok {
 		return // answered meanwhile
 	}
@@ -303,11 +303,11 @@ func (h *Hub) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
 	if !ok {
 		return false
 	}
-	r, ok := h.reqs.Get(up)
+	r, ok := h.flights.get(up)
 	if !ok || (r.Session != 0 || r.Method != "subscriptions/listen") && !dataOf(r).isListen() {
 		return false
 	}
-	if r, ok = h.reqs.Take(up); !ok {
+	if r, ok = h.flights.take(up); !ok {
 		return true
 	}
 	if r.Session == 0 {
@@ -324,7 +324,7 @@ func (h *Hub) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
 // routeElicitationComplete tells the one session that owns a URL
 // elicitation that it completed; an unknown id is dropped.
 func (h *Hub) routeElicitationComplete(m *jsonrpc.Message) {
-	id, ok := stringAt(m, "elicitationId")
+	id, ok := m.ParamsString("elicitationId")
 	if !ok {
 		return
 	}

@@ -421,7 +421,7 @@ func (h *Hub) exited(proc process) {
 	if exit.Reason == "stalled" {
 		reason, code = jsonrpc.ReasonUpstreamStalled, "server stalled"
 	}
-	routes := h.reqs.Reset()
+	routes := h.flights.reset()
 	if len(routes) > 0 {
 		h.log.Warn("failing the requests in flight", "exit", exit.String(), "requests", len(routes))
 	}
@@ -436,8 +436,8 @@ func (h *Hub) exited(proc process) {
 			Extra:   map[string]any{"exit": exit.String()},
 		}
 		if isParkedID(r.ID) {
-			dataOf(r).settle()
-			h.bridge.parked.settleUp(up, nil, e) // its retry is answered with e
+			h.settle(dataOf(r))
+			h.flights.parkedEnded(up, nil, e) // its retry is answered with e
 			continue
 		}
 		h.fail(r, e)

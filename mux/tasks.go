@@ -117,30 +117,20 @@ func (h *Hub) recordModernTask(session uint64, up int64, token json.RawMessage, 
 	if len(result) == 0 || result[0] != '{' {
 		return
 	}
-	var rt, id string
-	if !stringMember(result, "resultType", &rt) || rt != "task" || !stringMember(result, "taskId", &id) || id == "" {
+	if rt, _ := jsonrpc.StringMember(result, "resultType"); rt != "task" {
+		return
+	}
+	id, _ := jsonrpc.StringMember(result, "taskId")
+	if id == "" {
 		return
 	}
 	h.tasks.record(id, taskOwner{session: session, up: up, token: token})
 }
 
-// stringAt reads the JSON string at a path of a message's params.
-func stringAt(m *jsonrpc.Message, path ...string) (string, bool) {
-	s, ok := m.ParamsPath(path...)
-	if !ok {
-		return "", false
-	}
-	var v string
-	if json.Unmarshal(m.Frame[s.Start:s.End], &v) != nil {
-		return "", false
-	}
-	return v, true
-}
-
 // ownsTask reports whether a session may name a task in tasks/get,
 // tasks/result or tasks/cancel.
 func (c *client) ownsTask(m *jsonrpc.Message) bool {
-	id, ok := stringAt(m, "taskId")
+	id, ok := m.ParamsString("taskId")
 	if !ok {
 		return false
 	}
@@ -184,12 +174,12 @@ func (h *Hub) dropTasks(session uint64, proc process) {
 // toTaskOwner sends a notification that names a task to that task's owner
 // alone; false when it names none.
 func (h *Hub) toTaskOwner(m *jsonrpc.Message) bool {
-	id, ok := stringAt(m, "_meta", "io.modelcontextprotocol/related-task", "taskId")
+	id, ok := m.ParamsString("_meta", "io.modelcontextprotocol/related-task", "taskId")
 	if !ok {
 		if m.Method != "notifications/tasks/status" {
 			return false
 		}
-		if id, ok = stringAt(m, "taskId"); !ok {
+		if id, ok = m.ParamsString("taskId"); !ok {
 			return false
 		}
 	}

@@ -1,6 +1,9 @@
 package socket
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // refusal is an error whose text stands on its own (it names what was
 // refused and why) and that matches one of the package's sentinels under
@@ -16,4 +19,18 @@ func (r *refusal) Unwrap() error { return r.kind }
 // refuse builds a refusal of the given kind.
 func refuse(kind error, format string, args ...any) error {
 	return &refusal{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// Refusal returns the error Dial refused with when it refused because the
+// socket folder or the listener is not this user's (ErrUnsafeDir,
+// ErrForeignPeer): its text names the folder and what is wrong with it,
+// without the layers of wrapping around it. nil when err is no such
+// refusal.
+func Refusal(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if k := errors.Unwrap(e); k == ErrUnsafeDir || k == ErrForeignPeer {
+			return e
+		}
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,98 +9,14 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/shell"
 )
-
-// setupEnv is what client-config and service learn from the machine they
-// run on. Tests replace it, so that they write under t.TempDir and never
-// run systemctl or launchctl.
-type setupEnv struct {
-	getenv     func(string) string
-	executable func() (string, error) // the absolute path of this mcpmux
-	goos       string
-	uid        int
-	// run runs a command (systemctl, launchctl) and returns its output.
-	run func(ctx context.Context, name string, args ...string) ([]byte, error)
-}
-
-// hostSetupEnv is the setupEnv of the running process.
-func hostSetupEnv() setupEnv {
-	return setupEnv{
-		getenv:     os.Getenv,
-		executable: mcpmuxExecutable,
-		goos:       runtime.GOOS,
-		uid:        os.Getuid(),
-		run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
-			return exec.CommandContext(ctx, name, args...).CombinedOutput()
-		},
-	}
-}
-
-// mcpmuxExecutable returns the absolute path of the running mcpmux. When
-// the mcpmux found in PATH is the same file, that path wins: it is the one
-// that survives upgrades (/opt/homebrew/bin/mcpmux rather than the
-// versioned file it links to).
-func mcpmuxExecutable() (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("find the mcpmux executable: %w", err)
-	}
-	if p, err := exec.LookPath("mcpmux"); err == nil {
-		if abs, err := filepath.Abs(p); err == nil {
-			a, errA := os.Stat(abs)
-			b, errB := os.Stat(exe)
-			if errA == nil && errB == nil && os.SameFile(a, b) {
-				return abs, nil
-			}
-		}
-	}
-	return exe, nil
-}
-
-// stableExecutable refuses an executable that will not be there tomorrow:
-// one built by go run, in a temporary folder deleted when it exits.
-func stableExecutable(exe string) error {
-	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
-		return fmt.Errorf("%s is a temporary build (go run): install mcpmux (go install ./cmd/mcpmux) and run that one", exe)
-	}
-	return nil
-}
-
-// configPathFlag adds --config the way configFlag does and returns a
-// function that resolves it the same way (the flag, else $MCPMUX_CONFIG,
-// else the XDG config folder) to an absolute path. isDefault reports that
-// the file is where mcpmux looks when neither --config nor MCPMUX_CONFIG is
-// given, so that a command started by an editor finds it with no flag.
-func configPathFlag(cmd *cobra.Command, getenv func(string) string) func() (path string, isDefault bool, err error) {
-	var flag string
-	cmd.Flags().StringVar(&flag, "config", "", "config file (default: $MCPMUX_CONFIG, else $XDG_CONFIG_HOME/mcpmux/mux.toml)")
-	return func() (string, bool, error) {
-		p := flag
-		if p == "" {
-			var err error
-			if p, err = defaultConfigPath(getenv); err != nil {
-				return "", false, err
-			}
-		}
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return "", false, fmt.Errorf("config %s: %w", p, err)
-		}
-		def, err := defaultConfigPath(func(k string) string {
-			if k == "MCPMUX_CONFIG" {
-				return ""
-			}
-			return getenv(k)
-		})
-		return abs, err == nil && filepath.Clean(def) == abs, nil
-	}
-}
 
 // clientTargets are the values of client-config --for, with where their
 // snippet goes.
@@ -152,7 +67,7 @@ listener ([listen] http) and its token.
 		if err != nil {
 			return err
 		}
-		cfg, err := loadConfig(path)
+		cfg, err := config.Load(path)
 		if err != nil {
 			return err
 		}
@@ -197,7 +112,7 @@ listener ([listen] http) and its token.
 }
 
 // configuredServer checks that cfg has a server called name.
-func configuredServer(cfg *config, name string) error {
+func configuredServer(cfg *config.Config, name string) error {
 	names := make([]string, len(cfg.Servers))
 	for i, s := range cfg.Servers {
 		if s.Name == name {
@@ -232,7 +147,7 @@ func printStdioClientConfig(out, hint io.Writer, target, name, exe string, args 
 	case "claude":
 		line := append([]string{"claude", "mcp", "add", name, "--", exe}, args...)
 		fmt.Fprintln(out, "# Claude Code: run this (add --scope user to have it in every project)")
-		fmt.Fprintln(out, shellJoin(line))
+		fmt.Fprintln(out, shell.Join(line))
 		fmt.Fprintln(out, "\n# or put this in the project's .mcp.json:")
 		return printClientJSON(out, map[string]any{"mcpServers": map[string]any{name: stdioClientEntry{Command: exe, Args: args}}})
 	case "vscode":
@@ -294,7 +209,7 @@ func serverURL(listen, name string) (string, error) {
 
 // clientToken returns the web listener's token: [listen] http_token, else
 // the one the daemon keeps in its state folder.
-func clientToken(l listenConfig, getenv func(string) string) (string, error) {
+func clientToken(l config.Listen, getenv func(string) string) (string, error) {
 	if l.HTTPToken != "" {
 		return l.HTTPToken, nil
 	}
@@ -328,24 +243,4 @@ func clientTokenPath(getenv func(string) string) (string, error) {
 		return filepath.Join(home, ".local", "state", "mcpmux", "http.token"), nil
 	}
 	return "", errors.New("no token file: set XDG_STATE_HOME or HOME, or http_token in [listen]")
-}
-
-// shellJoin writes args as a POSIX shell command line.
-func shellJoin(args []string) string {
-	quoted := make([]string, len(args))
-	for i, a := range args {
-		quoted[i] = shellQuoteArg(a)
-	}
-	return strings.Join(quoted, " ")
-}
-
-// shellQuoteArg quotes a for a POSIX shell when it needs it.
-func shellQuoteArg(a string) string {
-	safe := a != "" && !strings.ContainsFunc(a, func(r rune) bool {
-		return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r))
-	})
-	if safe {
-		return a
-	}
-	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }

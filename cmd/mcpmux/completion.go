@@ -9,6 +9,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // Shell completion. cobra's own `mcpmux completion bash|zsh|fish|powershell`
@@ -41,7 +43,7 @@ func completeServerNames(cmd *cobra.Command, args []string, toComplete string) (
 	path, _ := cmd.Flags().GetString("config")
 	if path == "" {
 		var err error
-		if path, err = defaultConfigPath(os.Getenv); err != nil {
+		if path, err = config.DefaultPath(os.Getenv); err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 	}
@@ -86,7 +88,7 @@ func configuredServers(path string) []namedServer {
 		return nil
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize))
+	data, err := io.ReadAll(io.LimitReader(f, config.MaxFileSize))
 	if err != nil {
 		return nil
 	}

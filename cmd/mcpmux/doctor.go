@@ -17,6 +17,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/socket"
 )
@@ -98,9 +99,9 @@ func (r *report) add(m mark, format string, args ...any) {
 type doctor struct {
 	env  doctorEnv
 	r    report
-	path string  // the config file, absolute
-	cfg  *config // nil when it does not load
-	dir  string  // the socket folder this config's clients use
+	path string         // the config file, absolute
+	cfg  *config.Config // nil when it does not load
+	dir  string         // the socket folder this config's clients use
 	// dirRefused: the socket folder is not safe to use; nothing is sent there.
 	dirRefused bool
 	st         *daemon.Status // the daemon on dir; nil when none answers
@@ -123,7 +124,7 @@ func (d *doctor) run(ctx context.Context) error {
 // checkConfig loads the config, and finds the socket folder its clients
 // use even when it does not load.
 func (d *doctor) checkConfig() {
-	cfg, err := loadConfig(d.path)
+	cfg, err := config.Load(d.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		d.r.add(markFail, "config %s does not exist: write one (the README's quick start has one), or pass --config FILE", d.tilde(d.path))
@@ -147,16 +148,16 @@ func (d *doctor) checkConfig() {
 	// A config that does not load: its socket_dir if that much can be
 	// read, else the default folder.
 	if d.dir = socketDirOf(d.path); d.dir == "" {
-		d.dir, _ = defaultSocketDir(d.env.uid)
+		d.dir, _ = config.DefaultSocketDir(d.env.uid)
 	}
 }
 
 // socketDirOf reads [listen] socket_dir from a config file without
-// checking anything else, resolved as loadConfig resolves it; "" when it
+// checking anything else, resolved as config.Load resolves it; "" when it
 // cannot be read.
 func socketDirOf(path string) string {
 	data, err := os.ReadFile(path)
-	if err != nil || len(data) > maxConfigSize {
+	if err != nil || len(data) > config.MaxFileSize {
 		return ""
 	}
 	var doc struct {
@@ -173,7 +174,7 @@ func socketDirOf(path string) string {
 	return filepath.Join(filepath.Dir(path), doc.Listen.SocketDir)
 }
 
-func serverNames(cfg *config) []string {
+func serverNames(cfg *config.Config) []string {
 	names := make([]string, len(cfg.Servers))
 	for i, s := range cfg.Servers {
 		names[i] = s.Name
@@ -229,7 +230,7 @@ func (d *doctor) checkDaemon(ctx context.Context) {
 
 // noDaemon reports that no daemon answered on the socket folder.
 func (d *doctor) noDaemon(err error) {
-	if r := dirRefusal(err); r != nil {
+	if r := socket.Refusal(err); r != nil {
 		d.r.add(markFail, "daemon: %v", r)
 		return
 	}

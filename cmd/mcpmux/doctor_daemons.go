@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/socket"
 )
@@ -22,7 +23,7 @@ import (
 func candidateSocketDirs(getenv func(string) string, uid int) []string {
 	id := strconv.Itoa(uid)
 	dirs := []string{filepath.Join("/run/user", id, "mcpmux"), filepath.Join("/tmp", "mcpmux-"+id)}
-	for _, home := range []string{homeOf(uid), getenv("HOME")} {
+	for _, home := range []string{config.Home(uid), getenv("HOME")} {
 		if filepath.IsAbs(home) {
 			dirs = append(dirs, filepath.Join(home, ".mcpmux", "run"))
 		}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // The editors' MCP config files doctor reads (read only; the same shapes
@@ -190,9 +192,9 @@ func (d *doctor) checkEditorFile(f editorFile, entries []editorEntry) {
 // config, with no name, or with a name the config does not have; true
 // when it reaches a server of this config.
 func (d *doctor) checkConnect(where string, e editorEntry, c connectEntry) bool {
-	config := c.config
-	if config == "" {
-		config, _ = defaultConfigPath(func(k string) string {
+	file := c.config
+	if file == "" {
+		file, _ = config.DefaultPath(func(k string) string {
 			if k == "MCPMUX_CONFIG" {
 				return "" // the editor's environment is not doctor's: assume it has none
 			}
@@ -200,8 +202,8 @@ func (d *doctor) checkConnect(where string, e editorEntry, c connectEntry) bool 
 		})
 	}
 	switch {
-	case filepath.Clean(config) != d.path:
-		d.r.add(markNote, "%s: %q uses another config, %s", where, e.label, d.tilde(config))
+	case filepath.Clean(file) != d.path:
+		d.r.add(markNote, "%s: %q uses another config, %s", where, e.label, d.tilde(file))
 		return false
 	case c.name == "":
 		d.r.add(markWarn, "%s: %q runs `mcpmux connect` without a server name", where, e.label)

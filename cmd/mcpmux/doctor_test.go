@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/mux"
 )
@@ -53,7 +54,7 @@ func (s *doctorSetup) doctor(t *testing.T) (string, error) {
 }
 
 // serveInProcess runs a daemon for cfg until the test ends (or stop).
-func serveInProcess(t *testing.T, cfg *config) (stop func()) {
+func serveInProcess(t *testing.T, cfg *config.Config) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var log testutil.Buffer
@@ -125,7 +126,7 @@ func attention(out string) []string {
 // through mcpmux: every line is ok or note, and doctor says all is well.
 func TestDoctorAllIsWell(t *testing.T) {
 	s := newDoctorSetup(t, "[listen]\nsocket_dir = \"s\"\n"+fakeServerTable("memory", "serve"))
-	cfg, err := loadConfig(s.path)
+	cfg, err := config.Load(s.path)
 	require.NoError(t, err)
 	s.env.socketDirs = func() []string { return []string{cfg.Listen.SocketDir, filepath.Join(s.home, "nothing-here")} }
 	serveInProcess(t, cfg)
@@ -187,7 +188,7 @@ func TestDoctorSecondDaemon(t *testing.T) {
 	other := testutil.ShortDir(t)
 	otherDir := filepath.Join(other, "mcpmux")
 	s := newDoctorSetup(t, "[listen]\nsocket_dir = \"s\"\n"+fakeServerTable("memory", "serve"), otherDir)
-	cfg, err := loadConfig(s.path)
+	cfg, err := config.Load(s.path)
 	require.NoError(t, err)
 	stopFirst := serveInProcess(t, cfg)
 	second := *cfg
@@ -210,7 +211,7 @@ func TestDoctorSecondDaemon(t *testing.T) {
 // with its last exit, its last stderr line and what to do.
 func TestDoctorFailedServer(t *testing.T) {
 	s := newDoctorSetup(t, "[listen]\nsocket_dir = \"s\"\n"+fakeServerTable("broken", "exit 3", `max_restarts = 1`, `restart_backoff = "1ms"`))
-	cfg, err := loadConfig(s.path)
+	cfg, err := config.Load(s.path)
 	require.NoError(t, err)
 	serveInProcess(t, cfg)
 	waitForState(t, cfg.Listen.SocketDir, "broken", mux.StateFailed)

@@ -3,6 +3,7 @@ package main
 import (
 	"time"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/upstream"
@@ -11,7 +12,7 @@ import (
 // hubConfig turns one [servers.NAME] table, with the session limits of
 // [listen], into the router's configuration. The daemon sets its logger,
 // session ids and version.
-func hubConfig(lc listenConfig, sc serverConfig, env daemonEnv) mux.Config {
+func hubConfig(lc config.Listen, sc config.Server, env daemonEnv) mux.Config {
 	stderr := map[string]upstream.StderrMode{
 		"log":     upstream.StderrLog,
 		"inherit": upstream.StderrInherit,

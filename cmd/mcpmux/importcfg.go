@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // maxImportSize bounds the file import reads: Claude Code's ~/.claude.json
@@ -78,7 +80,7 @@ func readImportFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("import: read %s: %w", path, err)
 	}
 	if len(data) > maxImportSize {
-		return nil, fmt.Errorf("import: %s is larger than %s", path, formatSize(maxImportSize))
+		return nil, fmt.Errorf("import: %s is larger than %s", path, config.FormatSize(maxImportSize))
 	}
 	return data, nil
 }
@@ -275,7 +277,7 @@ func (res *importResult) add(src importSource, orig string, taken map[string]*im
 	}
 	s.Name = name
 	// The table must load on its own; what does not is reported instead.
-	if _, err := parseConfig([]byte(s.TOML()), "", ""); err != nil {
+	if _, err := config.Parse([]byte(s.TOML()), "", ""); err != nil {
 		res.Skipped = append(res.Skipped, label+" does not convert: "+strings.ReplaceAll(err.Error(), "\n", "; "))
 		return
 	}
@@ -390,7 +392,7 @@ func (s *importedServer) check(key, msg string) { s.Checks[key] = append(s.Check
 // convertCommand takes the command. One with spaces but no slash cannot be
 // one executable: it is split, as the shell would have for the simple cases.
 func (s *importedServer) convertCommand(command string) {
-	if !strings.Contains(command, "/") && strings.ContainsFunc(strings.TrimSpace(command), isSpace) {
+	if !strings.Contains(command, "/") && strings.ContainsFunc(strings.TrimSpace(command), config.IsSpace) {
 		fields := strings.Fields(command)
 		command, s.Args = fields[0], fields[1:]
 		s.check("command", fmt.Sprintf("the command was %q: split at spaces into command and args", strings.Join(fields, " ")))
@@ -438,7 +440,7 @@ func (s *importedServer) convertEnv(v json.RawMessage) (skip string) {
 	for k, raw := range env {
 		t, ok := jsonText(raw)
 		switch {
-		case !validEnvName(k):
+		case !config.ValidEnvName(k):
 			s.Notes = append(s.Notes, fmt.Sprintf("check: env %q left out: not a valid variable name", k))
 			continue
 		case !ok:
@@ -581,10 +583,10 @@ func sameServer(a, b *importedServer) bool {
 
 // sanitizeServerName makes name a valid mcpmux server name: every other
 // character becomes '-', runs of '-' become one, and the result starts with
-// a letter or digit and fits in maxServerNameLen bytes. Valid names are
+// a letter or digit and fits in config.MaxServerNameLen bytes. Valid names are
 // returned as they are.
 func sanitizeServerName(name string) string {
-	if validServerName(name) {
+	if config.ValidServerName(name) {
 		return name
 	}
 	var b strings.Builder
@@ -598,8 +600,8 @@ func sanitizeServerName(name string) string {
 		}
 	}
 	s := strings.TrimRight(strings.TrimLeft(b.String(), "._-"), "-") // "@acme/github (work)" -> "acme-github-work"
-	if len(s) > maxServerNameLen {
-		s = strings.TrimRight(s[:maxServerNameLen], "-")
+	if len(s) > config.MaxServerNameLen {
+		s = strings.TrimRight(s[:config.MaxServerNameLen], "-")
 	}
 	if s == "" {
 		return "server"
@@ -615,8 +617,8 @@ func uniqueServerName(name string, taken map[string]*importedServer) string {
 	for i := 2; ; i++ {
 		suffix := "-" + strconv.Itoa(i)
 		base := name
-		if len(base)+len(suffix) > maxServerNameLen {
-			base = base[:maxServerNameLen-len(suffix)]
+		if len(base)+len(suffix) > config.MaxServerNameLen {
+			base = base[:config.MaxServerNameLen-len(suffix)]
 		}
 		if n := base + suffix; taken[n] == nil {
 			return n
@@ -626,7 +628,7 @@ func uniqueServerName(name string, taken map[string]*importedServer) string {
 
 // renameReason says why a server was renamed.
 func renameReason(orig string) string {
-	if validServerName(orig) {
+	if config.ValidServerName(orig) {
 		return "taken"
 	}
 	return "not a valid mcpmux server name (letters, digits, '.', '_', '-', starting with a letter or digit)"
@@ -709,7 +711,7 @@ func plural(n int, one, many string) string {
 
 // tomlKey writes k as a TOML key: bare when it can be, else quoted.
 func tomlKey(k string) string {
-	if k != "" && !strings.ContainsFunc(k, func(r rune) bool { return !isBareKeyRune(r) }) {
+	if config.IsBareKey(k) {
 		return k
 	}
 	return tomlString(k)

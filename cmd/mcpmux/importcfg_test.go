@@ -11,9 +11,11 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
-// importedAs is what parseConfig makes of an imported server.
+// importedAs is what config.Parse makes of an imported server.
 type importedAs struct {
 	Name    string
 	Command string
@@ -24,7 +26,7 @@ type importedAs struct {
 }
 
 // TestImportFormats converts each editor's format and checks the TOML
-// text, then that parseConfig accepts it as it is and reads back the servers.
+// text, then that config.Parse accepts it as it is and reads back the servers.
 func TestImportFormats(t *testing.T) {
 	cwd := t.TempDir()
 	jsonCwd, err := json.Marshal(cwd)
@@ -34,7 +36,7 @@ func TestImportFormats(t *testing.T) {
 		name    string
 		file    string
 		want    string       // the whole output
-		servers []importedAs // what parseConfig reads from it
+		servers []importedAs // what config.Parse reads from it
 	}{
 		{
 			name: "Claude Desktop",
@@ -303,7 +305,7 @@ args = ["mcp-server-time", "--local-timezone=Europe/Paris"]
 			assert.Equal(t, tt.want, got, "file:\n%s", tt.file)
 
 			// The output, as it is, must be a config that mcpmux accepts.
-			cfg, err := parseConfig([]byte(got), "imported.toml", "/cfg")
+			cfg, err := config.Parse([]byte(got), "imported.toml", "/cfg")
 			require.NoError(t, err, "output:\n%s", got)
 			var servers []importedAs
 			for _, s := range cfg.Servers {
@@ -336,7 +338,7 @@ func TestImportProjectFiles(t *testing.T) {
 		res, err := importServers([]byte(`{"`+tt.key+`": {"search": `+entry+`}}`), tt.file)
 		require.NoError(t, err, tt.file)
 		got := res.TOML()
-		cfg, err := parseConfig([]byte(got), "imported.toml", "/cfg")
+		cfg, err := config.Parse([]byte(got), "imported.toml", "/cfg")
 		require.NoError(t, err, "output:\n%s", got)
 		require.Len(t, cfg.Servers, 1)
 		s := cfg.Servers[0]
@@ -467,7 +469,7 @@ func TestImportSanitizeServerName(t *testing.T) {
 	for _, tt := range tests {
 		got := sanitizeServerName(tt.in)
 		assert.Equal(t, tt.want, got, "sanitizeServerName(%q)", tt.in)
-		assert.True(t, validServerName(got), "sanitizeServerName(%q) = %q is not valid", tt.in, got)
+		assert.True(t, config.ValidServerName(got), "sanitizeServerName(%q) = %q is not valid", tt.in, got)
 	}
 }
 

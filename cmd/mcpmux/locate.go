@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpmux/mcpmux/bridge"
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 )
 
@@ -17,10 +20,10 @@ import (
 // talks to: the one serving the config file, found through its record
 // when it has one, else where the file says it serves.
 type target struct {
-	path string        // the config file
-	cfg  *config       // nil when the file does not load now
-	dir  string        // the socket folder
-	rec  *daemonRecord // the record of a live daemon of this file; nil when none
+	path string         // the config file
+	cfg  *config.Config // nil when the file does not load now
+	dir  string         // the socket folder
+	rec  *daemonRecord  // the record of a live daemon of this file; nil when none
 }
 
 // daemonFlag adds --config to a client command and returns a function
@@ -33,7 +36,7 @@ func daemonFlag(cmd *cobra.Command) func(ctx context.Context, warn io.Writer) (*
 		p := path
 		if p == "" {
 			var err error
-			if p, err = defaultConfigPath(os.Getenv); err != nil {
+			if p, err = config.DefaultPath(os.Getenv); err != nil {
 				return nil, err
 			}
 		}
@@ -50,7 +53,7 @@ func locate(ctx context.Context, path string, warn io.Writer) (*target, error) {
 	if warn == nil {
 		warn = io.Discard
 	}
-	cfg, cerr := loadConfig(path)
+	cfg, cerr := config.Load(path)
 	t := &target{path: path, cfg: cfg}
 	rec, err := liveRecord(ctx, path)
 	if err != nil {
@@ -87,7 +90,7 @@ func liveRecord(ctx context.Context, path string) (*daemonRecord, error) {
 	if !ok {
 		return nil, nil
 	}
-	live, err := answers(ctx, filepath.Join(rec.SocketDir, daemon.ControlSocket))
+	live, err := bridge.Answers(ctx, filepath.Join(rec.SocketDir, daemon.ControlSocket))
 	if err != nil || !live {
 		return nil, err
 	}
@@ -105,34 +108,25 @@ func warnConfig(w io.Writer, path string, err error, rec *daemonRecord) {
 	}
 }
 
-// autostart reports whether connect may start a daemon for this target:
-// the file must load (a daemon would refuse it otherwise) and allow it.
-func (t *target) autostart() bool {
-	return t.cfg != nil && t.cfg.Daemon.Autostart
-}
-
-// socket is the path of server name's socket.
-func (t *target) socket(name string) string {
-	return filepath.Join(t.dir, name+".sock")
-}
-
-// checkServer refuses a server the config file does not have, naming the
-// ones it has. With a file that does not load, the daemon says (reach).
-func (t *target) checkServer(name string) error {
-	if t.cfg == nil || t.cfg.server(name) != nil {
-		return nil
+// bridgeTarget is t as `mcpmux connect` needs it: where the daemon
+// serves, the servers the file has, and how to start a daemon for it.
+func (t *target) bridgeTarget() *bridge.Target {
+	bt := &bridge.Target{Path: t.path, Dir: t.dir}
+	if t.cfg == nil {
+		return bt
 	}
-	names := make([]string, len(t.cfg.Servers))
-	for i, s := range t.cfg.Servers {
-		names[i] = s.Name
+	bt.Loaded, bt.Autostart = true, t.cfg.Daemon.Autostart
+	for _, s := range t.cfg.Servers {
+		bt.Servers = append(bt.Servers, s.Name)
 	}
-	if len(names) == 0 {
-		return &unknownServerError{fmt.Sprintf("no server named %q: %s configures no server", name, t.path)}
+	if path := t.cfg.Path; path != "" {
+		bt.Serve = func(log string) (*exec.Cmd, error) {
+			exe, err := os.Executable()
+			if err != nil {
+				return nil, fmt.Errorf("find the mcpmux executable: %w", err)
+			}
+			return exec.Command(exe, "serve", "--config", path, "--"+autostartedFlag, "--"+logFileFlag, log), nil
+		}
 	}
-	return &unknownServerError{fmt.Sprintf("no server named %q in %s; it configures: %s", name, t.path, strings.Join(names, ", "))}
+	return bt
 }
-
-// unknownServerError: the config file has no server of that name.
-type unknownServerError struct{ msg string }
-
-func (e *unknownServerError) Error() string { return e.msg }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/internal/testutil"
 )
@@ -43,7 +44,7 @@ func TestBrokenConfigKeepsClients(t *testing.T) {
 	path := filepath.Join(dir, "mux.toml")
 	good := "[listen]\nsocket_dir = \"s\"\n\n[servers.idle]\ncommand = \"sleep\"\nargs = [\"60\"]\nstdin_grace = \"0s\"\nterm_grace = \"1s\"\n"
 	require.NoError(t, os.WriteFile(path, []byte(good), 0o600))
-	cfg, err := loadConfig(path)
+	cfg, err := config.Load(path)
 	require.NoError(t, err)
 
 	served, _, cancel := serveInBackground(t, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}, state: state})
@@ -104,7 +105,7 @@ func TestConnectNotServed(t *testing.T) {
 	path := filepath.Join(dir, "mux.toml")
 	good := "[listen]\nsocket_dir = \"s\"\n\n[servers.idle]\ncommand = \"sleep\"\nargs = [\"60\"]\nstdin_grace = \"0s\"\nterm_grace = \"1s\"\n"
 	require.NoError(t, os.WriteFile(path, []byte(good), 0o600))
-	cfg, err := loadConfig(path)
+	cfg, err := config.Load(path)
 	require.NoError(t, err)
 	served, _, cancel := serveInBackground(t, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}, state: state})
 	defer func() {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux"
 )
 
@@ -90,7 +91,7 @@ func (m serverMemory) RememberDescription(era string, result []byte) error {
 // folder, and the same era it is opened in, give the same key. (A server
 // of both eras describes itself per era; "auto", the default, adds nothing,
 // so the keys of such servers stay what they were.)
-func startKey(sc serverConfig) string {
+func startKey(sc config.Server) string {
 	h := sha256.New()
 	for _, part := range append([]string{sc.Command, sc.Cwd}, sc.Args...) {
 		h.Write([]byte(part))
@@ -104,7 +105,7 @@ func startKey(sc serverConfig) string {
 }
 
 // memory is the router's memory of sc; nil without a state folder.
-func (env daemonEnv) memory(sc serverConfig) mux.Memory {
+func (env daemonEnv) memory(sc config.Server) mux.Memory {
 	if env.state == "" {
 		return nil
 	}

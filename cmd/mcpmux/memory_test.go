@@ -4,13 +4,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // TestStartKeyEra: the same command opened in another era is remembered
 // apart (a server of both eras describes itself per era); "auto" keeps the
 // key the command alone gives.
 func TestStartKeyEra(t *testing.T) {
-	base := serverConfig{Command: "/bin/server", Args: []string{"-x"}}
+	base := config.Server{Command: "/bin/server", Args: []string{"-x"}}
 	auto := base
 	auto.Protocol = "auto"
 	modern := base

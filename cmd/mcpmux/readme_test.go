@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // readmeBlock is the fenced code block that follows the marker
@@ -23,7 +25,7 @@ func readmeBlock(t *testing.T, name string) string {
 // The README's annotated configuration example loads as it is written, on
 // any machine: what depends on the machine is commented out.
 func TestReadmeConfigExampleLoads(t *testing.T) {
-	cfg, err := parseConfig([]byte(readmeBlock(t, "config-example")), "README.md", t.TempDir())
+	cfg, err := config.Parse([]byte(readmeBlock(t, "config-example")), "README.md", t.TempDir())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"memory"}, serverNames(cfg), "its servers")
 	assert.Equal(t, []string{"-y", "@modelcontextprotocol/server-memory"}, cfg.Servers[0].Args, "memory's args")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/socket"
@@ -70,7 +71,7 @@ func TestServeRecords(t *testing.T) {
 	dir := testutil.ShortDir(t)
 	path := filepath.Join(dir, "mux.toml")
 	require.NoError(t, os.WriteFile(path, []byte("[listen]\nsocket_dir = \"s\"\n"), 0o600))
-	cfg, err := loadConfig(path)
+	cfg, err := config.Load(path)
 	require.NoError(t, err)
 	state := t.TempDir()
 
@@ -117,7 +118,7 @@ func TestAlreadyServed(t *testing.T) {
 		{"/c/mux.toml", "/run/t", "another mcpmux is already serving /run/s"}, // no record serves there
 	}
 	for _, tt := range tests {
-		cfg := &config{Path: tt.config, Listen: listenConfig{SocketDir: tt.dir}}
+		cfg := &config.Config{Path: tt.config, Listen: config.Listen{SocketDir: tt.dir}}
 		err := alreadyServed(inUse, cfg, daemonEnv{state: state})
 		assert.EqualError(t, err, tt.want, "config %s in %s", tt.config, tt.dir)
 		assert.ErrorIs(t, err, socket.ErrInUse)

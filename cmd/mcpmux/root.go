@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // newRootCmd builds the command tree afresh, so that tests can run it with
@@ -25,18 +27,18 @@ func newRootCmd() *cobra.Command {
 
 // configFlag adds --config to a command and returns a function that resolves
 // it: the flag, else $MCPMUX_CONFIG, else the XDG config folder.
-func configFlag(cmd *cobra.Command) func() (*config, error) {
+func configFlag(cmd *cobra.Command) func() (*config.Config, error) {
 	var path string
 	cmd.Flags().StringVar(&path, "config", "", "config file (default: $MCPMUX_CONFIG, else $XDG_CONFIG_HOME/mcpmux/mux.toml)")
-	return func() (*config, error) {
+	return func() (*config.Config, error) {
 		p := path
 		if p == "" {
 			var err error
-			if p, err = defaultConfigPath(os.Getenv); err != nil {
+			if p, err = config.DefaultPath(os.Getenv); err != nil {
 				return nil, err
 			}
 		}
-		cfg, err := loadConfig(p)
+		cfg, err := config.Load(p)
 		if err == nil && cfg.Listen.SocketDirNote != "" && cmd.Name() != "serve" {
 			fmt.Fprintln(cmd.ErrOrStderr(), "mcpmux:", cfg.Listen.SocketDirNote)
 		}
@@ -45,7 +47,7 @@ func configFlag(cmd *cobra.Command) func() (*config, error) {
 }
 
 // newLogger writes the daemon's log to w (stderr), never to stdout.
-func newLogger(cfg *config, w interface{ Write([]byte) (int, error) }) *slog.Logger {
+func newLogger(cfg *config.Config, w interface{ Write([]byte) (int, error) }) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.Daemon.LogLevel}
 	if cfg.Daemon.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))

@@ -19,6 +19,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpmux/mcpmux/bridge"
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/socket"
 )
@@ -105,7 +107,7 @@ const reaperMode = "__reaper"
 
 // serve runs the daemon until ctx is done. SIGHUP, or `mcpmux reload`,
 // reads the config file again.
-func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) error {
+func serve(ctx context.Context, cfg *config.Config, env daemonEnv, log *slog.Logger) error {
 	if len(cfg.Servers) == 0 {
 		log.Warn("the config has no servers: nothing is served until it has a [servers.NAME] table and is reloaded", "config", cfg.Path)
 	}
@@ -153,14 +155,14 @@ func serve(ctx context.Context, cfg *config, env daemonEnv, log *slog.Logger) er
 // release), so that a connect started at the same moment waits for it
 // instead of starting a second daemon. A daemon started by connect runs
 // under that connect's hold of the lock already.
-func startLock(ctx context.Context, cfg *config, env daemonEnv) (release func(), err error) {
+func startLock(ctx context.Context, cfg *config.Config, env daemonEnv) (release func(), err error) {
 	if env.autostarted {
 		return func() {}, nil
 	}
 	if err := socket.PrepareDir(cfg.Listen.SocketDir); err != nil {
 		return nil, err
 	}
-	unlock, err := lockFile(ctx, filepath.Join(cfg.Listen.SocketDir, autostartLock))
+	unlock, err := bridge.AutostartLock(ctx, cfg.Listen.SocketDir)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +172,7 @@ func startLock(ctx context.Context, cfg *config, env daemonEnv) (release func(),
 
 // alreadyServed words the refusal of a daemon whose socket folder another
 // one serves, naming that one from its record when it left one.
-func alreadyServed(e *daemon.InUseError, cfg *config, env daemonEnv) error {
+func alreadyServed(e *daemon.InUseError, cfg *config.Config, env daemonEnv) error {
 	if env.state == "" {
 		return e
 	}
@@ -189,7 +191,7 @@ func alreadyServed(e *daemon.InUseError, cfg *config, env daemonEnv) error {
 // announce returns what the daemon calls once it serves (ready: write its
 // record in the state folder) and what serve calls when it returns (gone:
 // remove it). Without a state folder or a config file there is no record.
-func announce(cfg *config, env daemonEnv, log *slog.Logger) (ready, gone func()) {
+func announce(cfg *config.Config, env daemonEnv, log *slog.Logger) (ready, gone func()) {
 	if env.state == "" || cfg.Path == "" {
 		return func() {}, func() {}
 	}
@@ -236,7 +238,7 @@ func reloadOnHangUp(ctx context.Context, d *daemon.Daemon, path string, log *slo
 
 // runConfig turns the config file into the daemon's configuration;
 // reloads read the file again and keep [daemon] and [listen] as started.
-func runConfig(cfg *config, env daemonEnv, log *slog.Logger) (daemon.Config, error) {
+func runConfig(cfg *config.Config, env daemonEnv, log *slog.Logger) (daemon.Config, error) {
 	dc := daemon.Config{
 		SocketDir:         cfg.Listen.SocketDir,
 		Servers:           servers(cfg, cfg.Listen, env),
@@ -251,7 +253,7 @@ func runConfig(cfg *config, env daemonEnv, log *slog.Logger) (daemon.Config, err
 		ResidentBytes:     residentBytes,
 		Logger:            log,
 		Reload: func() (daemon.Reloaded, error) {
-			next, err := loadConfig(cfg.Path)
+			next, err := config.Load(cfg.Path)
 			if err != nil {
 				return daemon.Reloaded{}, err
 			}
@@ -277,7 +279,7 @@ func runConfig(cfg *config, env daemonEnv, log *slog.Logger) (daemon.Config, err
 }
 
 // servers are the [servers.NAME] tables, with the session limits of lc.
-func servers(cfg *config, lc listenConfig, env daemonEnv) []daemon.Server {
+func servers(cfg *config.Config, lc config.Listen, env daemonEnv) []daemon.Server {
 	out := make([]daemon.Server, len(cfg.Servers))
 	for i, sc := range cfg.Servers {
 		out[i] = daemon.Server{Hub: hubConfig(lc, sc, env), Share: sc.Share}
@@ -285,13 +287,13 @@ func servers(cfg *config, lc listenConfig, env daemonEnv) []daemon.Server {
 	return out
 }
 
-func notLoopback(lc listenConfig) error {
+func notLoopback(lc config.Listen) error {
 	return fmt.Errorf("[listen] http = %q is not a loopback address; set http_allow_remote = true to serve beyond this machine", lc.HTTP)
 }
 
 // webConfig is the web listener of [listen] http. The token is http_token,
 // or the one kept in the state folder (made on first use).
-func webConfig(lc listenConfig, env daemonEnv, log *slog.Logger) (socket.WebConfig, error) {
+func webConfig(lc config.Listen, env daemonEnv, log *slog.Logger) (socket.WebConfig, error) {
 	// The address first: a refused one must not leave a token behind.
 	if err := socket.CheckWebAddr(lc.HTTP, lc.HTTPAllowRemote); errors.Is(err, socket.ErrNotLoopback) {
 		return socket.WebConfig{}, notLoopback(lc)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/internal/testutil"
 )
@@ -30,7 +31,7 @@ func runCLI(ctx context.Context, args ...string) (string, error) {
 
 // serveInBackground runs serve with cfg and env (its stderr: the returned
 // log) until the returned cancel; served gets what serve returned.
-func serveInBackground(t *testing.T, cfg *config, env daemonEnv) (served <-chan error, log *testutil.Buffer, cancel context.CancelFunc) {
+func serveInBackground(t *testing.T, cfg *config.Config, env daemonEnv) (served <-chan error, log *testutil.Buffer, cancel context.CancelFunc) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -50,7 +51,7 @@ func TestServeInProcess(t *testing.T) {
 	path := filepath.Join(dir, "mux.toml")
 	head := "[listen]\nsocket_dir = \"s\"\n"
 	require.NoError(t, os.WriteFile(path, []byte(head), 0o600))
-	cfg, err := loadConfig(path)
+	cfg, err := config.Load(path)
 	require.NoError(t, err)
 
 	served, log, cancel := serveInBackground(t, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}})
@@ -104,7 +105,7 @@ func TestServeInProcess(t *testing.T) {
 // TestServeRefusesRemoteWeb: a web address beyond loopback without
 // http_allow_remote stops serve before anything opens.
 func TestServeRefusesRemoteWeb(t *testing.T) {
-	cfg, err := parseConfig([]byte("[listen]\nsocket_dir = \"s\"\nhttp = \"0.0.0.0:0\"\nhttp_token = \"t\"\n"), "mux.toml", testutil.ShortDir(t))
+	cfg, err := config.Parse([]byte("[listen]\nsocket_dir = \"s\"\nhttp = \"0.0.0.0:0\"\nhttp_token = \"t\"\n"), "mux.toml", testutil.ShortDir(t))
 	require.NoError(t, err)
 	var log testutil.Buffer
 	err = serve(t.Context(), cfg, daemonEnv{}, newLogger(cfg, &log))

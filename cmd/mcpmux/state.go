@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // stateDir is the state folder, where an auto-started daemon logs and
@@ -16,7 +18,7 @@ func stateDir(getenv func(string) string) (string, error) {
 	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "mcpmux"), nil
 	}
-	home := homeOf(os.Getuid())
+	home := config.Home(os.Getuid())
 	if !filepath.IsAbs(home) {
 		return "", errors.New("no state folder: the account has no home folder and neither XDG_STATE_HOME nor HOME is set")
 	}

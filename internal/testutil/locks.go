@@ -24,6 +24,11 @@ type LockRules struct {
 	// ("s.hook"), an interface method ("(log/slog.Handler).Handle"), or a
 	// function of the module that takes a lock ("Projects.startLocked").
 	Allowed map[string]string
+	// Order are the nestings the package documents, each as the owners of
+	// the two locks, outer first: {"mux.flights", "idmap.Table"}. A lock's
+	// owner is the named type of the struct that holds the mutex (or
+	// embeds it), with its package's name.
+	Order [][2]string
 	// CallUnderLock are functions of the module, by types.Func.FullName,
 	// that call the function passed to them while they hold their own
 	// lock: every function literal the package passes to one must take no
@@ -65,7 +70,7 @@ func LockProblems(dir string, rules LockRules) (problems []string, functions int
 			continue
 		}
 		functions++
-		problems = append(problems, l.check(b, rules.Allowed)...)
+		problems = append(problems, l.check(b, rules)...)
 	}
 	return problems, functions, nil
 }
@@ -102,15 +107,16 @@ type lockLoader struct {
 	decls  map[string]*body // declared functions of the module, by types.Func.FullName
 	lits   map[*ast.FuncLit]*body
 	vars   map[types.Object]*body // local variables set once to a function literal (x := func...)
-	acq    map[*body]int          // 0 unknown, 1 being computed, 2 takes no lock, 3 takes one
-	via    map[*body]string       // for one that takes a lock: where, or the call that leads there
+	acq    map[*body]int          // 0 unknown, 1 being computed, 2 known (in taken)
+	taken  map[*body]map[string]string
 	facts  map[*body]directFacts
 }
 
 // directFacts are what a body does itself, not counting literals inside it
 // that run elsewhere.
 type directFacts struct {
-	lock token.Pos // the first lock it takes, or NoPos
+	lock  token.Pos // the first lock it takes, or NoPos
+	owner string    // whose lock that is: see lockOwner
 }
 
 type listed struct {
@@ -150,7 +156,7 @@ func loadModule(dir string) (*lockLoader, error) {
 	}
 	l := &lockLoader{
 		fset: token.NewFileSet(), target: all[len(all)-1].ImportPath, pkgs: map[string]*lockPkg{},
-		decls: map[string]*body{}, lits: map[*ast.FuncLit]*body{}, vars: map[types.Object]*body{}, acq: map[*body]int{}, via: map[*body]string{}, facts: map[*body]directFacts{},
+		decls: map[string]*body{}, lits: map[*ast.FuncLit]*body{}, vars: map[types.Object]*body{}, acq: map[*body]int{}, taken: map[*body]map[string]string{}, facts: map[*body]directFacts{},
 	}
 	imp := importer.ForCompiler(l.fset, "gc", func(path string) (io.ReadCloser, error) {
 		if exports[path] == "" {
@@ -303,7 +309,7 @@ func (l *lockLoader) direct(b *body) directFacts {
 	var f directFacts
 	visit(b, func(n ast.Node) bool {
 		if c, ok := n.(*ast.CallExpr); ok && f.lock == token.NoPos && isLock(syncMethod(b.pkg.info, c)) {
-			f.lock = c.Pos()
+			f.lock, f.owner = c.Pos(), lockOwner(b.pkg.info, c)
 		}
 		return true
 	})
@@ -311,37 +317,93 @@ func (l *lockLoader) direct(b *body) directFacts {
 	return f
 }
 
-// acquires says whether running b may take a lock: itself, or in a
-// function of the module it calls.
-func (l *lockLoader) acquires(b *body) bool {
-	switch l.acq[b] {
-	case 1, 2:
-		return false // a cycle: the other path decides
-	case 3:
-		return true
+// lockOwner names whose lock a Lock call takes: the named type of the
+// struct whose mutex field it is, or that embeds it ("mux.flights"), or a
+// variable's package and name.
+func lockOwner(info *types.Info, c *ast.CallExpr) string {
+	sel, ok := ast.Unparen(c.Fun).(*ast.SelectorExpr)
+	if !ok {
+		return "?"
+	}
+	x := ast.Unparen(sel.X)
+	if isMutex(info.TypeOf(x)) {
+		switch x := x.(type) {
+		case *ast.SelectorExpr:
+			return typeName(info.TypeOf(x.X))
+		case *ast.Ident:
+			if o := info.Uses[x]; o != nil && o.Pkg() != nil {
+				return o.Pkg().Name() + "." + o.Name()
+			}
+		}
+		return types.ExprString(x)
+	}
+	return typeName(info.TypeOf(x))
+}
+
+func isMutex(t types.Type) bool {
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	n, ok := t.(*types.Named)
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "sync" && (n.Obj().Name() == "Mutex" || n.Obj().Name() == "RWMutex")
+}
+
+func typeName(t types.Type) string {
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	if n, ok := t.(*types.Named); ok && n.Obj().Pkg() != nil {
+		return n.Obj().Pkg().Name() + "." + n.Obj().Name()
+	}
+	return types.TypeString(t, nil)
+}
+
+// locks are the locks running b may take, itself or in the module's
+// functions it calls, by owner, each with how ("locks at idmap.go:53",
+// "calls T.Get at a.go:46, which locks at b.go:7").
+func (l *lockLoader) locks(b *body) map[string]string {
+	if l.acq[b] == 1 {
+		return nil // a cycle: the path that began it collects the rest
+	}
+	if l.acq[b] == 2 {
+		return l.taken[b]
 	}
 	l.acq[b] = 1
-	found := false
-	if pos := l.direct(b).lock; pos != token.NoPos {
-		found = true
-		l.via[b] = "locks at " + l.where(pos)
+	got := map[string]string{}
+	if f := l.direct(b); f.lock != token.NoPos {
+		got[f.owner] = "locks at " + l.where(f.lock)
 	}
-	if !found {
-		visit(b, func(n ast.Node) bool {
-			if c, ok := n.(*ast.CallExpr); ok && !found {
-				if cb := l.calleeBody(b, c); cb != nil && l.acquires(cb) {
-					found = true
-					l.via[b] = "calls " + cb.name + " at " + l.where(c.Pos()) + ", which " + l.via[cb]
+	visit(b, func(n ast.Node) bool {
+		if c, ok := n.(*ast.CallExpr); ok {
+			if cb := l.calleeBody(b, c); cb != nil {
+				for owner, how := range l.locks(cb) {
+					if got[owner] == "" {
+						got[owner] = "calls " + cb.name + " at " + l.where(c.Pos()) + ", which " + how
+					}
 				}
 			}
-			return !found
-		})
-	}
+		}
+		return true
+	})
 	l.acq[b] = 2
-	if found {
-		l.acq[b] = 3
+	l.taken[b] = got
+	return got
+}
+
+// firstLock is one of the locks in got that order does not let the holder
+// of held's lock take, with how it is taken; "" when there is none.
+func firstLock(got map[string]string, held string, order [][2]string) (string, string) {
+	owners := make([]string, 0, len(got))
+	for o := range got {
+		owners = append(owners, o)
 	}
-	return found
+	slices.Sort(owners)
+	for _, o := range owners {
+		if !slices.Contains(order, [2]string{held, o}) {
+			return o, got[o]
+		}
+	}
+	return "", ""
 }
 
 // calleeBody is the body of the module's function that c calls, or nil.
@@ -389,11 +451,11 @@ func (l *lockLoader) where(pos token.Pos) string {
 // blocking packages: a call into them under a lock may block or write.
 var blockingPkgs = []string{"os", "net", "io", "bufio", "log/slog", "os/exec", "net/http"}
 
-func (l *lockLoader) check(b *body, allowed map[string]string) []string {
-	held := l.direct(b).lock
+func (l *lockLoader) check(b *body, rules LockRules) []string {
+	first := l.direct(b)
 	var out []string
 	report := func(n ast.Node, format string, args ...any) {
-		out = append(out, fmt.Sprintf("%s: in %s, under the lock taken at line %d: %s", l.at(n.Pos()), b.name, l.fset.Position(held).Line, fmt.Sprintf(format, args...)))
+		out = append(out, fmt.Sprintf("%s: in %s, under the lock taken at line %d: %s", l.at(n.Pos()), b.name, l.fset.Position(first.lock).Line, fmt.Sprintf(format, args...)))
 	}
 	deferred := map[*ast.CallExpr]bool{}
 	nonBlocking := map[ast.Node]bool{} // the comm statements of selects with a default
@@ -415,7 +477,7 @@ func (l *lockLoader) check(b *body, allowed map[string]string) []string {
 		return true
 	})
 	visit(b, func(n ast.Node) bool {
-		if n == nil || n.Pos() <= held || nonBlocking[n] {
+		if n == nil || n.Pos() <= first.lock || nonBlocking[n] {
 			return true
 		}
 		switch n := n.(type) {
@@ -428,7 +490,7 @@ func (l *lockLoader) check(b *body, allowed map[string]string) []string {
 		case *ast.SelectStmt:
 			report(n, "a select that can block")
 		case *ast.CallExpr:
-			l.checkCall(b, n, allowed, report)
+			l.checkCall(b, n, first.owner, rules, report)
 		}
 		return true
 	})
@@ -449,9 +511,13 @@ func (l *lockLoader) underLock(b *body, funcs []string) []string {
 			return true
 		}
 		for _, a := range c.Args {
-			if ab := l.funcArg(b, a); ab != nil && l.acquires(ab) {
-				out = append(out, fmt.Sprintf("%s: in %s: the function passed to %s, which calls it under its lock, takes a lock: it %s",
-					l.at(a.Pos()), b.name, fn.Name(), l.via[ab]))
+			ab := l.funcArg(b, a)
+			if ab == nil {
+				continue
+			}
+			if owner, how := firstLock(l.locks(ab), "", nil); owner != "" {
+				out = append(out, fmt.Sprintf("%s: in %s: the function passed to %s, which calls it under its lock, takes %s's lock: it %s",
+					l.at(a.Pos()), b.name, fn.Name(), owner, how))
 			}
 		}
 		return true
@@ -477,14 +543,16 @@ func (l *lockLoader) unlocks(b *body) []string {
 	return out
 }
 
-func (l *lockLoader) checkCall(b *body, c *ast.CallExpr, allowed map[string]string, report func(ast.Node, string, ...any)) {
+func (l *lockLoader) checkCall(b *body, c *ast.CallExpr, held string, rules LockRules, report func(ast.Node, string, ...any)) {
 	info := b.pkg.info
 	m := syncMethod(info, c)
 	switch {
 	case isUnlock(m):
 		return
 	case isLock(m):
-		report(c, "a second lock (%s)", m)
+		if owner := lockOwner(info, c); !slices.Contains(rules.Order, [2]string{held, owner}) {
+			report(c, "a second lock (%s's)", owner)
+		}
 		return
 	case m == "WaitGroup.Wait":
 		report(c, "a wait group's Wait")
@@ -502,28 +570,28 @@ func (l *lockLoader) checkCall(b *body, c *ast.CallExpr, allowed map[string]stri
 		}
 	}
 	if vb := l.calleeBody(b, c); vb != nil && callee(info, c) == nil {
-		if l.acquires(vb) && allowed[vb.name] == "" {
-			report(c, "a call of %s, which takes a lock: it %s", vb.name, l.via[vb])
+		if owner, how := firstLock(l.locks(vb), held, rules.Order); owner != "" && rules.Allowed[vb.name] == "" {
+			report(c, "a call of %s, which takes %s's lock: it %s", vb.name, owner, how)
 		}
 		return
 	}
 	fn := callee(info, c)
 	if fn == nil {
 		name := types.ExprString(c.Fun)
-		if allowed[name] == "" && !isCancel(info.TypeOf(c.Fun)) {
+		if rules.Allowed[name] == "" && !isCancel(info.TypeOf(c.Fun)) {
 			report(c, "a call of the function value %s, whose target the check cannot see", name)
 		}
 		return
 	}
 	if cb := l.decls[fn.Origin().FullName()]; cb != nil {
-		if l.acquires(cb) && allowed[cb.name] == "" {
-			report(c, "a call of %s, which takes a lock: it %s", cb.name, l.via[cb])
+		if owner, how := firstLock(l.locks(cb), held, rules.Order); owner != "" && rules.Allowed[cb.name] == "" {
+			report(c, "a call of %s, which takes %s's lock: it %s", cb.name, owner, how)
 		}
 		return
 	}
 	if recv := fn.Signature().Recv(); recv != nil && types.IsInterface(recv.Type()) {
 		name := fn.FullName()
-		if allowed[name] == "" && !lockFree(fn) {
+		if rules.Allowed[name] == "" && !lockFree(fn) {
 			report(c, "a call of the interface method %s, whose target the check cannot see", name)
 		}
 		return

@@ -113,15 +113,15 @@ func TestLockProblems(t *testing.T) {
 	got, n, err := testutil.LockProblems(filepath.Join(dir, "a"), rules)
 	require.NoError(t, err)
 	assert.Equal(t, []string{
-		"a.go:37:9: in A.nested, under the lock taken at line 35: a call of T.Get, which takes a lock: it locks at b.go:7",
-		"a.go:43:9: in A.indirect, under the lock taken at line 41: a call of A.viaHelper, which takes a lock: it calls T.Get at a.go:46, which locks at b.go:7",
+		"a.go:37:9: in A.nested, under the lock taken at line 35: a call of T.Get, which takes b.T's lock: it locks at b.go:7",
+		"a.go:43:9: in A.indirect, under the lock taken at line 41: a call of A.viaHelper, which takes b.T's lock: it calls T.Get at a.go:46, which locks at b.go:7",
 		"a.go:51:2: in A.blocks, under the lock taken at line 49: a channel send that can block",
 		"a.go:52:2: in A.blocks, under the lock taken at line 49: a channel receive that can block",
 		"a.go:53:2: in A.blocks, under the lock taken at line 49: a call of log/slog.Info, which may block or write",
 		"a.go:54:2: in A.blocks, under the lock taken at line 49: a wait group's Wait",
 		"a.go:55:2: in A.blocks, under the lock taken at line 49: a call of the function value a.hook, whose target the check cannot see",
 		"a.go:60:2: in A.plain: an unlock that is not deferred",
-		"a.go:66:11: in A.filters: the function passed to Each, which calls it under its lock, takes a lock: it calls T.Get at a.go:65, which locks at b.go:7",
+		"a.go:66:11: in A.filters: the function passed to Each, which calls it under its lock, takes b.T's lock: it calls T.Get at a.go:65, which locks at b.go:7",
 		"a.go:72:2: in A.allowed, under the lock taken at line 70: a call of the function value a.hook, whose target the check cannot see",
 	}, got, "problems")
 	assert.Equal(t, 6, n, "functions that take a lock")
@@ -130,4 +130,10 @@ func TestLockProblems(t *testing.T) {
 	got, _, err = testutil.LockProblems(filepath.Join(dir, "a"), rules)
 	require.NoError(t, err)
 	assert.Len(t, got, 8, "a.hook allowed: %q", got)
+
+	rules.Order = [][2]string{{"a.A", "b.T"}}
+	got, _, err = testutil.LockProblems(filepath.Join(dir, "a"), rules)
+	require.NoError(t, err)
+	assert.Len(t, got, 6, "A's lock, then T's, allowed: %q", got)
+	assert.NotContains(t, got[0], "A.nested", "A's lock, then T's, allowed")
 }

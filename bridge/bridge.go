@@ -1,4 +1,4 @@
-package main
+package bridge
 
 import (
 	"bufio"
@@ -26,12 +26,7 @@ import (
 // reaches a daemon again (starting one, as auto-start does), replays to
 // the new session what the client said to set up the old one, tells the
 // client that the lists may have changed, and goes on. The client's stdout
-// is never closed in between.
-//
-// Goroutines: run's, which owns the links and writes to stdout whenever
-// no link is up; one socket reader per link, which copies the daemon's
-// lines to stdout while its link is up (run waits for each); and the
-// stdin reader, which is not waited for (see run).
+// is never closed in between. (The package doc lists the goroutines.)
 
 // bridge is one `mcpmux connect` session.
 type bridge struct {
@@ -251,7 +246,7 @@ func lost(path string, cause error) error {
 	if cause == nil {
 		return fmt.Errorf("the daemon closed the session on %s", path)
 	}
-	return fmt.Errorf("session on %s: %w", path, unwrapSyscall(cause))
+	return fmt.Errorf("session on %s: %w", path, socket.Cause(cause))
 }
 
 // Reconnection backoff: the first attempt at once, then waits from
@@ -341,16 +336,24 @@ func (b *bridge) finish(ctx context.Context, l *link, stdinErr error) error {
 	case <-timer.C:
 		if n := l.t.count(); n > 0 {
 			b.stop(l)
-			return fmt.Errorf("--drain %s passed with %d %s still due from %s; hanging up", b.drain, n, plural(n, "answer", "answers"), l.path)
+			return fmt.Errorf("--drain %s passed with %d %s still due from %s; hanging up", b.drain, n, answers(n), l.path)
 		}
 	case cause := <-l.ended:
 		if n := b.teardown(l, cause); n > 0 {
-			return fmt.Errorf("%v with %d %s still due (answered with %s errors)", lost(l.path, cause), n, plural(n, "answer", "answers"), jsonrpc.ReasonDaemonGone)
+			return fmt.Errorf("%v with %d %s still due (answered with %s errors)", lost(l.path, cause), n, answers(n), jsonrpc.ReasonDaemonGone)
 		}
 		return nil
 	}
 	b.stop(l)
 	return nil
+}
+
+// answers is "answer" or "answers", for n of them.
+func answers(n int) string {
+	if n == 1 {
+		return "answer"
+	}
+	return "answers"
 }
 
 // slot holds the link up, for the stdin reader, which waits in get while

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"encoding/json"
@@ -26,13 +26,13 @@ import (
 // max_restarts, write_queue_bytes, write_stall_timeout, max_sessions) are
 // the config's own: the libraries' zero means something else (no limit,
 // off, twice the message size).
-func defaultConfig() *config {
-	dir, note := defaultSocketDir(os.Getuid())
-	return &config{
-		Daemon: daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
+func defaultConfig() *Config {
+	dir, note := DefaultSocketDir(os.Getuid())
+	return &Config{
+		Daemon: Daemon{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
 			FirstByteTimeout: daemon.DefaultFirstByteTimeout, LineTimeout: daemon.DefaultLineTimeout, MaxQueuedBytes: daemon.DefaultMaxQueuedBytes,
 			MaxHTTPSessions: streamable.DefaultMaxSessions},
-		Listen: listenConfig{
+		Listen: Listen{
 			SocketDir:       dir,
 			SocketDirNote:   note,
 			MaxInflight:     session.DefaultMaxInflight,
@@ -48,8 +48,8 @@ func defaultConfig() *config {
 	}
 }
 
-func defaultServer(name string) serverConfig {
-	return serverConfig{
+func defaultServer(name string) Server {
+	return Server{
 		Name:            name,
 		Stderr:          upstream.StderrLog.String(),
 		StdinGrace:      upstream.DefaultStdinGrace,
@@ -75,22 +75,22 @@ func defaultServer(name string) serverConfig {
 	}
 }
 
-// defaultSocketDir is the socket folder when socket_dir is not set: one
+// DefaultSocketDir is the socket folder when socket_dir is not set: one
 // that depends on the user alone (socket.DefaultDir), never on variables
 // the clients that start `mcpmux connect` strip from its environment, so
 // that the daemon and every client agree. note, when not empty, says why
 // it is not the usual folder.
-func defaultSocketDir(uid int) (dir, note string) {
-	dir, note, err := socket.DefaultDir(uid, homeOf(uid))
+func DefaultSocketDir(uid int) (dir, note string) {
+	dir, note, err := socket.DefaultDir(uid, Home(uid))
 	if err != nil {
 		return "/tmp/mcpmux-" + strconv.Itoa(uid), err.Error()
 	}
 	return dir, note
 }
 
-// homeOf is the user's home folder: the account's, else $HOME. The
+// Home is the user's home folder: the account's, else $HOME. The
 // account's comes first: a client may have been started without HOME.
-func homeOf(uid int) string {
+func Home(uid int) string {
 	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && filepath.IsAbs(u.HomeDir) {
 		return u.HomeDir
 	}
@@ -98,7 +98,7 @@ func homeOf(uid int) string {
 }
 
 // document checks the decoded file and fills in the defaults.
-func (d *decoder) document(f *fileDoc) *config {
+func (d *decoder) document(f *fileDoc) *Config {
 	cfg := defaultConfig()
 	if f.Daemon != nil {
 		d.daemon(keyPath{"daemon"}, f.Daemon, &cfg.Daemon)
@@ -114,16 +114,16 @@ func (d *decoder) document(f *fileDoc) *config {
 			cfg.Servers = append(cfg.Servers, s)
 		}
 	}
-	slices.SortFunc(cfg.Servers, func(a, b serverConfig) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(cfg.Servers, func(a, b Server) int { return strings.Compare(a.Name, b.Name) })
 	if q := cfg.Daemon.MaxQueuedBytes; q > 0 && q < cfg.Listen.OutboxMax && f.Daemon != nil && f.Daemon.MaxQueuedBytes != nil {
 		d.errorf(keyPath{"daemon", "max_queued_bytes"}, "%s must be 0 (no bound) or at least [listen] outbox_max (%s), the bound of one session",
-			formatSize(q), formatSize(cfg.Listen.OutboxMax))
+			FormatSize(q), FormatSize(cfg.Listen.OutboxMax))
 	}
 	return cfg
 }
 
 // daemon checks the [daemon] table into c.
-func (d *decoder) daemon(path keyPath, f *fileDaemon, c *daemonConfig) {
+func (d *decoder) daemon(path keyPath, f *fileDaemon, c *Daemon) {
 	if f.LogLevel != nil {
 		levels := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
 		if l, ok := levels[*f.LogLevel]; ok {
@@ -148,7 +148,7 @@ func (d *decoder) daemon(path keyPath, f *fileDaemon, c *daemonConfig) {
 }
 
 // listen checks the [listen] table into c.
-func (d *decoder) listen(path keyPath, f *fileListen, c *listenConfig) {
+func (d *decoder) listen(path keyPath, f *fileListen, c *Listen) {
 	nerrs := len(d.errs)
 	if f.SocketDir != nil {
 		if *f.SocketDir == "" {
@@ -183,21 +183,21 @@ func (d *decoder) listen(path keyPath, f *fileListen, c *listenConfig) {
 		// Name the key the user wrote: outbox_max if present, else outbox_high_water.
 		if f.OutboxMax != nil {
 			d.errorf(path.with("outbox_max"), "%s must be larger than outbox_high_water (%s)",
-				formatSize(c.OutboxMax), formatSize(c.OutboxHighWater))
+				FormatSize(c.OutboxMax), FormatSize(c.OutboxHighWater))
 		} else {
 			d.errorf(path.with("outbox_high_water"), "%s must be smaller than outbox_max (default %s); raise outbox_max",
-				formatSize(c.OutboxHighWater), formatSize(c.OutboxMax))
+				FormatSize(c.OutboxHighWater), FormatSize(c.OutboxMax))
 		}
 	}
 }
 
 // server checks one [servers.NAME] table. ok is false when it has
 // problems (already recorded).
-func (d *decoder) server(path keyPath, name string, f *fileServer) (s serverConfig, ok bool) {
+func (d *decoder) server(path keyPath, name string, f *fileServer) (s Server, ok bool) {
 	nerrs := len(d.errs)
-	if !validServerName(name) {
+	if !ValidServerName(name) {
 		d.errorf(path, "invalid server name: use letters, digits, '.', '_' and '-', "+
-			"starting with a letter or digit, at most %d bytes", maxServerNameLen)
+			"starting with a letter or digit, at most %d bytes", MaxServerNameLen)
 	}
 	s = defaultServer(name)
 	d.process(path, f, &s)
@@ -211,10 +211,10 @@ func (d *decoder) server(path keyPath, name string, f *fileServer) (s serverConf
 		// Name the key the user wrote: write_queue_bytes if present, else max_message_bytes.
 		if f.WriteQueueBytes != nil {
 			d.errorf(path.with("write_queue_bytes"), "%s must be at least twice max_message_bytes (%s)",
-				formatSize(s.WriteQueueBytes), formatSize(s.MaxMessageBytes))
+				FormatSize(s.WriteQueueBytes), FormatSize(s.MaxMessageBytes))
 		} else {
 			d.errorf(path.with("max_message_bytes"), "%s needs write_queue_bytes of at least twice that (default %s); set write_queue_bytes",
-				formatSize(s.MaxMessageBytes), formatSize(s.WriteQueueBytes))
+				FormatSize(s.MaxMessageBytes), FormatSize(s.WriteQueueBytes))
 		}
 	}
 	return s, len(d.errs) == nerrs
@@ -222,7 +222,7 @@ func (d *decoder) server(path keyPath, name string, f *fileServer) (s serverConf
 
 // process checks the keys of how the server's process runs: command,
 // arguments, environment, folder, stderr, stop graces, output limits.
-func (d *decoder) process(path keyPath, f *fileServer, s *serverConfig) {
+func (d *decoder) process(path keyPath, f *fileServer, s *Server) {
 	if f.Command == nil {
 		d.errorf(path.with("command"), "missing: every server needs a command")
 	} else {
@@ -234,7 +234,7 @@ func (d *decoder) process(path keyPath, f *fileServer, s *serverConfig) {
 	s.Args = f.Args
 	s.Env = d.env(path.with("env"), f.Env)
 	for _, n := range f.InheritEnv {
-		if !validEnvName(n) {
+		if !ValidEnvName(n) {
 			d.errorf(path.with("inherit_env"), "invalid variable name %q: it must be non-empty, without '=' or NUL", n)
 		}
 	}
@@ -250,7 +250,7 @@ func (d *decoder) process(path keyPath, f *fileServer, s *serverConfig) {
 	if n, ok := d.sizeOf(path.with("max_message_bytes"), f.MaxMessageBytes); ok {
 		if n < minMaxMessageBytes || n > maxMaxMessageBytes {
 			d.errorf(path.with("max_message_bytes"), "%s is out of range: want %s to %s",
-				formatSize(n), formatSize(minMaxMessageBytes), formatSize(maxMaxMessageBytes))
+				FormatSize(n), FormatSize(minMaxMessageBytes), FormatSize(maxMaxMessageBytes))
 		} else {
 			s.MaxMessageBytes = n
 		}
@@ -261,7 +261,7 @@ func (d *decoder) process(path keyPath, f *fileServer, s *serverConfig) {
 }
 
 // supervision checks the keys of how the router keeps the server up.
-func (d *decoder) supervision(path keyPath, f *fileServer, s *serverConfig) {
+func (d *decoder) supervision(path keyPath, f *fileServer, s *Server) {
 	d.setDuration(path.with("start_timeout"), &s.StartTimeout, f.StartTimeout, true)
 	d.setDuration(path.with("initialize_timeout"), &s.InitTimeout, f.InitTimeout, true)
 	if f.Protocol != nil {
@@ -302,7 +302,7 @@ func (d *decoder) supervision(path keyPath, f *fileServer, s *serverConfig) {
 }
 
 // serverRequests checks the keys of what the server asks of the sessions.
-func (d *decoder) serverRequests(path keyPath, f *fileServer, s *serverConfig) {
+func (d *decoder) serverRequests(path keyPath, f *fileServer, s *Server) {
 	if f.ServerRequests != nil {
 		switch mode := *f.ServerRequests; mode {
 		case mux.ServerRequestsAuto, mux.ServerRequestsLatest, mux.ServerRequestsSerialize:
@@ -360,7 +360,7 @@ func (d *decoder) env(p keyPath, t map[string]string) map[string]string {
 	env := make(map[string]string, len(t))
 	for name, v := range t {
 		switch vp := p.with(name); {
-		case !validEnvName(name):
+		case !ValidEnvName(name):
 			d.errorf(vp, "invalid variable name: it must be non-empty, without '=' or NUL")
 		case hasNUL(v):
 			d.errorf(vp, "must not contain NUL bytes")

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"encoding/json"
@@ -84,14 +84,14 @@ max_message_bytes = 4096
 write_queue_bytes = "8kib"
 `, cwd)
 
-	cfg, err := parseConfig([]byte(doc), "mux.toml", dir)
+	cfg, err := Parse([]byte(doc), "mux.toml", dir)
 	require.NoError(t, err)
 
-	want := &config{
+	want := &Config{
 		Path: filepath.Join(dir, "mux.toml"),
-		Daemon: daemonConfig{LogLevel: slog.LevelDebug, LogFormat: "json", Autostart: false, IdleExit: 90 * time.Second,
+		Daemon: Daemon{LogLevel: slog.LevelDebug, LogFormat: "json", Autostart: false, IdleExit: 90 * time.Second,
 			FirstByteTimeout: 20 * time.Second, LineTimeout: 0, MaxQueuedBytes: 256 << 20, MaxHTTPSessions: 64},
-		Listen: listenConfig{
+		Listen: Listen{
 			SocketDir:       filepath.Join(dir, "run", "sockets"),
 			HTTP:            "127.0.0.1:7878",
 			HTTPToken:       "s3cret",
@@ -107,7 +107,7 @@ write_queue_bytes = "8kib"
 
 			HTTPMaxConnections: 100,
 		},
-		Servers: []serverConfig{
+		Servers: []Server{
 			{
 				Name:            "alpha.v2",
 				Command:         filepath.Join(dir, "bin", "alpha"),
@@ -178,8 +178,8 @@ write_queue_bytes = "8kib"
 
 // TestParseConfigDefaults checks what absent keys become.
 func TestParseConfigDefaults(t *testing.T) {
-	server := func(name, command string) serverConfig {
-		return serverConfig{
+	server := func(name, command string) Server {
+		return Server{
 			Name:            name,
 			Command:         command,
 			Stderr:          "log",
@@ -205,8 +205,8 @@ func TestParseConfigDefaults(t *testing.T) {
 			DefaultLogLevel:      "info",
 		}
 	}
-	listen := func(socketDir string) listenConfig {
-		return listenConfig{
+	listen := func(socketDir string) Listen {
+		return Listen{
 			SocketDir:       socketDir,
 			MaxInflight:     256,
 			OutboxHighWater: 1 << 20,
@@ -219,21 +219,21 @@ func TestParseConfigDefaults(t *testing.T) {
 			HTTPMaxConnections: 1024,
 		}
 	}
-	daemon := daemonConfig{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
+	daemon := Daemon{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
 		FirstByteTimeout: time.Minute, LineTimeout: time.Minute, MaxQueuedBytes: 1 << 30, MaxHTTPSessions: 256}
-	defaultDir, note := defaultSocketDir(os.Getuid())
+	defaultDir, note := DefaultSocketDir(os.Getuid())
 	require.Empty(t, note, "this machine's default socket folder is the usual one")
 
 	tests := []struct {
 		name       string
 		runtimeDir string // XDG_RUNTIME_DIR
 		doc        string
-		want       *config
+		want       *Config
 	}{
 		{
 			name: "empty file",
 			doc:  "",
-			want: &config{Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(defaultDir)},
+			want: &Config{Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(defaultDir)},
 		},
 		{
 			// Clients strip XDG_RUNTIME_DIR from the environment of the
@@ -241,9 +241,9 @@ func TestParseConfigDefaults(t *testing.T) {
 			name:       "the socket folder does not depend on XDG_RUNTIME_DIR",
 			runtimeDir: "/run/user/4242",
 			doc:        "[servers.memory]\ncommand = \"npx\"\n",
-			want: &config{
+			want: &Config{
 				Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(defaultDir),
-				Servers: []serverConfig{server("memory", "npx")},
+				Servers: []Server{server("memory", "npx")},
 			},
 		},
 		{
@@ -255,16 +255,16 @@ servers.zeta = { command = "z" }
 [servers.alpha]
 command = "a"
 `,
-			want: &config{
+			want: &Config{
 				Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(defaultDir),
-				Servers: []serverConfig{server("alpha", "a"), server("beta", "b"), server("zeta", "z")},
+				Servers: []Server{server("alpha", "a"), server("beta", "b"), server("zeta", "z")},
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("XDG_RUNTIME_DIR", tt.runtimeDir)
-			cfg, err := parseConfig([]byte(tt.doc), "mux.toml", "/etc/mcpmux")
+			cfg, err := Parse([]byte(tt.doc), "mux.toml", "/etc/mcpmux")
 			require.NoError(t, err, "doc:\n%s", tt.doc)
 			assert.Equal(t, tt.want, cfg, "doc:\n%s", tt.doc)
 		})
@@ -290,7 +290,7 @@ func TestParseConfigPaths(t *testing.T) {
 		t.Run(tt.value, func(t *testing.T) {
 			doc := fmt.Sprintf("[listen]\nsocket_dir = %q\n[servers.s]\ncommand = %q\nstderr = \"file:%s\"\n",
 				tt.value, tt.value, tt.value)
-			cfg, err := parseConfig([]byte(doc), "mux.toml", dir)
+			cfg, err := Parse([]byte(doc), "mux.toml", dir)
 			require.NoError(t, err, "doc:\n%s", doc)
 			require.Len(t, cfg.Servers, 1)
 
@@ -423,7 +423,7 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseConfig([]byte(tt.doc), "mux.toml", "/etc/mcpmux")
+			cfg, err := Parse([]byte(tt.doc), "mux.toml", "/etc/mcpmux")
 			require.Error(t, err, "doc:\n%s", tt.doc)
 			assert.Nil(t, cfg, "doc:\n%s", tt.doc)
 			got := err.Error()
@@ -445,7 +445,7 @@ log_level = "loud"
 [servers.a]
 stderr = "nowhere"
 `
-	_, err := parseConfig([]byte(doc), "", "/etc/mcpmux")
+	_, err := Parse([]byte(doc), "", "/etc/mcpmux")
 	require.Error(t, err)
 	want := strings.Join([]string{
 		`line 3: servers.b.term_grace: invalid duration "forever"`,
@@ -467,14 +467,14 @@ func TestLoadConfig(t *testing.T) {
 
 	t.Run("valid", func(t *testing.T) {
 		path := write("ok.toml", "[servers.tool]\ncommand = \"./tool\"\n")
-		cfg, err := loadConfig(path)
+		cfg, err := Load(path)
 		require.NoError(t, err)
 		assert.Equal(t, [2]string{path, filepath.Join(dir, "tool")}, [2]string{cfg.Path, cfg.Servers[0].Command}, "config %s", path)
 	})
 	t.Run("relative path", func(t *testing.T) {
 		write("rel.toml", "[servers.tool]\ncommand = \"bin/tool\"\n")
 		t.Chdir(dir)
-		cfg, err := loadConfig("rel.toml")
+		cfg, err := Load("rel.toml")
 		require.NoError(t, err)
 		assert.Equal(t, [2]string{filepath.Join(dir, "rel.toml"), filepath.Join(dir, "bin", "tool")},
 			[2]string{cfg.Path, cfg.Servers[0].Command}, "config rel.toml in %s", dir)
@@ -493,7 +493,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := loadConfig(tt.path)
+			cfg, err := Load(tt.path)
 			require.Error(t, err, "config %s", tt.path)
 			assert.Nil(t, cfg)
 			assert.True(t, strings.HasPrefix(err.Error(), tt.wantErr), "config %s\nerror: %s\nwant:  %s", tt.path, err, tt.wantErr)
@@ -517,7 +517,7 @@ func TestDefaultConfigPath(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := defaultConfigPath(func(k string) string { return tt.env[k] })
+			got, err := DefaultPath(func(k string) string { return tt.env[k] })
 			if tt.wantErr {
 				assert.Error(t, err, "env %v", tt.env)
 				return
@@ -581,12 +581,12 @@ func TestConfigParseSize(t *testing.T) {
 // wrong type is reported alone, since decoding stops there.
 func TestParseConfigUnknownAndBadTogether(t *testing.T) {
 	doc := "[daemon]\nlog_level = \"loud\"\n[servers.x]\ncommand = \"a\"\nbogus = 1\nenv = { A = \"1\", nope = 2 }\n"
-	_, err := parseConfig([]byte(doc), "mux.toml", "/etc/mcpmux")
+	_, err := Parse([]byte(doc), "mux.toml", "/etc/mcpmux")
 	require.Error(t, err)
 	assert.Equal(t, "mux.toml:6: servers.x.env.nope: must be a string (got an integer)", err.Error(), "doc:\n%s", doc)
 
 	doc = "[daemon]\nlog_level = \"loud\"\n[servers]\nx = { command = \"a\",\n  bogus = 1 }\n"
-	_, err = parseConfig([]byte(doc), "mux.toml", "/etc/mcpmux")
+	_, err = Parse([]byte(doc), "mux.toml", "/etc/mcpmux")
 	require.Error(t, err)
 	assert.Equal(t, strings.Join([]string{
 		`mux.toml:2: daemon.log_level: invalid log level "loud": want "debug", "info", "warn" or "error"`,

@@ -1,12 +1,10 @@
-package main
+package bridge
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,10 +26,11 @@ const (
 	autostartTimeout = 15 * time.Second
 )
 
-// answers reports whether a daemon of this user answers on path. A
-// socket folder or a listener that is not this user's is an error, not a
-// missing daemon: nothing is started in its place and nothing sent to it.
-func answers(ctx context.Context, path string) (bool, error) {
+// Answers reports whether a daemon of this user answers on the socket at
+// path. A socket folder or a listener that is not this user's is an error,
+// not a missing daemon: nothing is started in its place and nothing sent
+// to it.
+func Answers(ctx context.Context, path string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	c, err := socket.Dial(ctx, path)
@@ -51,69 +50,71 @@ type notServedError struct{ msg string }
 
 func (e *notServedError) Error() string { return e.msg }
 
-// reach returns once a daemon answers on the socket of server name. A
+// reach returns once a daemon answers on the socket of the server. A
 // daemon that is starting is waited for; when none runs, one is started,
 // unless off says why auto-start is off. Many connects started at once start exactly one, and a
-// `serve` started by hand takes the same lock while it opens its sockets.
-func reach(ctx context.Context, t *target, name string, off string) error {
-	sock := t.socket(name)
-	ok, err := answers(ctx, sock)
+// `serve` started by hand takes the same lock while it opens its sockets
+// (AutostartLock).
+func (d *dialer) reach(ctx context.Context, t *Target, off string) error {
+	sock := t.socket(d.name)
+	ok, err := Answers(ctx, sock)
 	if ok || err != nil {
-		return dirRefusal(err)
+		return socket.Refusal(err)
 	}
-	if running, err := awaitServing(ctx, t, name); running || err != nil {
+	if running, err := d.awaitServing(ctx, t); running || err != nil {
 		return err
 	}
 	if off != "" {
 		return autostartOff(t, sock, off)
 	}
-	if err := socket.PrepareDir(t.dir); err != nil {
+	if err := socket.PrepareDir(t.Dir); err != nil {
 		return err
 	}
-	unlock, err := lockFile(ctx, filepath.Join(t.dir, autostartLock))
+	unlock, err := AutostartLock(ctx, t.Dir)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	// Another connect, or a serve, may have started one while we waited.
-	if ok, err := answers(ctx, sock); ok || err != nil {
+	if ok, err := Answers(ctx, sock); ok || err != nil {
 		return err
 	}
-	if running, err := awaitServing(ctx, t, name); running || err != nil {
+	if running, err := d.awaitServing(ctx, t); running || err != nil {
 		return err
 	}
-	if err := startDaemon(ctx, t.cfg, sock); err != nil {
+	if err := d.startDaemon(ctx, t, sock); err != nil {
 		return fmt.Errorf("no mcpmux daemon is serving %s, and starting one failed: %w", sock, err)
 	}
 	return nil
 }
 
 // awaitServing waits for the daemon that holds t's socket folder, if one
-// does, to serve name. A daemon opens its control socket first and answers
-// on it once every server's socket is open, so its status says what it
-// serves. running is false when no daemon holds the folder.
-func awaitServing(ctx context.Context, t *target, name string) (running bool, err error) {
-	if ok, err := answers(ctx, filepath.Join(t.dir, daemon.ControlSocket)); !ok || err != nil {
+// does, to serve the server. A daemon opens its control socket first and
+// answers on it once every server's socket is open, so its status says
+// what it serves. running is false when no daemon holds the folder.
+func (d *dialer) awaitServing(ctx context.Context, t *Target) (running bool, err error) {
+	name := d.name
+	if ok, err := Answers(ctx, filepath.Join(t.Dir, daemon.ControlSocket)); !ok || err != nil {
 		return false, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, autostartTimeout)
 	defer cancel()
-	var st daemon.Status
-	if err := control(sctx, t.dir, http.MethodGet, "/status", &st); err != nil {
-		return true, fmt.Errorf("a daemon holds %s but does not answer: %w", t.dir, err)
+	st, err := d.status(sctx, t.Dir)
+	if err != nil {
+		return true, fmt.Errorf("a daemon holds %s but does not answer: %w", t.Dir, err)
 	}
 	if !slices.ContainsFunc(st.Servers, func(s mux.Status) bool { return s.Name == name }) {
-		return true, notServed(t, st, name)
+		return true, d.notServed(t, st)
 	}
 	// It serves name: its socket is open, or a reload is putting it back.
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		ok, err := answers(ctx, t.socket(name))
+		ok, err := Answers(ctx, t.socket(name))
 		switch {
 		case ok || err != nil:
 			return true, err
 		case time.Now().After(deadline):
-			return true, fmt.Errorf("the daemon on %s lists %s but does not answer on %s", t.dir, name, t.socket(name))
+			return true, fmt.Errorf("the daemon on %s lists %s but does not answer on %s", t.Dir, name, t.socket(name))
 		}
 		select {
 		case <-ctx.Done():
@@ -123,8 +124,10 @@ func awaitServing(ctx context.Context, t *target, name string) (running bool, er
 	}
 }
 
-// notServed says what the daemon on t's folder serves instead of name.
-func notServed(t *target, st daemon.Status, name string) error {
+// notServed says what the daemon on t's folder serves instead of the
+// server.
+func (d *dialer) notServed(t *Target, st daemon.Status) error {
+	name := d.name
 	names := make([]string, len(st.Servers))
 	for i, s := range st.Servers {
 		names[i] = s.Name
@@ -135,21 +138,22 @@ func notServed(t *target, st daemon.Status, name string) error {
 	}
 	hint := ""
 	switch {
-	case st.Config != "" && canonicalConfig(st.Config) != canonicalConfig(t.path):
-		hint = fmt.Sprintf(" (it runs %s, not %s)", st.Config, t.path)
-	case t.cfg != nil && t.cfg.server(name) != nil:
-		hint = fmt.Sprintf("; %s is in %s: run `mcpmux reload` to serve it", name, t.path)
+	case st.Config != "" && !d.sameConfig(st.Config, t.Path):
+		hint = fmt.Sprintf(" (it runs %s, not %s)", st.Config, t.Path)
+	case t.Loaded && slices.Contains(t.Servers, name):
+		hint = fmt.Sprintf("; %s is in %s: run `mcpmux reload` to serve it", name, t.Path)
 	}
-	return &notServedError{fmt.Sprintf("the mcpmux daemon on %s (pid %d) does not serve %s; it serves %s%s", t.dir, st.Pid, name, serves, hint)}
+	return &notServedError{fmt.Sprintf("the mcpmux daemon on %s (pid %d) does not serve %s; it serves %s%s", t.Dir, st.Pid, name, serves, hint)}
 }
 
-// startDaemon starts `mcpmux serve` for cfg, in a session of its own and
-// logging to the state folder, and returns once it answers on sock.
-func startDaemon(ctx context.Context, cfg *config, sock string) error {
-	if cfg == nil || cfg.Path == "" {
+// startDaemon starts a daemon for t's config file (t.Serve), in a session
+// of its own and logging to the state folder, and returns once it answers
+// on sock.
+func (d *dialer) startDaemon(ctx context.Context, t *Target, sock string) error {
+	if t.Serve == nil {
 		return errors.New("cannot start a daemon without a config file that loads")
 	}
-	state, err := stateDir(os.Getenv)
+	state, err := d.stateDir()
 	if err != nil {
 		return err
 	}
@@ -162,14 +166,13 @@ func startDaemon(ctx context.Context, cfg *config, sock string) error {
 		return fmt.Errorf("daemon log: %w", err)
 	}
 	defer logf.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the mcpmux executable: %w", err)
-	}
 	// The daemon logs into logPath itself, rotating it by size; its stderr
 	// goes there too, for what comes before the log is open or outside it
 	// (a panic).
-	cmd := exec.Command(exe, "serve", "--config", cfg.Path, "--"+autostartedFlag, "--"+logFileFlag, logPath)
+	cmd, err := t.Serve(logPath)
+	if err != nil {
+		return err
+	}
 	cmd.Stderr = logf // stdin and stdout stay /dev/null: the daemon's stdout is unused
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -185,7 +188,7 @@ func startDaemon(ctx context.Context, cfg *config, sock string) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		ok, err := answers(ctx, sock)
+		ok, err := Answers(ctx, sock)
 		if ok || err != nil {
 			return err
 		}
@@ -209,6 +212,15 @@ func lastLine(path string) string {
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return ": " + lines[len(lines)-1]
+}
+
+// AutostartLock takes the auto-start lock of the socket folder dir,
+// waiting for it. Auto-start holds it while it starts a daemon; a daemon
+// started by hand takes it while it opens its sockets, so that a connect
+// started at the same moment waits for that daemon instead of starting
+// another.
+func AutostartLock(ctx context.Context, dir string) (unlock func(), err error) {
+	return lockFile(ctx, filepath.Join(dir, autostartLock))
 }
 
 // lockFile takes an exclusive flock on path, waiting for it.

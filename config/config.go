@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"cmp"
@@ -19,36 +19,35 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 )
 
-// The file format is described in DESIGN.md, "Contracts" -> "Config". Parsing
-// goes over the same bytes three times: go-toml decodes the document into
+// Parsing goes over the same bytes three times: go-toml decodes the document into
 // generic values (and so enforces TOML itself: syntax, duplicate keys and
 // tables, redefinitions), go-toml's unstable parser walks it to learn where
 // every key is, and go-toml decodes it strictly into the schema of
-// configfile.go (unknown keys, wrong types). configcheck.go then checks the
+// schema.go (unknown keys, wrong types). check.go then checks the
 // values. Each problem is reported as "file:line: dotted.key: what"; the
 // generic values only say what a wrong-typed value is.
 
-// maxConfigSize bounds the file we are willing to read: a real config is a
+// MaxFileSize bounds the file we are willing to read: a real config is a
 // few kilobytes.
-const maxConfigSize = 1 << 20
+const MaxFileSize = 1 << 20
 
 const (
 	minMaxMessageBytes = 1 << 10
 	maxMaxMessageBytes = 1 << 30
-	maxServerNameLen   = 64
+	MaxServerNameLen   = 64
 )
 
-// config is a parsed and validated config file. Every field holds its final
+// Config is a parsed and validated config file. Every field holds its final
 // value: defaults are filled in and relative paths are already absolute.
-type config struct {
+type Config struct {
 	Path    string // absolute path of the file; "" when parsed from bytes with no name
-	Daemon  daemonConfig
-	Listen  listenConfig
-	Servers []serverConfig // sorted by Name
+	Daemon  Daemon
+	Listen  Listen
+	Servers []Server // sorted by Name
 }
 
-// daemonConfig is the [daemon] table: how the daemon itself logs.
-type daemonConfig struct {
+// Daemon is the [daemon] table: how the daemon itself logs.
+type Daemon struct {
 	LogLevel  slog.Level    // log_level: "debug", "info" (default), "warn" or "error"
 	LogFormat string        // log_format: "text" (default) or "json"
 	Autostart bool          // autostart: `connect` starts a daemon when none answers; default true
@@ -60,9 +59,9 @@ type daemonConfig struct {
 	MaxHTTPSessions  int           // max_http_sessions: Streamable HTTP sessions at once, all servers together (the idlest is evicted); default 256
 }
 
-// listenConfig is the [listen] table: where clients reach the daemon, and
+// Listen is the [listen] table: where clients reach the daemon, and
 // the flow-control limits applied to every client session.
-type listenConfig struct {
+type Listen struct {
 	SocketDir         string   // socket_dir: absolute; default /run/user/UID/mcpmux when that folder is the user's, else /tmp/mcpmux-UID (else, when that one is another's, ~/.mcpmux/run)
 	SocketDirNote     string   // why the default socket folder is not the usual one; "" when it is, or socket_dir is set
 	HTTP              string   // http: host:port of the web listener; "" = no web listener
@@ -81,8 +80,8 @@ type listenConfig struct {
 	HTTPMaxConnections int // http_max_connections: connections to the web listener at once; default 1024
 }
 
-// serverConfig is one [servers.NAME] table: an MCP server run over stdio.
-type serverConfig struct {
+// Server is one [servers.NAME] table: an MCP server run over stdio.
+type Server struct {
 	Name            string            // the table name; also the socket's name
 	Command         string            // executable: absolute, or a bare name looked up in PATH at each start
 	Args            []string          // args
@@ -123,8 +122,8 @@ type serverConfig struct {
 	ProjectMarkers       []string      // project_markers: what makes a folder a project's root; default [".git"]
 }
 
-// server is the [servers.NAME] table named name; nil when there is none.
-func (c *config) server(name string) *serverConfig {
+// Server is the [servers.NAME] table named name; nil when there is none.
+func (c *Config) Server(name string) *Server {
 	for i := range c.Servers {
 		if c.Servers[i].Name == name {
 			return &c.Servers[i]
@@ -133,11 +132,11 @@ func (c *config) server(name string) *serverConfig {
 	return nil
 }
 
-// defaultConfigPath returns where the config is read from when no path is
+// DefaultPath returns where the config is read from when no path is
 // given: $MCPMUX_CONFIG, else $XDG_CONFIG_HOME/mcpmux/mux.toml, else
 // $HOME/.config/mcpmux/mux.toml. As the XDG spec asks, a relative
 // XDG_CONFIG_HOME is ignored. getenv is os.Getenv outside tests.
-func defaultConfigPath(getenv func(string) string) (string, error) {
+func DefaultPath(getenv func(string) string) (string, error) {
 	if p := getenv("MCPMUX_CONFIG"); p != "" {
 		return p, nil
 	}
@@ -150,17 +149,17 @@ func defaultConfigPath(getenv func(string) string) (string, error) {
 	return "", errors.New("no config file: set MCPMUX_CONFIG, XDG_CONFIG_HOME or HOME, or pass --config")
 }
 
-// loadConfig reads the config file at path, then parses and validates it
-// like parseConfig, resolving relative paths against the file's folder.
+// Load reads the config file at path, then parses and validates it
+// like Parse, resolving relative paths against the file's folder.
 // Every error names the file.
-func loadConfig(path string) (*config, error) {
+func Load(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}
 	defer f.Close()
-	// Read one byte past the limit, so that parseConfig sees an oversized file.
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	// Read one byte past the limit, so that Parse sees an oversized file.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("load config: read %s: %w", path, err)
 	}
@@ -168,17 +167,17 @@ func loadConfig(path string) (*config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load config %s: %w", path, err)
 	}
-	return parseConfig(data, path, filepath.Dir(abs))
+	return Parse(data, path, filepath.Dir(abs))
 }
 
-// parseConfig parses and validates a config file held in data. name is the
+// Parse parses and validates a config file held in data. name is the
 // file's name, used in error messages and to set config.Path (as a file in
 // dir, unless it is absolute); dir is the folder relative paths in the file
 // are resolved against ("" means the working folder). All problems found are
-// returned together, one *configError each, in line order.
-func parseConfig(data []byte, name, dir string) (*config, error) {
-	if len(data) > maxConfigSize {
-		return nil, fmt.Errorf("%s: config file is larger than %s", cmp.Or(name, "config"), formatSize(maxConfigSize))
+// returned together, one *fileError each, in line order.
+func Parse(data []byte, name, dir string) (*Config, error) {
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s: config file is larger than %s", cmp.Or(name, "config"), FormatSize(MaxFileSize))
 	}
 	absDir, err := filepath.Abs(dir)
 	if err != nil {
@@ -195,12 +194,12 @@ func parseConfig(data []byte, name, dir string) (*config, error) {
 	}
 
 	d := &decoder{file: name, dir: absDir, idx: idx}
-	var cfg *config
+	var cfg *Config
 	if f := d.decodeFile(data, doc); f != nil {
 		cfg = d.document(f)
 	}
 	if len(d.errs) > 0 {
-		slices.SortStableFunc(d.errs, func(a, b *configError) int {
+		slices.SortStableFunc(d.errs, func(a, b *fileError) int {
 			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Key, b.Key))
 		})
 		errs := make([]error, len(d.errs))
@@ -219,9 +218,9 @@ func parseConfig(data []byte, name, dir string) (*config, error) {
 	return cfg, nil
 }
 
-// configError is one problem in a config file, located by line and key.
-type configError struct {
-	File string // the name given to parseConfig; may be ""
+// fileError is one problem in a config file, located by line and key.
+type fileError struct {
+	File string // the name given to Parse; may be ""
 	Line int    // 1-based; 0 when unknown
 	Key  string // dotted key path, such as servers.memory.stdin_grace; may be ""
 	Msg  string
@@ -229,7 +228,7 @@ type configError struct {
 
 // Error formats the problem as "file:line: key: message", leaving out the
 // parts that are unknown.
-func (e *configError) Error() string {
+func (e *fileError) Error() string {
 	var b strings.Builder
 	switch {
 	case e.File != "" && e.Line > 0:
@@ -248,7 +247,7 @@ func (e *configError) Error() string {
 }
 
 // tomlError turns a go-toml error (bad syntax, a key or table defined twice)
-// into a configError carrying its line and, when there is one, the key's
+// into a fileError carrying its line and, when there is one, the key's
 // full path. go-toml gives a key-value's key relative to its table, so the
 // table in effect on that line is put in front.
 func tomlError(file string, data []byte, err error) error {
@@ -266,7 +265,7 @@ func tomlError(file string, data []byte, err error) error {
 			key = append(slices.Clip(table), key...)
 		}
 	}
-	return &configError{File: file, Line: line, Key: key.String(), Msg: msg}
+	return &fileError{File: file, Line: line, Key: key.String(), Msg: msg}
 }
 
 // keyPath is a key's full path from the document root, one element per part.
@@ -288,16 +287,18 @@ func (p keyPath) String() string {
 	parts := make([]string, len(p))
 	for i, k := range p {
 		parts[i] = k
-		if k == "" || strings.ContainsFunc(k, func(r rune) bool { return !isBareKeyRune(r) }) {
+		if !IsBareKey(k) {
 			parts[i] = strconv.Quote(k)
 		}
 	}
 	return strings.Join(parts, ".")
 }
 
-// isBareKeyRune reports whether r may appear in an unquoted TOML key.
-func isBareKeyRune(r rune) bool {
-	return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_'
+// IsBareKey reports whether k may be written as an unquoted TOML key.
+func IsBareKey(k string) bool {
+	return k != "" && !strings.ContainsFunc(k, func(r rune) bool {
+		return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	})
 }
 
 // keyIndex locates keys in a document.
@@ -385,13 +386,13 @@ func indexKeys(data []byte) (*keyIndex, error) {
 	return idx, nil
 }
 
-// decoder checks a decoded file, collecting one configError per problem
+// decoder checks a decoded file, collecting one fileError per problem
 // rather than stopping at the first.
 type decoder struct {
 	file string // for messages
 	dir  string // absolute; relative paths resolve against it
 	idx  *keyIndex
-	errs []*configError
+	errs []*fileError
 }
 
 // line returns the line of path, or of its nearest ancestor that has one.
@@ -406,7 +407,7 @@ func (d *decoder) line(path keyPath) int {
 
 // errorf records a problem with the key at path.
 func (d *decoder) errorf(path keyPath, format string, args ...any) {
-	d.errs = append(d.errs, &configError{
+	d.errs = append(d.errs, &fileError{
 		File: d.file,
 		Line: d.line(path),
 		Key:  path.String(),
@@ -414,11 +415,11 @@ func (d *decoder) errorf(path keyPath, format string, args ...any) {
 	})
 }
 
-// validServerName reports whether name matches [A-Za-z0-9][A-Za-z0-9._-]*
-// and is at most maxServerNameLen bytes: it becomes a socket file name and a
+// ValidServerName reports whether name matches [A-Za-z0-9][A-Za-z0-9._-]*
+// and is at most MaxServerNameLen bytes: it becomes a socket file name and a
 // URL path segment.
-func validServerName(name string) bool {
-	if name == "" || len(name) > maxServerNameLen {
+func ValidServerName(name string) bool {
+	if name == "" || len(name) > MaxServerNameLen {
 		return false
 	}
 	for i, r := range name {
@@ -430,8 +431,8 @@ func validServerName(name string) bool {
 	return true
 }
 
-// validEnvName reports whether n can be an environment variable's name.
-func validEnvName(n string) bool {
+// ValidEnvName reports whether n can be an environment variable's name.
+func ValidEnvName(n string) bool {
 	return n != "" && !strings.ContainsAny(n, "=\x00")
 }
 
@@ -449,14 +450,14 @@ func (d *decoder) command(p keyPath, c string) string {
 		d.errorf(p, "must not contain NUL bytes")
 	case strings.Contains(c, "/"):
 		return d.resolve(c)
-	case strings.ContainsFunc(c, isSpace):
+	case strings.ContainsFunc(c, IsSpace):
 		d.errorf(p, "%q: command must be a single executable; put arguments in args", c)
 	}
 	return c
 }
 
-// isSpace reports whether r is ASCII white space.
-func isSpace(r rune) bool { return strings.ContainsRune(" \t\n\r\v\f", r) }
+// IsSpace reports whether r is ASCII white space.
+func IsSpace(r rune) bool { return strings.ContainsRune(" \t\n\r\v\f", r) }
 
 // cwd checks a server's working folder: absolute and existing. Relative
 // paths are refused rather than resolved, so the folder is never a guess.
@@ -610,8 +611,8 @@ func parseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// formatSize writes n with the largest binary unit that divides it exactly.
-func formatSize(n int) string {
+// FormatSize writes n with the largest binary unit that divides it exactly.
+func FormatSize(n int) string {
 	switch {
 	case n != 0 && n%(1<<30) == 0:
 		return strconv.Itoa(n>>30) + "GiB"

@@ -1,0 +1,30 @@
+// Package bridge owns `mcpmux connect`: it joins a client that can only
+// spawn a command, on its stdin and stdout, to the session of one server
+// on the daemon's Unix socket, and keeps that client going when the
+// session ends under it. It owns the forwarder (lines pass byte for byte,
+// the requests in flight are tracked so that a lost session answers them),
+// the replay that sets a new session up as the client had set up the lost
+// one, reconnection with backoff, and auto-start: when no daemon answers,
+// it starts one (`mcpmux serve`, in a session of its own, logging to the
+// state folder) under a lock in the socket folder, so that many connects
+// started at once start exactly one.
+//
+// It does not read the config file or the daemons' records itself: its
+// caller says where the daemon of the file serves (Config.Find, asked
+// anew at every reconnect), how to ask that daemon what it serves, and how
+// to start one. Run bridges until stdin ends and the answers due are in,
+// ctx ends, or it gives up; it writes only to the writers it is given.
+//
+// # Goroutines
+//
+//   - Run's own (bridge.run), which owns the links and writes to stdout
+//     whenever no link is up;
+//   - one socket reader per link, started by bridge.up, which copies the
+//     daemon's lines to stdout while its link is up; run waits for each;
+//   - the stdin reader, started by bridge.run, which is deliberately not
+//     waited for: a read from a blocking stdin cannot be interrupted. It
+//     ends at stdin's end, once the bridge is over, or with the process;
+//   - the reaper of an auto-started daemon (startDaemon), which is not
+//     waited for either: the daemon outlives the bridge, and once the
+//     bridge's process exits, init adopts it.
+package bridge
