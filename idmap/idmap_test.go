@@ -14,9 +14,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	testutil.Main(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 func route(session uint64, id string) idmap.Route {
 	return idmap.Route{Session: session, ID: json.RawMessage(id)}
