@@ -4,9 +4,10 @@
 // stack when a run hangs, polling a condition up to a deadline (never a
 // sleep that guesses how long something takes), a buffer that a process's
 // output copier may fill while a test reads it, short folders for Unix
-// sockets, the check that every package says what it owns, the check that
-// a package's doc names every function that starts a goroutine or a timer,
-// and the check that a package's locks are leaves.
+// sockets, a scripted MCP server that a test binary becomes, the check that
+// every package says what it owns, the check that a package's doc names
+// every function that starts a goroutine or a timer, and the check that a
+// package's locks are leaves.
 //
 // Only _test.go files import it (the integration module's too: its path is
 // inside mcpmux's, so Go lets it). Of the libraries it uses only goleak is
