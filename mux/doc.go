@@ -96,7 +96,7 @@
 //     round of input; it runs Hub.timeout), the server request timeout
 //     (armed by serverReqs.add; Hub.serverReqTimeout) and the wait of a
 //     parked request for its retry (armed by flights.park;
-//     Hub.parkedTimeout);
+//     downBridge.parkedTimeout);
 //   - the daemon's control endpoint, its reload and its idle check, through
 //     the exported methods: Status, Logs and FollowLogs copy out what the
 //     parts hold, under their locks; Restart and Reconfigure change what

@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -36,7 +37,9 @@ func CheckGoroutineDocs(t testing.TB, dir string) {
 // function that contains it (for a method, Type.Method; for a function
 // literal, the named function around it) and returns a problem, one line
 // each, when that name is not in the "# Goroutines" section of the
-// package's doc comment (from the heading to the next heading). It also
+// package's doc comment (from the heading to the next heading), and one
+// for each Type.member the section names where the package has Type but
+// not that field or method (a name left behind by a rename). It also
 // returns how many places it found.
 //
 // The section is where a reader learns what runs concurrently in the
@@ -50,6 +53,7 @@ func GoroutineDocProblems(dir string) (problems []string, places int, err error)
 	}
 	var section string
 	var sites []goSite
+	members := map[string]map[string]bool{} // the package's types, with their fields and methods
 	haveDoc := false
 	for _, e := range entries {
 		name := e.Name()
@@ -69,6 +73,7 @@ func GoroutineDocProblems(dir string) (problems []string, places int, err error)
 			section = goroutinesSection(f.Doc.Text())
 		}
 		sites = append(sites, goSites(fset, f)...)
+		addMembers(members, f)
 	}
 	switch {
 	case !haveDoc:
@@ -81,7 +86,61 @@ func GoroutineDocProblems(dir string) (problems []string, places int, err error)
 			problems = append(problems, fmt.Sprintf("%s: %s in %s: add %s to the Goroutines section of the package doc (what it runs, who waits for it)", s.pos, s.what, s.fn, s.fn))
 		}
 	}
+	for _, m := range qualified.FindAllStringSubmatch(section, -1) {
+		if ms, ok := members[m[1]]; ok && !ms[m[2]] && !ms["*"] {
+			problems = append(problems, fmt.Sprintf("%s: the Goroutines section of the package doc names %s, which the package does not have", dir, m[0]))
+		}
+	}
 	return problems, len(sites), nil
+}
+
+// qualified matches Type.member in doc text.
+var qualified = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)\b`)
+
+// addMembers adds f's types to members, with their fields and methods.
+func addMembers(members map[string]map[string]bool, f *ast.File) {
+	add := func(t, m string) {
+		if members[t] == nil {
+			members[t] = map[string]bool{}
+		}
+		if m != "" {
+			members[t][m] = true
+		}
+	}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Recv != nil && len(d.Recv.List) > 0 {
+				add(recvType(d.Recv.List[0].Type), d.Name.Name)
+			}
+		case *ast.GenDecl:
+			for _, spec := range d.Specs {
+				ts, ok := spec.(*ast.TypeSpec)
+				if !ok {
+					continue
+				}
+				add(ts.Name.Name, "")
+				var fields *ast.FieldList
+				switch t := ts.Type.(type) {
+				case *ast.StructType:
+					fields = t.Fields
+				case *ast.InterfaceType:
+					fields = t.Methods
+				default:
+					add(ts.Name.Name, "*") // a named type of another: its methods are not known here
+					continue
+				}
+				for _, fl := range fields.List {
+					for _, n := range fl.Names {
+						add(ts.Name.Name, n.Name)
+					}
+					if len(fl.Names) == 0 {
+						add(ts.Name.Name, "*") // embedded: what it brings is not known here
+					}
+				}
+			}
+		}
+	}
 }
 
 // goSite is one place that starts a goroutine or a timer.

@@ -52,6 +52,7 @@ func (T) later() { time.AfterFunc(time.Second, func() {}) }
 func helper(g *sync.WaitGroup) { g.Go(func() {}) }
 func Start() { go func() {}() }
 var timer = time.AfterFunc(time.Hour, func() {})
+func (T) Run() {}
 `,
 			},
 			want: []string{
@@ -72,6 +73,24 @@ var timer = time.AfterFunc(time.Hour, func() {})
 				"a.go:2:14: go statement in Run: add Run to the Goroutines section of the package doc (what it runs, who waits for it)",
 			},
 			places: 2,
+		},
+		{
+			name: "a name the package lacks",
+			files: map[string]string{
+				"doc.go": "// Package a owns a.\n//\n// # Goroutines\n//\n// T.Run, T.gone, T.mu, I.M, I.N, E.Any, other.Thing, and t.Run.\npackage a\n",
+				"a.go": `package a
+import "sync"
+type T struct{ mu sync.Mutex }
+func (t *T) Run() { go t.Run() }
+type I interface{ M() }
+type E struct{ sync.Mutex }
+`,
+			},
+			want: []string{
+				".: the Goroutines section of the package doc names T.gone, which the package does not have",
+				".: the Goroutines section of the package doc names I.N, which the package does not have",
+			},
+			places: 1,
 		},
 		{
 			name: "no section",
