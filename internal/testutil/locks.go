@@ -42,7 +42,7 @@ type LockRules struct {
 // end, where its deferred unlock runs. It returns one problem for each of
 // these done there, and how many functions it checked:
 //   - another lock taken, directly or by a function of the module that the
-//     call leads to;
+//     call leads to, unless rules.Order names the nesting;
 //   - a call that may block or write: a function of os, net, io, bufio,
 //     os/exec, net/http or log/slog, a method of such a package's type, or
 //     a wait group's Wait;
@@ -598,9 +598,7 @@ func (l *lockLoader) checkCall(b *body, c *ast.CallExpr, held string, rules Lock
 	}
 	if fn.Pkg() != nil && slices.Contains(blockingPkgs, fn.Pkg().Path()) {
 		report(c, "a call of %s, which may block or write", fn.FullName())
-		return
 	}
-	return
 }
 
 // isCancel reports a context's cancel function: calling one never blocks.
