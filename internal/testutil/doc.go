@@ -6,8 +6,9 @@
 // output copier may fill while a test reads it, short folders for Unix
 // sockets, a scripted MCP server that a test binary becomes, the check that
 // every package says what it owns, the check that a package's doc names
-// every function that starts a goroutine or a timer, and the check that a
-// package's locks are leaves.
+// every function that starts a goroutine or a timer, the check that a
+// package's locks are leaves, and the check that every unlock in the
+// module is deferred.
 //
 // Only _test.go files import it (the integration module's too: its path is
 // inside mcpmux's, so Go lets it). Of the libraries it uses only goleak is

@@ -21,8 +21,9 @@ import (
 type LockRules struct {
 	// Allowed are calls made under a lock that the check would report but
 	// the package knows to be harmless, each with why: a function value
-	// ("s.hook"), an interface method ("(log/slog.Handler).Handle"), or a
-	// function of the module that takes a lock ("Projects.startLocked").
+	// ("s.hook"), an interface method ("(log/slog.Handler).Handle"), a
+	// function of the module that takes a lock ("Projects.startLocked"),
+	// or one that may block ("(*net.Buffers).WriteTo").
 	Allowed map[string]string
 	// Order are the nestings the package documents, each as the owners of
 	// the two locks, outer first: {"mux.flights", "idmap.Table"}. A lock's
@@ -596,7 +597,7 @@ func (l *lockLoader) checkCall(b *body, c *ast.CallExpr, held string, rules Lock
 		}
 		return
 	}
-	if fn.Pkg() != nil && slices.Contains(blockingPkgs, fn.Pkg().Path()) {
+	if fn.Pkg() != nil && slices.Contains(blockingPkgs, fn.Pkg().Path()) && rules.Allowed[fn.FullName()] == "" {
 		report(c, "a call of %s, which may block or write", fn.FullName())
 	}
 }
