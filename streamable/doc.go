@@ -48,4 +48,15 @@
 // ends a session that stayed idle; a POST's header timer (armed by
 // stream.startSoon, stopped by the first event) sends the response's
 // headers when no event came within headerDelay.
+//
+// # Locks
+//
+// Locks nest in one order: the Handler's, then a transport's (to find the
+// idlest session); a transport's, then its streams'. When a final event
+// placed under its own stream's lock retires another stream (tryPlace), it
+// takes that stream's lock by TryLock only, so it never waits for it. A
+// session's memo saves and touches its record in the
+// Store under its own lock (for a FileStore, a file written and renamed).
+// Nothing else blocks or writes under a lock, and every unlock is deferred;
+// TestLocks reads the source to keep it so.
 package streamable
