@@ -28,4 +28,11 @@
 //
 // Sniff arms a function that cuts its read short when ctx ends
 // (context.AfterFunc), and disarms it before it returns.
+//
+// # Locks
+//
+// One nesting, in one order: umaskMu, then syscall.ForkLock (for reading),
+// while bindPrivate makes and binds a socket under umask 0177. Nothing
+// blocks or writes under a lock, and every unlock is deferred; TestLocks
+// reads the source to keep it so.
 package socket

@@ -330,6 +330,9 @@ func lockOwner(info *types.Info, c *ast.CallExpr) string {
 	if isMutex(info.TypeOf(x)) {
 		switch x := x.(type) {
 		case *ast.SelectorExpr:
+			if v, ok := info.Uses[x.Sel].(*types.Var); ok && !v.IsField() && v.Pkg() != nil {
+				return v.Pkg().Name() + "." + v.Name() // another package's variable: syscall.ForkLock
+			}
 			return typeName(info.TypeOf(x.X))
 		case *ast.Ident:
 			if o := info.Uses[x]; o != nil && o.Pkg() != nil {
