@@ -14,8 +14,8 @@
 // (state.admit) and again when an interval ends with records held back
 // (state.take). Nobody waits for it: it takes the key's interval under the
 // lock, writes the held-back count (outside the lock) if there is one, and
-// otherwise forgets the key. A Handler has no Close: its timers end by
-// themselves, each within an interval of the last record of its key.
+// otherwise forgets the key. A Handler has no Close: a key's last timer
+// fires at most two intervals after its last record.
 package ratelog
 
 import (
