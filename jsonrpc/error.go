@@ -22,7 +22,6 @@ const (
 	ReasonTooLarge            = "message_too_large"
 	ReasonDuplicateID         = "duplicate_id"
 	ReasonNotInitialized      = "not_initialized"
-	ReasonAlreadyInitialized  = "already_initialized"
 	ReasonInternal            = "internal_error"
 	ReasonUnknownTask         = "unknown_task"
 	ReasonInvalidLevel        = "invalid_level"

@@ -169,7 +169,7 @@ func TestErrorAsAndString(t *testing.T) {
 func TestReasons(t *testing.T) {
 	got := []string{
 		jsonrpc.ReasonParseError, jsonrpc.ReasonInvalidRequest, jsonrpc.ReasonTooLarge, jsonrpc.ReasonDuplicateID,
-		jsonrpc.ReasonNotInitialized, jsonrpc.ReasonAlreadyInitialized, jsonrpc.ReasonInternal, jsonrpc.ReasonUnknownTask,
+		jsonrpc.ReasonNotInitialized, jsonrpc.ReasonInternal, jsonrpc.ReasonUnknownTask,
 		jsonrpc.ReasonInvalidLevel, jsonrpc.ReasonTooManySessions, jsonrpc.ReasonBatchNotSupported, jsonrpc.ReasonUpstreamExited,
 		jsonrpc.ReasonUpstreamStalled, jsonrpc.ReasonUpstreamUnavailable, jsonrpc.ReasonTimeout, jsonrpc.ReasonNotSupported,
 		jsonrpc.ReasonMethodNotFound, jsonrpc.ReasonNoClient, jsonrpc.ReasonClientGone, jsonrpc.ReasonClientTimeout,
@@ -178,7 +178,7 @@ func TestReasons(t *testing.T) {
 	}
 	want := []string{
 		"parse_error", "invalid_request", "message_too_large", "duplicate_id",
-		"not_initialized", "already_initialized", "internal_error", "unknown_task",
+		"not_initialized", "internal_error", "unknown_task",
 		"invalid_level", "too_many_sessions", "batch_not_supported", "upstream_exited",
 		"upstream_stalled", "upstream_unavailable", "timeout", "not_supported",
 		"method_not_found", "no_client", "client_gone", "client_timeout",

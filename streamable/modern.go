@@ -220,12 +220,13 @@ func (h *Handler) enterModern() bool {
 }
 
 // serveOne serves frame on a session of its own, sending what comes back to
-// put; the channel is closed when the session has ended. Close on the
-// returned transport ends it early.
+// put. The session lasts until its end (served.end, which every caller
+// runs, and which waits for it) or the handler's; done is closed once it
+// has ended.
 func (h *Handler) serveOne(ep Endpoint, frame []byte, put func(outbox.Frame), peer session.Peer) *served {
 	t := newOneShot(frame, put)
 	s := &served{t: t, done: make(chan struct{})}
-	go func() { // owned by s.wait, which every caller runs
+	go func() { // owned by served.end, which every caller runs
 		defer close(s.done)
 		ep.Serve(h.ctx, t, peer)
 		t.Close()
