@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -291,9 +290,7 @@ func (d *doctor) compareServers(st daemon.Status) {
 func askStatus(ctx context.Context, dir string) (daemon.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	var st daemon.Status
-	err := control(ctx, dir, http.MethodGet, "/status", &st)
-	return st, err
+	return daemon.NewClient(dir).Status(ctx)
 }
 
 // since is " (since 2026-05-20 10:02)" for an uptime status reported.
