@@ -3,7 +3,8 @@
 // the optional web listener, reloads that change the set of servers while
 // it runs, shutdown in dependency order and the exit when idle. It reads no
 // file, flag or environment variable: cmd/mcpmux hands it a Config, and a
-// function that loads the configuration again.
+// function that loads the configuration again. Client is the other side of
+// the control endpoint, for the commands that ask a running daemon.
 //
 // One goroutine, Run's, changes the set of servers; the control endpoint
 // and the web listener only look servers up, under Daemon.mu.
