@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -64,9 +65,19 @@ type WebConfig struct {
 	// MaxInflight bounds the POSTs of one Streamable HTTP session read at
 	// once (max_inflight); zero means the streamable package's default.
 	MaxInflight int
-	// MaxConnections bounds the connections open at once; the next one is
-	// accepted when one closes. Zero means DefaultMaxConnections.
+	// MaxConnections bounds the connections open at once that have passed
+	// the Host, Origin and token checks; while that many are, the next one
+	// is accepted when one closes. Zero means DefaultMaxConnections.
 	MaxConnections int
+	// MaxUnchecked bounds the connections open at once that have not yet
+	// passed the checks; one more closes the oldest of them. Zero means
+	// DefaultMaxUnchecked.
+	MaxUnchecked int
+	// HeaderTimeout bounds reading a request's headers, and BodyTimeout
+	// its body, from the first read of it; zero means DefaultHeaderTimeout
+	// and DefaultBodyTimeout.
+	HeaderTimeout time.Duration
+	BodyTimeout   time.Duration
 
 	Logger *slog.Logger // refusals at Warn, sessions at Debug; nil discards
 }
@@ -77,8 +88,14 @@ const ServersPath = "/servers/"
 // DefaultMaxConnections is WebConfig.MaxConnections' default.
 const DefaultMaxConnections = 1024
 
-// handshakeTimeout bounds reading a request's headers and completing the
-// WebSocket handshake.
+// Defaults of WebConfig.
+const (
+	DefaultMaxUnchecked  = 64
+	DefaultHeaderTimeout = 2 * time.Second
+	DefaultBodyTimeout   = 10 * time.Second
+)
+
+// handshakeTimeout bounds completing the WebSocket handshake.
 const handshakeTimeout = 10 * time.Second
 
 // shutdownTimeout bounds the wait for plain HTTP requests at shutdown.
@@ -107,10 +124,15 @@ type Web struct {
 	upgrader websocket.Upgrader
 	http     *streamable.Handler
 
+	conns *limitListener // w.l, its connections bounded
+
 	mu      sync.Mutex
 	closing bool
 	active  sync.WaitGroup // WebSocket sessions, on hijacked connections
 }
+
+// connKey is the request context's key of its connection.
+type connKey struct{}
 
 // ListenWeb validates cfg and listens on cfg.Addr. Without AllowRemote an
 // address that is not loopback (127.0.0.0/8, ::1 or localhost) is refused
@@ -170,6 +192,11 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 		hc.Store = fs
 	}
 	w.http = streamable.New(hc)
+	w.conns = newLimitListener(l, cmp.Or(cfg.MaxConnections, DefaultMaxConnections),
+		cmp.Or(cfg.MaxUnchecked, DefaultMaxUnchecked), func(c net.Conn) {
+			// Anyone who reaches the port can cause these: the log limits them.
+			w.log.Warn("closed the oldest connection not yet checked, for a newer one", "peer", c.RemoteAddr().String())
+		})
 	return w, nil
 }
 
@@ -198,15 +225,17 @@ func (w *Web) Serve(ctx context.Context) error {
 	defer cancel()
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(w.handle),
-		ReadHeaderTimeout: handshakeTimeout,
+		ReadHeaderTimeout: cmp.Or(w.cfg.HeaderTimeout, DefaultHeaderTimeout),
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ErrorLog:          slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+		ErrorLog: slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
-	l := newLimitListener(w.l, cmp.Or(w.cfg.MaxConnections, DefaultMaxConnections))
-	go func() { served <- srv.Serve(l) }() // waited for below
+	go func() { served <- srv.Serve(w.conns) }() // waited for below
 	var err error
 	select {
 	case <-ctx.Done():
@@ -288,6 +317,7 @@ func serverOf(path string) string {
 
 // handle runs the checks, in order, then the session.
 func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
+	w.bodyDeadline(rw, r)
 	name := serverOf(r.URL.Path)
 	refuse := func(status int, e *jsonrpc.Error, args ...any) {
 		for i, a := range args {
@@ -318,6 +348,9 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusUnauthorized, errToken)
 		return
 	}
+	if c, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+		c.promote()
+	}
 	var ep Endpoint
 	ok := name != ""
 	if ok {
@@ -346,6 +379,47 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	}
 	defer w.active.Done()
 	w.serveWebSocket(rw, r, name, ep)
+}
+
+// bodyDeadline bounds reading r's body, if it has one, to BodyTimeout:
+// from now, which covers the server discarding the body of a request
+// refused without reading it, and again from the handler's first read of
+// it, since a POST may wait its turn before it is read. Once the body is
+// read the deadline is lifted, so that a response streamed for long (a
+// listen) is not cut off by it.
+func (w *Web) bodyDeadline(rw http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	d := cmp.Or(w.cfg.BodyTimeout, DefaultBodyTimeout)
+	rc := http.NewResponseController(rw)
+	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+		return
+	}
+	r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, timeout: d}
+}
+
+// deadlineBody arms its connection's read deadline at its first read and
+// lifts it at its end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	armed   bool
+	lifted  bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	if !b.armed {
+		b.armed = true
+		b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	}
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.lifted { // any other error leaves the deadline to end the connection
+		b.lifted = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 // enter counts a WebSocket session in; false once the listener is closing.

@@ -1,6 +1,10 @@
 package socket_test
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -69,8 +73,22 @@ func TestWebRefusalLogLimited(t *testing.T) {
 	assert.Contains(t, refused[0], "(61440 bytes)")
 }
 
-// TestWebConnectionCap: beyond MaxConnections a connection is not served
-// until another closes.
+// rawRequest sends one request with the token on c and reads its
+// response's status line and headers; the connection stays open.
+func rawRequest(t *testing.T, c net.Conn, br *bufio.Reader) int {
+	t.Helper()
+	_, err := fmt.Fprintf(c, "GET /servers/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", testToken)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestWebConnectionCap: beyond MaxConnections connections that passed the
+// checks, a connection is not served until one of them closes.
 func TestWebConnectionCap(t *testing.T) {
 	ws := startWeb(t, func(c *socket.WebConfig) { c.MaxConnections = 2 })
 	addr := strings.TrimPrefix(ws.url, "ws://")
@@ -79,6 +97,7 @@ func TestWebConnectionCap(t *testing.T) {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
 		defer c.Close()
+		assert.Equal(t, http.StatusUpgradeRequired, rawRequest(t, c, bufio.NewReader(c)), "checked, and kept open")
 		held = append(held, c)
 	}
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 500 * time.Millisecond}
@@ -94,4 +113,102 @@ func TestWebConnectionCap(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusUpgradeRequired || resp.StatusCode == http.StatusUnauthorized
 	})
+}
+
+// TestWebUncheckedBudget: connections that have passed no check are
+// bounded apart: past MaxUnchecked the oldest of them is closed, never one
+// that passed the checks, and a token holder's new connection is served
+// while hundreds send nothing.
+func TestWebUncheckedBudget(t *testing.T) {
+	ws := startWeb(t, func(c *socket.WebConfig) { c.MaxConnections = 2; c.MaxUnchecked = 4 })
+	addr := strings.TrimPrefix(ws.url, "ws://")
+	checked, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer checked.Close()
+	cbr := bufio.NewReader(checked)
+	require.Equal(t, http.StatusUpgradeRequired, rawRequest(t, checked, cbr))
+
+	var idle []net.Conn
+	for range 200 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		c.Write([]byte("GET /servers/demo HTTP/1.1\r\n")) // and nothing more
+		idle = append(idle, c)
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	req, err := http.NewRequest("GET", "http://"+addr+"/servers/demo", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := client.Do(req)
+	require.NoError(t, err, "a new connection with the token is served")
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUpgradeRequired, resp.StatusCode)
+
+	assert.Equal(t, http.StatusUpgradeRequired, rawRequest(t, checked, cbr), "the checked connection was kept")
+	// The first of the idle ones were closed for the newer ones.
+	require.NoError(t, idle[0].SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = idle[0].Read(make([]byte, 1))
+	var ne net.Error
+	require.Error(t, err, "the oldest unchecked connection was closed")
+	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "closed (EOF or reset), not still open: %v", err)
+	testutil.Until(t, 10*time.Second, "at most MaxUnchecked unchecked connections", func() bool {
+		_, unchecked := ws.web.ConnCounts()
+		return unchecked <= 4
+	})
+	evictions := 0
+	for _, r := range ws.log.Records() {
+		if strings.HasPrefix(r.Msg, "closed the oldest connection not yet checked") {
+			evictions++
+		}
+	}
+	assert.Equal(t, 1, evictions, "one line for the flood of one peer")
+}
+
+// TestWebSlowHeadersAndBodies: a connection that trickles its headers is
+// closed at HeaderTimeout; one that trickles a body, with the token or
+// without, is closed at BodyTimeout.
+func TestWebSlowHeadersAndBodies(t *testing.T) {
+	ws := startWeb(t, func(c *socket.WebConfig) {
+		c.HeaderTimeout = 300 * time.Millisecond
+		c.BodyTimeout = 300 * time.Millisecond
+	})
+	addr := strings.TrimPrefix(ws.url, "ws://")
+	cases := map[string]string{
+		"headers":                "POST /servers/demo HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+		"body with the token":    "POST /servers/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + testToken + "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{",
+		"body without the token": "POST /servers/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{",
+	}
+	for name, start := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_, err = c.Write([]byte(start))
+			require.NoError(t, err)
+			begun := time.Now()
+			closed := make(chan struct{})
+			go func() { // waited for below
+				defer close(closed)
+				io.Copy(io.Discard, c) // until the daemon closes it
+			}()
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-closed:
+					t.Logf("closed after %v", time.Since(begun).Round(time.Millisecond))
+					return
+				case <-tick.C:
+					if time.Since(begun) > 10*time.Second {
+						c.Close()
+						<-closed
+						t.Fatal("still open after 10s")
+					}
+					c.Write([]byte(" ")) // one more byte, never the end
+				}
+			}
+		})
+	}
 }

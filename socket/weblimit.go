@@ -1,58 +1,157 @@
 package socket
 
 import (
+	"container/list"
 	"errors"
 	"net"
 	"sync"
 	"syscall"
 )
 
-// limitListener accepts at most max connections open at once: Accept
-// waits for one to close before it takes the next from the kernel, so a
-// peer that opens thousands and sends nothing holds no more than max of
-// the daemon's descriptors.
+// limitListener bounds the web listener's connections in two pools.
+//
+// A connection starts unchecked: no request on it has passed the Host,
+// Origin and token checks yet. At most budget of those are open at once;
+// when one more arrives, the oldest unchecked connection is closed, so a
+// peer without the token that opens thousands and trickles its headers
+// holds no more than budget of the daemon's descriptors, and never a slot
+// of a checked connection.
+//
+// A connection whose request passed the checks is checked (promote) until
+// it closes. At most max of those are open at once: while max are, Accept
+// waits for one to close before it takes the next from the kernel.
 type limitListener struct {
 	net.Listener
-	slots     chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
+	max, budget int
+	evicted     func(c net.Conn) // told of each unchecked connection closed for a newer one
+	room        chan struct{}    // a token when a checked connection closed
+	done        chan struct{}
+	closeOnce   sync.Once
+
+	mu        sync.Mutex
+	checked   int
+	unchecked list.List // of *limitedConn, oldest first
 }
 
-func newLimitListener(l net.Listener, max int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, max), done: make(chan struct{})}
+func newLimitListener(l net.Listener, maxChecked, budget int, evicted func(net.Conn)) *limitListener {
+	return &limitListener{Listener: l, max: maxChecked, budget: max(budget, 1), evicted: evicted,
+		room: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // Accept implements net.Listener.
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
+	if err := l.waitRoom(); err != nil {
+		return nil, err
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+	// Connections checked while this Accept waited in the kernel may have
+	// filled the pool: this one is served once there is room.
+	if err := l.waitRoom(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	lc := &limitedConn{Conn: c, l: l}
+	l.mu.Lock()
+	var oldest *limitedConn
+	if l.unchecked.Len() >= l.budget {
+		oldest = l.unchecked.Remove(l.unchecked.Front()).(*limitedConn)
+		oldest.elem, oldest.state = nil, connEvicted
+	}
+	lc.elem = l.unchecked.PushBack(lc)
+	l.mu.Unlock()
+	if oldest != nil {
+		oldest.Conn.Close() // its server goroutine's read fails; its Close then has nothing to release
+		if l.evicted != nil {
+			l.evicted(oldest)
+		}
+	}
+	return lc, nil
 }
 
-// Close implements net.Listener; an Accept waiting for a slot returns.
+// waitRoom waits until fewer than max checked connections are open;
+// net.ErrClosed once the listener is closed.
+func (l *limitListener) waitRoom() error {
+	for l.full() {
+		select {
+		case <-l.room:
+		case <-l.done:
+			return net.ErrClosed
+		}
+	}
+	return nil
+}
+
+// full reports whether max checked connections are open.
+func (l *limitListener) full() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checked >= l.max
+}
+
+// Close implements net.Listener; an Accept waiting for room returns.
 func (l *limitListener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }
 
-// limitedConn gives its slot back when it is closed, once.
-type limitedConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
+// counts reports the checked and unchecked connections open.
+func (l *limitListener) counts() (checked, unchecked int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checked, l.unchecked.Len()
 }
 
+// States of a limitedConn.
+const (
+	connUnchecked = iota
+	connChecked
+	connEvicted // closed by the listener for a newer unchecked one
+	connClosed
+)
+
+// limitedConn is a connection of a limitListener, in one of its pools.
+type limitedConn struct {
+	net.Conn
+	l *limitListener
+
+	// Under l.mu.
+	state int
+	elem  *list.Element // in l.unchecked while unchecked
+}
+
+// promote moves the connection to the checked pool, once a request on it
+// passed the checks; nothing when it is checked already, or closed.
+func (c *limitedConn) promote() {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.state != connUnchecked {
+		return
+	}
+	c.l.unchecked.Remove(c.elem)
+	c.elem, c.state = nil, connChecked
+	c.l.checked++
+}
+
+// Close closes the connection and gives its place back, once.
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	switch c.state {
+	case connUnchecked:
+		c.l.unchecked.Remove(c.elem)
+		c.elem = nil
+	case connChecked:
+		c.l.checked--
+		select {
+		case c.l.room <- struct{}{}:
+		default: // Accept has been told already; it counts again
+		}
+	}
+	c.state = connClosed
 	return err
 }
 
