@@ -212,13 +212,13 @@ func (h *Hub) detach(c *client) {
 		c.sess.Logger().Debug("cancelled requests of a departed session", "count", len(gone.routes))
 	}
 	h.dropServerReqs(id)
-	h.dropParked(gone.parked)
-	for _, l := range h.bridge.local.drop(id) {
-		h.releaseListen(l)
+	h.down.dropParked(gone.parked)
+	for _, l := range h.down.local.drop(id) {
+		h.down.releaseListen(l)
 	}
 	last := h.subs.drop(id)
 	if info := h.describedServer(); info != nil && info.era == eraModern {
-		h.syncOwnedListen()
+		h.up.syncOwnedListen()
 	} else {
 		for _, uri := range last {
 			h.fire(proc, "resources/unsubscribe", map[string]string{"uri": uri})

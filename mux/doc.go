@@ -24,12 +24,58 @@
 //   - logLevels (loglevels.go): each session's log level, and the server's;
 //   - taskTable (tasks.go): which session created each task;
 //   - serverReqs (serverreqs.go): server-to-client requests sent to sessions;
-//   - rootsSeen (roots.go): the union of the sessions' roots the server last saw.
+//   - rootsSeen (roots.go): the union of the sessions' roots the server last saw;
+//   - downBridge and upBridge (bridge.go): what mcpmux keeps to serve
+//     sessions of one era on a server of the other.
 //
 // The Hub alone sequences them: it reads one part, decides, then updates
 // another. How a server is opened and described (open.go, info.go) and how a
-// session's protocol era shapes what it is sent (client.go) are the two places
-// where the MCP eras differ.
+// session's protocol era shapes what it is sent are where the MCP eras
+// differ. The second is the bridge of a request's pairing (bridge.go): the
+// plain proxy (request.go, route.go, serverreqs.go) calls its hooks at
+// fixed points (the request going up, the answer coming down, a server's
+// request for input, a session's retry), as httputil.ReverseProxy calls
+// Rewrite and ModifyResponse; the bridges' own work lives in mrtr.go (down:
+// input_required and retries), rounds.go (up: rounds of input) and
+// listen.go (listens, both ways).
+//
+// # A request's life
+//
+// A session's request forwarded to the server is in one of these states,
+// and only flights' transitions move it (the Hub does the sending each one
+// hands back, after flights' lock is released):
+//
+//	state      what it is
+//	routed     in the table under a fresh upstream id, waiting at a gate
+//	sent       at the server; its request_timeout runs
+//	parked     a modern session's request on a legacy server that asked for
+//	           input: the session was answered input_required, the request
+//	           stays in flight under a placeholder id until the retry
+//	between    a legacy session's request on a modern server that answered
+//	           input_required: out of the table, the session being asked,
+//	           its gate slots kept for the next round
+//	settled    out of the table, its timer stopped, its gate slots freed
+//
+//	from        transition              to        the Hub then sends
+//	-           begin                   routed    -
+//	routed      admit                   sent      the request
+//	routed      (a slot frees)          sent      the request (Hub.release)
+//	sent        take (answer)           settled   the answer
+//	sent        take (input_required)   between   the input requests, to the session
+//	between     takeRound, round        sent      the request again, with the input
+//	sent        take (expire)           settled   a cancellation up, a timeout error down
+//	sent        park                    parked    input_required down; the turn to the next
+//	parked      resume, admitInput      sent      the input, as the server's request's answer
+//	parked      take, parkedEnded       parked    nothing: the retry gets the answer
+//	parked      expireParked, take      settled   a cancellation up
+//	routed/sent cancel                  settled   a cancellation up, if it was sent
+//	between     takeRound               settled   nothing (cancelled)
+//	any         dropSession             settled   cancellations up (session gone)
+//	any         reset                   settled   errors down (process exited)
+//
+// "settled" is settle's work: whoever takes a route from the table settles
+// it once it has delivered, and settling hands back the requests that get
+// the freed slots.
 //
 // # Goroutines
 //
@@ -40,8 +86,11 @@
 //     upstreamHandler one message at a time and never blocks;
 //   - Run, which starts, supervises and restarts the process; its ping loop,
 //     which Run's supervise waits for;
-//   - timers: request_timeout (Hub.timeout, started by flights.sent) and the server request timeout
-//     (Hub.serverReqTimeout), which only take a route or an entry and answer.
+//   - timers, which only take a route or an entry and answer:
+//     request_timeout (Hub.timeout, started in flights.restartTimerLocked),
+//     the wait of a parked request for its retry (Hub.parkedTimeout,
+//     started in flights.park), and the server request timeout
+//     (Hub.serverReqTimeout, started in serverReqs.add).
 //
 // Pool.Serve runs one Hub per session and waits for its Run.
 //

@@ -133,15 +133,8 @@ type Hub struct {
 	levels   logLevels     // the sessions' log levels and the server's
 	tasks    taskTable     // which session created each task
 	asks     serverReqs    // server-to-client requests sent to sessions
-	bridge   eraBridge     // what the bridges between the eras keep
-}
-
-// eraBridge is what mcpmux keeps to serve sessions of one era on a server
-// of the other: each part a type of its own (listen.go, mrtr.go).
-type eraBridge struct {
-	local  localListens // modern sessions' listens served for a legacy server
-	owned  ownedListen  // mcpmux's listen on a modern server, for legacy sessions
-	states stateKey     // signs the requestState of parked requests (mrtr.go)
+	down     downBridge    // modern sessions on a legacy server (bridge.go)
+	up       upBridge      // legacy sessions on a modern server
 }
 
 // New returns a hub; Run starts its server.
@@ -168,8 +161,9 @@ func New(cfg Config) *Hub {
 		levels:   newLogLevels(cfg.DefaultLogLevel),
 		tasks:    newTaskTable(),
 		asks:     newServerReqs(),
-		bridge:   eraBridge{states: newStateKey()},
 	}
+	h.down = downBridge{h: h, states: newStateKey()}
+	h.up = upBridge{h: h}
 	h.flights.timeout, h.flights.expire = cfg.RequestTimeout, h.timeout
 	h.flights.configure(cfg.ServerRequests, cfg.Memory != nil && cfg.Memory.SendsRequests(), cfg.MaxConcurrency)
 	h.recall()

@@ -194,7 +194,7 @@ func (o *ownedListen) lost(up int64) bool {
 
 // listen serves a modern session's subscriptions/listen.
 func (c *client) listen(m *jsonrpc.Message, mr *modernReq, out sink) {
-	_, info, err := c.h.waitReady(c)
+	_, info, err := c.waitReady()
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return
@@ -210,7 +210,7 @@ func (c *client) listen(m *jsonrpc.Message, mr *modernReq, out sink) {
 		json.Unmarshal(m.Params, &p)
 	}
 	l := &localListen{session: c.sess.ID(), id: m.ID, tag: out.tag(), holder: c.h.sessions.nextID(), filter: p.Notifications.honoured(info)}
-	if !c.h.bridge.local.add(l) {
+	if !c.h.down.local.add(l) {
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "a listen with id " + string(m.ID) + " is already open on this session", Reason: jsonrpc.ReasonDuplicateID})
 		return
 	}
@@ -227,16 +227,17 @@ func (c *client) listen(m *jsonrpc.Message, mr *modernReq, out sink) {
 
 // endLocalListen ends a listen mcpmux serves, at its session's request;
 // false when the session has no such listen.
-func (h *Hub) endLocalListen(c *client, id []byte) bool {
-	l := h.bridge.local.remove(c.sess.ID(), id)
+func (b *downBridge) endLocalListen(c *client, id []byte) bool {
+	l := b.local.remove(c.sess.ID(), id)
 	if l == nil {
 		return false
 	}
-	h.releaseListen(l)
+	b.releaseListen(l)
 	return true
 }
 
-func (h *Hub) releaseListen(l *localListen) {
+func (b *downBridge) releaseListen(l *localListen) {
+	h := b.h
 	proc := h.life.current()
 	for _, uri := range l.filter.ResourceSubscriptions {
 		if last, _ := h.subs.remove(uri, l.holder); last {
@@ -256,8 +257,9 @@ func stamp(frame []byte, id json.RawMessage) []byte {
 
 // toLocalListens sends a legacy server's list change to the modern
 // sessions listening for it.
-func (h *Hub) toLocalListens(m *jsonrpc.Message) {
-	for _, l := range h.bridge.local.wanting(m.Method) {
+func (b *downBridge) toLocalListens(m *jsonrpc.Message) {
+	h := b.h
+	for _, l := range b.local.wanting(m.Method) {
 		if c := h.sessions.get(l.session); c != nil {
 			c.sendAbout(l.tag, stamp(m.Frame, l.id))
 		}
@@ -266,7 +268,8 @@ func (h *Hub) toLocalListens(m *jsonrpc.Message) {
 
 // routeTagged routes a notification that names a listen in its _meta; false
 // when it names none.
-func (h *Hub) routeTagged(m *jsonrpc.Message) bool {
+func (u *upstreamHandler) routeTagged(m *jsonrpc.Message) bool {
+	h := u.h
 	s, ok := m.ParamsPath("_meta", protocol.MetaSubscriptionID)
 	if !ok {
 		return false
@@ -280,7 +283,7 @@ func (h *Hub) routeTagged(m *jsonrpc.Message) bool {
 	case !ok:
 		h.log.Debug("dropped a notification of a listen not open", "method", m.Method)
 	case r.Session == 0 && r.Method == "subscriptions/listen":
-		h.fromOwnedListen(m)
+		h.up.fromOwnedListen(m)
 	case dataOf(r).isListen():
 		if c := h.sessions.get(r.Session); c != nil {
 			c.sendAbout(r.Tag, jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: r.ID}))
@@ -291,7 +294,8 @@ func (h *Hub) routeTagged(m *jsonrpc.Message) bool {
 
 // fromOwnedListen fans a notification of mcpmux's own listen out to the
 // legacy sessions, as a legacy server would have sent it.
-func (h *Hub) fromOwnedListen(m *jsonrpc.Message) {
+func (b *upBridge) fromOwnedListen(m *jsonrpc.Message) {
+	h := b.h
 	if m.Method == "notifications/subscriptions/acknowledged" {
 		return
 	}
@@ -329,13 +333,14 @@ func withoutMember(m *jsonrpc.Message, name string) (jsonrpc.Edit, bool) {
 // syncOwnedListen opens, reopens or closes mcpmux's own listen on a modern
 // server so that it asks for what the legacy sessions want: list changes
 // while any legacy session is there, and the URIs they subscribed.
-func (h *Hub) syncOwnedListen() {
+func (b *upBridge) syncOwnedListen() {
+	h := b.h
 	info, proc := h.describedServer(), h.life.current()
 	if info == nil || info.era != eraModern || proc == nil {
 		return
 	}
 	f := listenFilter{}
-	if h.hasLegacySessions() {
+	if b.hasLegacySessions() {
 		f = listenFilter{ToolsListChanged: true, PromptsListChanged: true, ResourcesListChanged: true, ResourceSubscriptions: h.subs.uris()}
 		f = f.honoured(info)
 	}
@@ -343,22 +348,23 @@ func (h *Hub) syncOwnedListen() {
 	if string(want) == "{}" {
 		want = nil
 	}
-	gen, changed := h.bridge.owned.change(string(want))
+	gen, changed := b.owned.change(string(want))
 	if !changed {
 		return
 	}
 	var up int64
 	if want != nil {
-		up = h.openOwnedListen(proc, f)
+		up = b.openOwnedListen(proc, f)
 	}
-	if surplus := h.bridge.owned.opened(gen, up); surplus != 0 {
+	if surplus := b.owned.opened(gen, up); surplus != 0 {
 		h.flights.take(surplus)
 		proc.Send(cancelFrame(surplus, "mcpmux changed what it listens for"))
 	}
 }
 
 // openOwnedListen sends mcpmux's own listen; 0 when it could not.
-func (h *Hub) openOwnedListen(proc process, f listenFilter) int64 {
+func (b *upBridge) openOwnedListen(proc process, f listenFilter) int64 {
+	h := b.h
 	up, err := h.flights.begin(idmap.Route{Session: 0, ID: h.calls.own("listen-"), Method: "subscriptions/listen", Started: time.Now()})
 	if err != nil {
 		return 0
@@ -376,16 +382,18 @@ func (h *Hub) openOwnedListen(proc process, f listenFilter) int64 {
 
 // ownedListenEnded: the server ended mcpmux's own listen (answered it, or
 // cancelled it); it is opened again.
-func (h *Hub) ownedListenEnded(up int64) {
-	if h.bridge.owned.lost(up) {
+func (b *upBridge) ownedListenEnded(up int64) {
+	h := b.h
+	if b.owned.lost(up) {
 		h.log.Info("the server ended mcpmux's listen; opening it again")
-		h.syncOwnedListen()
+		b.syncOwnedListen()
 	}
 }
 
-func (h *Hub) hasLegacySessions() bool {
+func (b *upBridge) hasLegacySessions() bool {
+	h := b.h
 	return slices.ContainsFunc(h.sessions.all(), func(c *client) bool { return c.sessionEra() == eraLegacy })
 }
 
 // legacyJoined: a legacy session completed its handshake.
-func (h *Hub) legacyJoined() { h.syncOwnedListen() }
+func (b *upBridge) legacyJoined() { b.syncOwnedListen() }

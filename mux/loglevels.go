@@ -164,7 +164,8 @@ const setLevelWait = 2 * time.Second
 // and the one session whose request in flight asked, in its envelope, for a
 // level that admits it (a modern server sends messages for nothing else).
 // The message names no request: of several that asked, the latest takes it.
-func (h *Hub) routeLogMessage(m *jsonrpc.Message) {
+func (u *upstreamHandler) routeLogMessage(m *jsonrpc.Message) {
+	h := u.h
 	level, _ := m.ParamsString("level")
 	rank, known := logRanks[level]
 	info := h.describedServer()
@@ -177,7 +178,8 @@ func (h *Hub) routeLogMessage(m *jsonrpc.Message) {
 	}
 	_, r, ok := h.flights.latest(func(r idmap.Route) bool {
 		d := dataOf(r)
-		return d != nil && d.level != "" && !d.listen && (d.modern != nil || d.pair == bridgeUp) && (!known || logRanks[d.level] <= rank)
+		// Only a modern session's request, or one bridged up, carries a level.
+		return d != nil && d.level != "" && !d.listen && (!known || logRanks[d.level] <= rank)
 	})
 	if !ok {
 		return

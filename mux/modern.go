@@ -32,7 +32,7 @@ var removedMethods = map[string]bool{
 // server, in whichever era the server speaks. It decides nothing about the
 // session's era: a client that probes may still initialize.
 func (c *client) handleDiscover(m *jsonrpc.Message, out sink) {
-	info, err := c.h.description(c)
+	info, err := c.description()
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return
@@ -65,7 +65,7 @@ func (c *client) handleModern(m *jsonrpc.Message, env envelope, enveloped bool, 
 			return
 		}
 	}
-	if c.h.answerRetry(c, m, mr, out) {
+	if c.h.down.retry(c, m, out) {
 		return // a retry with an input mcpmux asked for: answered from the bridge
 	}
 	// A legacy server has one level for everyone: the most verbose any

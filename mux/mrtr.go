@@ -14,6 +14,7 @@ import (
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/outbox"
+	"github.com/mcpmux/mcpmux/protocol"
 )
 
 // Input a server needs in the middle of a request, across the eras. A
@@ -112,7 +113,8 @@ func isParkedID(id json.RawMessage) bool { return len(id) > 0 && id[0] == 0 }
 // askModern completes a modern session's request that caused a legacy
 // server's request with an input_required result, and parks the upstream
 // request for the retry.
-func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) {
+func (b *downBridge) askModern(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) {
+	h := b.h
 	if !inputMethod(r.Method) {
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, r.Method+" cannot carry an input request to a 2026-07-28 session"))
 		return
@@ -123,7 +125,7 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 	p := &parkedInput{session: owner, detached: detached, up: up, route: parked, asked: m.ID, method: m.Method, key: "mcpmux-" + strconv.FormatInt(up, 10)}
 	nonce := make([]byte, 8)
 	rand.Read(nonce)
-	found, next := h.flights.park(p, r.Token, string(nonce), h.cfg.ServerRequestTimeout, h.parkedTimeout)
+	found, next := h.flights.park(p, r.Token, string(nonce), h.cfg.ServerRequestTimeout, b.parkedTimeout)
 	if !found {
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonClientGone, "the request that caused it has ended"))
 		return
@@ -132,7 +134,7 @@ func (h *Hub) askModern(proc process, c *client, up int64, r idmap.Route, m *jso
 	if params == nil {
 		params = json.RawMessage(`{}`)
 	}
-	state := h.bridge.states.sign(owner, nonce)
+	state := b.states.sign(owner, nonce)
 	body, _ := json.Marshal(map[string]any{
 		"resultType":    "input_required",
 		"inputRequests": map[string]any{p.key: map[string]any{"method": m.Method, "params": params}},
@@ -168,13 +170,14 @@ func parkedOwner(c *client) (owner uint64, detached bool) {
 // answerRetry serves a modern session's retry of a request mcpmux parked;
 // false when m is not one (it names no requestState, or the server is
 // modern and the state is the server's).
-func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink) bool {
+func (b *downBridge) answerRetry(c *client, m *jsonrpc.Message, out sink) bool {
+	h := b.h
 	state, ok := m.ParamsString("requestState")
 	if !ok || !strings.HasPrefix(state, stateVersion) {
 		return false // none, or the server's own
 	}
 	owner, detached := parkedOwner(c)
-	nonce, err := h.bridge.states.verify(owner, state)
+	nonce, err := b.states.verify(owner, state)
 	var token json.RawMessage
 	if s, ok := m.ParamsPath("_meta", "progressToken"); ok {
 		token = m.Frame[s.Start:s.End]
@@ -197,13 +200,13 @@ func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink
 		return true
 	case err != nil:
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "request id " + string(m.ID) + " is already in flight on this session", Reason: jsonrpc.ReasonDuplicateID})
-		h.abandonParked(p)
+		b.abandonParked(p)
 		return true
 	case !found:
-		h.answerEnded(c, p, m.ID, out.tag())
+		b.answerEnded(c, p, m.ID, out.tag())
 		return true
 	}
-	h.giveInput(c, p, m)
+	b.giveInput(c, p, m)
 	return true
 }
 
@@ -211,7 +214,8 @@ func (h *Hub) answerRetry(c *client, m *jsonrpc.Message, mr *modernReq, out sink
 // carries for it. Under the turn the answer waits for it, as the request
 // did at first: once answered, the server may go on to ask for more, which
 // must reach this retry.
-func (h *Hub) giveInput(c *client, p *parkedInput, m *jsonrpc.Message) {
+func (b *downBridge) giveInput(c *client, p *parkedInput, m *jsonrpc.Message) {
+	h := b.h
 	var frame []byte
 	if s, ok := m.ParamsPath("inputResponses", p.key); ok {
 		frame = jsonrpc.Response(p.asked, m.Frame[s.Start:s.End])
@@ -229,11 +233,12 @@ func (h *Hub) giveInput(c *client, p *parkedInput, m *jsonrpc.Message) {
 
 // answerEnded answers a retry whose upstream request ended while it was
 // parked: with its answer, or its failure.
-func (h *Hub) answerEnded(c *client, p *parkedInput, id json.RawMessage, tag uint64) {
+func (b *downBridge) answerEnded(c *client, p *parkedInput, id json.RawMessage, tag uint64) {
+	h := b.h
 	r := idmap.Route{Session: c.sess.ID(), ID: id, Method: p.route.Method, Tag: tag, Started: time.Now()}
 	switch {
 	case p.final != nil:
-		c.deliver(r, h.shapeDown(p.final, id, r.Method), nil)
+		c.deliver(r, b.shapeDown(p.final, id, r.Method), nil)
 	case p.failed != nil:
 		c.deliver(r, p.failed.WithServer(h.cfg.Name).Response(id), nil)
 	default:
@@ -243,7 +248,8 @@ func (h *Hub) answerEnded(c *client, p *parkedInput, id json.RawMessage, tag uin
 
 // abandonParked gives up on a parked request: the server's request is
 // answered as unanswered, and its request is cancelled.
-func (h *Hub) abandonParked(p *parkedInput) {
+func (b *downBridge) abandonParked(p *parkedInput) {
+	h := b.h
 	proc := h.life.current()
 	if proc != nil {
 		proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonClientTimeout, "the session did not retry with the input for "+p.method))
@@ -262,15 +268,17 @@ func (h *Hub) abandonParked(p *parkedInput) {
 	}
 }
 
-func (h *Hub) parkedTimeout(nonce string) {
+func (b *downBridge) parkedTimeout(nonce string) {
+	h := b.h
 	if p := h.flights.expireParked(nonce); p != nil {
-		h.abandonParked(p)
+		b.abandonParked(p)
 	}
 }
 
 // dropParked abandons a departed session's parked requests (their upstream
 // requests are cancelled with the session's others).
-func (h *Hub) dropParked(parked []*parkedInput) {
+func (b *downBridge) dropParked(parked []*parkedInput) {
+	h := b.h
 	proc := h.life.current()
 	for _, p := range parked {
 		if proc != nil {
@@ -284,7 +292,8 @@ func (h *Hub) dropParked(parked []*parkedInput) {
 // turn (exactly its cause) as an input request, if that request declared
 // roots in its envelope, and refuses it with -32021 if not; false when no
 // modern request holds the turn (the server gets -32601, as before).
-func (h *Hub) rootsFromCause(proc process, m *jsonrpc.Message) bool {
+func (b *downBridge) rootsFromCause(proc process, m *jsonrpc.Message) bool {
+	h := b.h
 	busy, _ := h.flights.holder()
 	if busy == 0 {
 		return false
@@ -303,6 +312,52 @@ func (h *Hub) rootsFromCause(proc process, m *jsonrpc.Message) bool {
 		h.refuseUndeclared(proc, busy, r, m, n)
 		return true
 	}
-	h.askModern(proc, c, busy, r, m)
+	b.askModern(proc, c, busy, r, m)
 	return true
+}
+
+// cacheable are the methods whose modern results carry cache hints.
+var cacheable = map[string]bool{
+	"tools/list": true, "prompts/list": true, "resources/list": true,
+	"resources/templates/list": true, "resources/read": true,
+}
+
+// asksForInput: a result carries input requests (a non-empty inputRequests
+// object).
+func asksForInput(result json.RawMessage) bool {
+	in := jsonrpc.Member(result, "inputRequests")
+	return len(in) > 1 && in[0] == '{' && !jsonrpc.EmptyObject(in)
+}
+
+// shapeDown is a legacy server's answer as a modern session gets it, under
+// id: a result says it is complete, or that it needs input when it asks
+// for some (and how long it may be cached, for the
+// lists), and the retired resource-not-found code becomes -32602.
+func (b *downBridge) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string) []byte {
+	idSpan, _ := m.IDSpan()
+	edits := []jsonrpc.Edit{{Span: idSpan, Value: id}}
+	switch m.Kind {
+	case jsonrpc.KindResult:
+		if len(m.Result) == 0 || m.Result[0] != '{' {
+			break
+		}
+		add := map[string]json.RawMessage{"resultType": json.RawMessage(`"complete"`)}
+		if inputMethod(method) && asksForInput(m.Result) {
+			// A server of both eras opened legacy may still answer a later
+			// round with input requests of its own (the go-sdk does, once it
+			// has fulfilled the first round by requests): they are what it
+			// says, and the retry, with its own requestState, goes to it.
+			add["resultType"] = json.RawMessage(`"input_required"`)
+		} else if cacheable[method] {
+			add["ttlMs"], add["cacheScope"] = json.RawMessage(`0`), json.RawMessage(`"private"`)
+		}
+		have := func(k string) bool { _, ok := jsonrpc.FindPath(m.Result, k); return ok }
+		edits = append(edits, jsonrpc.InsertMembers(m.Frame, jsonrpc.SpanOf(m.Frame, m.Result), add, have))
+	case jsonrpc.KindError:
+		if s, ok := jsonrpc.FindPath(m.Error, "code"); ok && string(m.Error[s.Start:s.End]) == strconv.Itoa(protocol.CodeLegacyResourceMissing) {
+			es := jsonrpc.SpanOf(m.Frame, m.Error)
+			edits = append(edits, jsonrpc.Edit{Span: jsonrpc.Span{Start: es.Start + s.Start, End: es.Start + s.End}, Value: []byte(strconv.Itoa(jsonrpc.CodeInvalidParams))})
+		}
+	}
+	return jsonrpc.Splice(m.Frame, edits...)
 }

@@ -116,7 +116,7 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 			return
 		}
 	}
-	info, err := c.h.description(c)
+	info, err := c.description()
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return
@@ -132,8 +132,10 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 	out.reply(jsonrpc.Response(m.ID, body))
 }
 
-// description is what a session's initialize or discover is answered from.
-func (h *Hub) description(c *client) (info *serverInfo, err error) {
+// description is what the session's initialize or discover is answered
+// from.
+func (c *client) description() (info *serverInfo, err error) {
+	h := c.h
 	if info, ok := h.life.describedNow(); ok {
 		return info, nil
 	}
@@ -148,7 +150,8 @@ func (h *Hub) description(c *client) (info *serverInfo, err error) {
 // holds up the session's reading, so it watches for the client leaving
 // meanwhile (session.Await): a session that leaves while its server
 // starts is gone at once.
-func (h *Hub) waitReady(c *client) (proc process, info *serverInfo, err error) {
+func (c *client) waitReady() (proc process, info *serverInfo, err error) {
+	h := c.h
 	if proc, info, ok := h.life.readyNow(); ok {
 		return proc, info, nil
 	}
@@ -167,32 +170,12 @@ type fwd struct {
 	listen bool                   // subscriptions/listen: long-lived, not counted in flight
 }
 
-// pairing is how a request crosses the eras: both sides the same, or one of
-// the two bridges.
-type pairing uint8
-
-const (
-	sameEra    pairing = iota
-	bridgeDown         // a modern session, a legacy server
-	bridgeUp           // a legacy session, a modern server
-)
-
-func pairOf(session, server era) pairing {
-	switch {
-	case session == eraModern && server == eraLegacy:
-		return bridgeDown
-	case session != eraModern && server == eraModern:
-		return bridgeUp
-	}
-	return sameEra
-}
-
 // forward sends a session's request to the server under a fresh id, with its
 // progress token replaced by that id, and its envelope as the server's era
 // needs it: taken out for a legacy server, put in (from the session's
 // initialize) for a modern one.
 func (c *client) forward(m *jsonrpc.Message, out sink, f fwd) {
-	proc, info, err := c.h.waitReady(c)
+	proc, info, err := c.waitReady()
 	if err != nil {
 		c.failWith(out, m.ID, err)
 		return
@@ -234,19 +217,8 @@ func (c *client) edits(m *jsonrpc.Message, pair pairing, up int64, hasToken bool
 	idSpan, _ := m.IDSpan()
 	edits := make([]jsonrpc.Edit, 1, 3)
 	edits[0] = jsonrpc.Edit{Span: idSpan, Value: upID}
-	switch pair {
-	case bridgeDown:
-		var tok []byte
-		if hasToken {
-			tok = upID
-		}
-		if e, ok := stripEnvelope(m, tok); ok {
-			return append(edits, e) // the token is in the _meta it rewrote
-		}
-	case bridgeUp:
-		edits = append(edits, injectEnvelope(m, c.envelopeMembers()))
-	}
-	if hasToken {
+	edits, tokenDone := c.h.bridgeOf(pair).rewrite(c, m, upID, hasToken, edits)
+	if hasToken && !tokenDone {
 		edits = append(edits, jsonrpc.Edit{Span: tokSpan, Value: upID})
 	}
 	return edits
@@ -261,18 +233,11 @@ func (c *client) routeOf(m *jsonrpc.Message, out sink, f fwd, pair pairing) (idm
 	serial := c.h.flights.turn.on.Load() && interactive(m.Method)
 	limited := c.h.flights.limit.max > 0 && !f.listen
 	b, inBatch := out.(*batch)
-	mayNeedInput := pair == bridgeUp && interactive(m.Method)
-	level := f.level
-	if pair == bridgeUp {
-		level, _ = c.h.levels.explicit(c.sess.ID())
-	}
 	var data *routeData
 	if inBatch || c.h.cfg.RequestTimeout > 0 || f.after != nil || serial || limited || pair != sameEra || f.modern != nil || f.listen {
 		// Set before the route is published: other goroutines settle it.
-		data = &routeData{batch: b, after: f.after, serial: serial, limited: limited, pair: pair, modern: f.modern, level: level, listen: f.listen}
-		if mayNeedInput {
-			data.retry = &retry{}
-		}
+		data = &routeData{batch: b, after: f.after, serial: serial, limited: limited, pair: pair, modern: f.modern, level: f.level, listen: f.listen}
+		c.h.bridgeOf(pair).keep(c, m, data)
 		route.Data = data
 	}
 	tokSpan, hasToken := m.ParamsPath("_meta", "progressToken")
@@ -384,7 +349,7 @@ func (c *client) handleNotification(m *jsonrpc.Message) {
 	case "notifications/initialized":
 		c.markReady()
 		c.h.refreshRoots(c)
-		c.h.legacyJoined()
+		c.h.up.legacyJoined()
 		return
 	case "notifications/roots/list_changed":
 		if c.h.declaresRoots() {
@@ -420,7 +385,7 @@ func (c *client) handleCancel(m *jsonrpc.Message) {
 		return
 	}
 	id := m.Frame[span.Start:span.End]
-	if c.h.endLocalListen(c, id) || c.h.cancelBetweenRounds(c, id) {
+	if c.h.down.endLocalListen(c, id) || c.h.up.cancelBetweenRounds(c, id) {
 		return // mcpmux's own listen, or a request between two rounds
 	}
 	up, r, ok := c.h.flights.cancel(c.sess.ID(), id)

@@ -38,7 +38,8 @@ type round struct {
 
 // cancelBetweenRounds: the session cancelled a request while mcpmux was
 // asking it for input; it gets no answer, and is not sent again.
-func (h *Hub) cancelBetweenRounds(c *client, id []byte) bool {
+func (b *upBridge) cancelBetweenRounds(c *client, id []byte) bool {
+	h := b.h
 	rd := h.flights.takeRound(c.sess.ID(), id)
 	if rd == nil {
 		return false
@@ -80,7 +81,8 @@ type inputRequest struct {
 
 // putToSession asks a legacy session for each input a modern server's
 // answer asked for; the request goes upstream again once all are in.
-func (h *Hub) putToSession(c *client, r idmap.Route, up int64, inputs map[string]inputRequest, state json.RawMessage) {
+func (b *upBridge) putToSession(c *client, r idmap.Route, up int64, inputs map[string]inputRequest, state json.RawMessage) {
+	h := b.h
 	d := dataOf(r)
 	if d.retry.rounds++; d.retry.rounds > maxRounds {
 		c.deliver(r, (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server asked for input more than " + strconv.Itoa(maxRounds) + " times", Reason: jsonrpc.ReasonInternal}).WithServer(h.cfg.Name).Response(r.ID), nil)
@@ -89,17 +91,18 @@ func (h *Hub) putToSession(c *client, r idmap.Route, up int64, inputs map[string
 	rd := &round{c: c, r: r, old: up, d: d, st: state, answers: map[string]json.RawMessage{}, left: len(inputs)}
 	h.flights.addRound(rd)
 	if len(inputs) == 0 {
-		h.nextRound(rd)
+		b.nextRound(rd)
 		return
 	}
 	for key, in := range inputs {
 		rd.keys = append(rd.keys, key)
-		h.askFor(rd, key, in)
+		b.askFor(rd, key, in)
 	}
 }
 
 // askFor puts one input request to the round's session.
-func (h *Hub) askFor(rd *round, key string, in inputRequest) {
+func (b *upBridge) askFor(rd *round, key string, in inputRequest) {
+	h := b.h
 	c := rd.c
 	switch in.Method {
 	case "roots/list":
@@ -109,17 +112,17 @@ func (h *Hub) askFor(rd *round, key string, in inputRequest) {
 				list = append(list, root{URI: u})
 			}
 			body, _ := json.Marshal(map[string]any{"roots": list})
-			h.inputAnswered(rd, key, body, nil)
+			b.inputAnswered(rd, key, body, nil)
 			return
 		}
 	case "elicitation/create", "sampling/createMessage":
 		probe := &jsonrpc.Message{Method: in.Method, Params: in.Params}
 		if !c.capabilities().meets(needOf(probe)) {
-			h.inputAnswered(rd, key, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server needs " + in.Method + ", which this session did not declare", Reason: jsonrpc.ReasonMissingCapability})
+			b.inputAnswered(rd, key, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server needs " + in.Method + ", which this session did not declare", Reason: jsonrpc.ReasonMissingCapability})
 			return
 		}
 	default:
-		h.inputAnswered(rd, key, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server asked for " + in.Method + ", which mcpmux cannot put to a session", Reason: jsonrpc.ReasonNotSupported})
+		b.inputAnswered(rd, key, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server asked for " + in.Method + ", which mcpmux cannot put to a session", Reason: jsonrpc.ReasonNotSupported})
 		return
 	}
 	params := in.Params
@@ -129,22 +132,22 @@ func (h *Hub) askFor(rd *round, key string, in inputRequest) {
 	h.askSession(c, rd.r.Tag, in.Method, params, func(ans *jsonrpc.Message) {
 		switch {
 		case ans == nil:
-			h.inputAnswered(rd, key, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the session did not answer " + in.Method, Reason: jsonrpc.ReasonClientTimeout})
+			b.inputAnswered(rd, key, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the session did not answer " + in.Method, Reason: jsonrpc.ReasonClientTimeout})
 		case ans.Kind == jsonrpc.KindError:
-			h.inputAnswered(rd, key, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the session refused " + in.Method + ": " + string(ans.Error), Reason: jsonrpc.ReasonNoClient})
+			b.inputAnswered(rd, key, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the session refused " + in.Method + ": " + string(ans.Error), Reason: jsonrpc.ReasonNoClient})
 		default:
-			h.inputAnswered(rd, key, ans.Result, nil)
+			b.inputAnswered(rd, key, ans.Result, nil)
 		}
 	})
 }
 
 // inputAnswered records one answer of a round; the last one sends the
 // request on.
-func (h *Hub) inputAnswered(rd *round, key string, body json.RawMessage, failed *jsonrpc.Error) {
+func (b *upBridge) inputAnswered(rd *round, key string, body json.RawMessage, failed *jsonrpc.Error) {
 	if !rd.record(key, body, failed) {
 		return
 	}
-	h.nextRound(rd)
+	b.nextRound(rd)
 }
 
 // record notes an answer; true when it was the last one due.
@@ -169,7 +172,8 @@ func (rd *round) outcome() (cancelled bool, failed *jsonrpc.Error) {
 
 // nextRound sends a legacy session's request upstream again, under a new
 // id, with the inputs its session gave.
-func (h *Hub) nextRound(rd *round) {
+func (b *upBridge) nextRound(rd *round) {
+	h := b.h
 	c, r, d := rd.c, rd.r, rd.d
 	if h.flights.takeRound(r.Session, r.ID) == nil {
 		return // cancelled, or the session left

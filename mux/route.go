@@ -11,9 +11,10 @@ import (
 	"github.com/mcpmux/mcpmux/protocol"
 )
 
-// upstreamHandler is the hub as one process's stdout reader sees it. Its
-// methods run on that reader's goroutine, one at a time, and never block:
-// every send is a queue.
+// upstreamHandler is the hub as one process's stdout reader sees it: the
+// routing of everything the server sends (answers, notifications, its own
+// requests) to the sessions. Its methods run on that reader's goroutine,
+// one at a time, and never block: every send is a queue.
 type upstreamHandler struct {
 	h *Hub
 
@@ -28,14 +29,13 @@ const maxHeld = 1024
 
 // HandleMessage routes one message from the server.
 func (u *upstreamHandler) HandleMessage(m *jsonrpc.Message) {
-	h := u.h
 	switch m.Kind {
 	case jsonrpc.KindResult, jsonrpc.KindError:
 		u.routeResponse(m)
 	case jsonrpc.KindNotification:
-		h.routeNotification(m)
+		u.routeNotification(m)
 	case jsonrpc.KindRequest:
-		h.serverRequest(m)
+		u.serverRequest(m)
 	}
 }
 
@@ -60,7 +60,7 @@ func (u *upstreamHandler) HandleTooLarge(id json.RawMessage, size int64) {
 	if !ok {
 		return
 	}
-	h.failAnswer(up, r, &jsonrpc.Error{
+	u.failAnswer(up, r, &jsonrpc.Error{
 		Code:    jsonrpc.CodeInternalError,
 		Message: "the server's answer of " + strconv.FormatInt(size, 10) + " bytes is over max_message_bytes",
 		Reason:  jsonrpc.ReasonTooLarge,
@@ -70,7 +70,8 @@ func (u *upstreamHandler) HandleTooLarge(id json.RawMessage, size int64) {
 // failAnswer fails a request taken from the table whose answer cannot be
 // delivered: mcpmux's own call wakes empty-handed, a request parked for
 // its session's retry has the retry answered with e, any other gets e.
-func (h *Hub) failAnswer(up int64, r idmap.Route, e *jsonrpc.Error) {
+func (u *upstreamHandler) failAnswer(up int64, r idmap.Route, e *jsonrpc.Error) {
+	h := u.h
 	switch {
 	case r.Session == 0:
 		h.calls.wake(up, nil)
@@ -100,7 +101,7 @@ func (u *upstreamHandler) HandleInvalidAnswer(id json.RawMessage, err error) boo
 	if errors.As(err, &e) {
 		detail = e.Message
 	}
-	h.failAnswer(up, r, &jsonrpc.Error{
+	u.failAnswer(up, r, &jsonrpc.Error{
 		Code:    jsonrpc.CodeInternalError,
 		Message: "the server's answer is not valid JSON-RPC: " + detail,
 		Reason:  jsonrpc.ReasonInvalidAnswer,
@@ -128,7 +129,7 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 	}
 	if r.Session == 0 {
 		if r.Method == "subscriptions/listen" {
-			h.ownedListenEnded(up)
+			h.up.ownedListenEnded(up)
 		}
 		h.calls.wake(up, m)
 		return
@@ -140,19 +141,16 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		h.flights.parkedEnded(up, m, nil)
 		return
 	}
-	h.recordOwnership(r, d, up, m)
+	u.recordOwnership(r, d, up, m)
 	c := h.sessions.get(r.Session)
 	if c == nil {
 		h.settle(d)
 		return
 	}
-	if d != nil && d.retry != nil && m.Kind == jsonrpc.KindResult {
-		if inputs, state, ok := inputRequired(m.Result); ok {
-			h.putToSession(c, r, up, inputs, state)
-			return
-		}
+	frame, taken := u.answerFrame(c, up, r, d, m)
+	if taken {
+		return // the bridge took the request on
 	}
-	frame := h.answerFrame(m, r, d)
 	// The answer waits for the end of the run of messages the reader has at
 	// hand (Flush, above), so a burst of answers to one session costs one
 	// write.
@@ -168,109 +166,66 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 
 // recordOwnership notes what an answer gives its session alone: a task it
 // created, URL elicitations it now owns.
-func (h *Hub) recordOwnership(r idmap.Route, d *routeData, up int64, m *jsonrpc.Message) {
+func (u *upstreamHandler) recordOwnership(r idmap.Route, d *routeData, up int64, m *jsonrpc.Message) {
 	switch {
 	case m.Kind != jsonrpc.KindResult:
-		h.recordElicitations(r.Session, m.Error)
+		u.recordElicitations(r.Session, m.Error)
 	case r.Task:
 		// Only a task-augmented request can create a task: other results,
 		// however large, are not walked again.
-		h.recordTask(r.Session, up, r.Token, m.Result)
+		u.recordTask(r.Session, up, r.Token, m.Result)
 	case d != nil && d.modern != nil && d.modern.tasks:
-		h.recordModernTask(r.Session, up, r.Token, m.Result)
+		u.recordModernTask(r.Session, up, r.Token, m.Result)
 	}
 }
 
 // answerFrame is the server's answer as the session gets it: under the
-// session's id, and shaped for the session's era. The frame is the
-// reader's: the session's id goes in in place when it fits (m's spans are
-// stale after this; deliver's callers look at its Kind only).
-func (h *Hub) answerFrame(m *jsonrpc.Message, r idmap.Route, d *routeData) []byte {
+// session's id, and shaped by the bridge of its pairing; taken reports
+// that the bridge took the request on instead. The frame is the reader's:
+// the session's id goes in in place when it fits (m's spans are stale
+// after this; deliver's callers look at its Kind only).
+func (u *upstreamHandler) answerFrame(c *client, up int64, r idmap.Route, d *routeData, m *jsonrpc.Message) (frame []byte, taken bool) {
+	h := u.h
 	switch {
-	case d == nil || (d.pair == sameEra && !d.listen):
-	case d.pair == bridgeDown:
-		return h.shapeDown(m, r.ID, r.Method)
+	case d == nil:
+		return m.ReplaceID(r.ID), false
 	case d.listen:
 		if s, ok := jsonrpc.FindPath(m.Result, "_meta", protocol.MetaSubscriptionID); ok {
 			rs := jsonrpc.SpanOf(m.Frame, m.Result)
 			idSpan, _ := m.IDSpan()
-			return jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: idSpan, Value: r.ID}, jsonrpc.Edit{Span: jsonrpc.Span{Start: rs.Start + s.Start, End: rs.Start + s.End}, Value: r.ID})
+			return jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: idSpan, Value: r.ID}, jsonrpc.Edit{Span: jsonrpc.Span{Start: rs.Start + s.Start, End: rs.Start + s.End}, Value: r.ID}), false
 		}
+		return m.ReplaceID(r.ID), false
 	}
-	return m.ReplaceID(r.ID)
+	return h.bridgeOf(d.pair).modifyAnswer(c, up, r, d, m)
 }
 
-// cacheable are the methods whose modern results carry cache hints.
-var cacheable = map[string]bool{
-	"tools/list": true, "prompts/list": true, "resources/list": true,
-	"resources/templates/list": true, "resources/read": true,
-}
-
-// asksForInput: a result carries input requests (a non-empty inputRequests
-// object).
-func asksForInput(result json.RawMessage) bool {
-	in := jsonrpc.Member(result, "inputRequests")
-	return len(in) > 1 && in[0] == '{' && !jsonrpc.EmptyObject(in)
-}
-
-// shapeDown is a legacy server's answer as a modern session gets it, under
-// id: a result says it is complete, or that it needs input when it asks
-// for some (and how long it may be cached, for the
-// lists), and the retired resource-not-found code becomes -32602.
-func (h *Hub) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string) []byte {
-	idSpan, _ := m.IDSpan()
-	edits := []jsonrpc.Edit{{Span: idSpan, Value: id}}
-	switch m.Kind {
-	case jsonrpc.KindResult:
-		if len(m.Result) == 0 || m.Result[0] != '{' {
-			break
-		}
-		add := map[string]json.RawMessage{"resultType": json.RawMessage(`"complete"`)}
-		if inputMethod(method) && asksForInput(m.Result) {
-			// A server of both eras opened legacy may still answer a later
-			// round with input requests of its own (the go-sdk does, once it
-			// has fulfilled the first round by requests): they are what it
-			// says, and the retry, with its own requestState, goes to it.
-			add["resultType"] = json.RawMessage(`"input_required"`)
-		} else if cacheable[method] {
-			add["ttlMs"], add["cacheScope"] = json.RawMessage(`0`), json.RawMessage(`"private"`)
-		}
-		have := func(k string) bool { _, ok := jsonrpc.FindPath(m.Result, k); return ok }
-		edits = append(edits, jsonrpc.InsertMembers(m.Frame, jsonrpc.SpanOf(m.Frame, m.Result), add, have))
-	case jsonrpc.KindError:
-		if s, ok := jsonrpc.FindPath(m.Error, "code"); ok && string(m.Error[s.Start:s.End]) == strconv.Itoa(protocol.CodeLegacyResourceMissing) {
-			es := jsonrpc.SpanOf(m.Frame, m.Error)
-			edits = append(edits, jsonrpc.Edit{Span: jsonrpc.Span{Start: es.Start + s.Start, End: es.Start + s.End}, Value: []byte(strconv.Itoa(jsonrpc.CodeInvalidParams))})
-		}
-	}
-	return jsonrpc.Splice(m.Frame, edits...)
-}
-
-func (h *Hub) routeNotification(m *jsonrpc.Message) {
+func (u *upstreamHandler) routeNotification(m *jsonrpc.Message) {
+	h := u.h
 	switch m.Method {
 	case "notifications/progress":
-		h.routeProgress(m)
+		u.routeProgress(m)
 		return
 	case "notifications/cancelled":
-		h.serverCancelled(m)
+		u.serverCancelled(m)
 		return
 	case "notifications/elicitation/complete":
-		h.routeElicitationComplete(m)
+		u.routeElicitationComplete(m)
 		return
 	case "notifications/tasks/status":
-		h.taskStatus(m)
+		u.taskStatus(m)
 	}
-	if h.routeTagged(m) || h.toTaskOwner(m) {
+	if u.routeTagged(m) || u.toTaskOwner(m) {
 		return
 	}
 	switch {
 	case m.Method == "notifications/resources/updated":
 		h.routeUpdated(m)
 	case m.Method == "notifications/message":
-		h.routeLogMessage(m)
+		u.routeLogMessage(m)
 	case strings.HasSuffix(m.Method, "/list_changed"):
 		h.broadcast(m.Frame)
-		h.toLocalListens(m)
+		h.down.toLocalListens(m)
 	default:
 		h.broadcast(m.Frame)
 	}
@@ -279,7 +234,8 @@ func (h *Hub) routeNotification(m *jsonrpc.Message) {
 // routeProgress sends a progress notification to the owner of its token,
 // with the token the owner chose. Progress for a finished or unknown
 // request is dropped.
-func (h *Hub) routeProgress(m *jsonrpc.Message) {
+func (u *upstreamHandler) routeProgress(m *jsonrpc.Message) {
+	h := u.h
 	span, ok := m.ParamsPath("progressToken")
 	if !ok {
 		return
@@ -306,7 +262,8 @@ func (h *Hub) routeProgress(m *jsonrpc.Message) {
 // serverRequest answers a request the server sends to its client: mcpmux
 // answers ping and roots/list itself, and routes sampling and elicitation
 // to the session that should take them; anything else is refused.
-func (h *Hub) serverRequest(m *jsonrpc.Message) {
+func (u *upstreamHandler) serverRequest(m *jsonrpc.Message) {
+	h := u.h
 	proc := h.life.current()
 	if proc == nil {
 		return
@@ -320,14 +277,14 @@ func (h *Hub) serverRequest(m *jsonrpc.Message) {
 			h.answerRoots(proc, m)
 			return
 		}
-		if h.rootsFromCause(proc, m) {
+		if h.down.rootsFromCause(proc, m) {
 			return
 		}
 	case "sampling/createMessage", "elicitation/create":
 		if info := h.describedServer(); info != nil && info.era == eraModern {
 			break // a modern server asks for input in its answers, never in requests
 		}
-		h.routeServerRequest(proc, m)
+		u.routeServerRequest(proc, m)
 		return
 	}
 	e := &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "mcpmux does not route " + m.Method + " to clients", Reason: jsonrpc.ReasonMethodNotFound, Server: h.cfg.Name}

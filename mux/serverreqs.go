@@ -134,7 +134,8 @@ func (t *serverReqs) takeElicitation(id string) (uint64, bool) {
 
 // routeServerRequest sends sampling/createMessage or elicitation/create to
 // the session that should take it, under an id of that session's own.
-func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
+func (u *upstreamHandler) routeServerRequest(proc process, m *jsonrpc.Message) {
+	h := u.h
 	if h.flights.turn.engage() {
 		h.log.Info("the server sends requests of its own: from now on its sessions' calls take turns, so that each reaches the session whose call caused it", "server_requests", "auto")
 		if m := h.cfg.Memory; m != nil {
@@ -154,9 +155,8 @@ func (h *Hub) routeServerRequest(proc process, m *jsonrpc.Message) {
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, "no session can take "+m.Method))
 		return
 	}
-	if c.sessionEra() == eraModern {
-		h.askModern(proc, c, up, cause, m)
-		return
+	if h.bridgeOf(pairOf(c.sessionEra(), eraLegacy)).ask(proc, c, up, cause, m) {
+		return // a modern session: asked in an answer, not a request
 	}
 	key := h.asks.add(c.sess.ID(), &serverReq{up: m.ID, method: m.Method, tag: cause.Tag}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
 	if n.elicitation && n.mode == "url" {
@@ -278,12 +278,13 @@ func (h *Hub) forgetServerReqs() {
 
 // serverCancelled forwards the server's cancellation of one of its own
 // requests to the session that has it.
-func (h *Hub) serverCancelled(m *jsonrpc.Message) {
+func (u *upstreamHandler) serverCancelled(m *jsonrpc.Message) {
+	h := u.h
 	s, ok := m.ParamsPath("requestId")
 	if !ok {
 		return
 	}
-	if h.listenEnded(m, s) {
+	if u.listenEnded(m, s) {
 		return
 	}
 	key, sr := h.asks.takeUpstream(m.Frame[s.Start:s.End])
@@ -298,7 +299,8 @@ func (h *Hub) serverCancelled(m *jsonrpc.Message) {
 // listenEnded: a modern server's notifications/cancelled ends one of its
 // listens (the only thing it may cancel); its owner is told, under its own
 // id. False when requestId names no listen.
-func (h *Hub) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
+func (u *upstreamHandler) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
+	h := u.h
 	up, ok := upstreamID(m.Frame[s.Start:s.End])
 	if !ok {
 		return false
@@ -311,7 +313,7 @@ func (h *Hub) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
 		return true
 	}
 	if r.Session == 0 {
-		h.ownedListenEnded(up)
+		h.up.ownedListenEnded(up)
 		return true
 	}
 	if c := h.sessions.get(r.Session); c != nil {
@@ -323,7 +325,8 @@ func (h *Hub) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
 
 // routeElicitationComplete tells the one session that owns a URL
 // elicitation that it completed; an unknown id is dropped.
-func (h *Hub) routeElicitationComplete(m *jsonrpc.Message) {
+func (u *upstreamHandler) routeElicitationComplete(m *jsonrpc.Message) {
+	h := u.h
 	id, ok := m.ParamsString("elicitationId")
 	if !ok {
 		return
@@ -337,7 +340,8 @@ func (h *Hub) routeElicitationComplete(m *jsonrpc.Message) {
 
 // recordElicitations notes, from a -32042 error, the URL elicitations the
 // session that receives it now owns.
-func (h *Hub) recordElicitations(session uint64, e json.RawMessage) {
+func (u *upstreamHandler) recordElicitations(session uint64, e json.RawMessage) {
+	h := u.h
 	if len(e) == 0 {
 		return // a result
 	}

@@ -134,7 +134,7 @@ func (c *client) subscribe(m *jsonrpc.Message, out sink) {
 	first, _ := h.subs.add(uri, id)
 	if info := h.describedServer(); info != nil && info.era == eraModern {
 		out.reply(jsonrpc.Response(m.ID, emptyResult))
-		h.syncOwnedListen() // the server hears of it through mcpmux's listen
+		h.up.syncOwnedListen() // the server hears of it through mcpmux's listen
 		return
 	}
 	if !first {
@@ -158,7 +158,7 @@ func (c *client) unsubscribe(m *jsonrpc.Message, out sink) {
 	last, _ := c.h.subs.remove(uri, c.sess.ID())
 	if info := c.h.describedServer(); info != nil && info.era == eraModern {
 		out.reply(jsonrpc.Response(m.ID, emptyResult))
-		c.h.syncOwnedListen()
+		c.h.up.syncOwnedListen()
 		return
 	}
 	if last {
@@ -178,7 +178,7 @@ func (h *Hub) routeUpdated(m *jsonrpc.Message) {
 	for _, id := range h.subs.holders(uri) {
 		if c := h.sessions.get(id); c != nil {
 			c.send(m.Frame)
-		} else if l := h.bridge.local.holder(id); l != nil {
+		} else if l := h.down.local.holder(id); l != nil {
 			if c := h.sessions.get(l.session); c != nil {
 				c.sendAbout(l.tag, stamp(m.Frame, l.id))
 			}

@@ -383,7 +383,7 @@ func (h *Hub) afterRestart(prev, cur *serverInfo) {
 			n, _ := jsonrpc.Notification("notifications/"+kind+"/list_changed", nil)
 			h.broadcast(n)
 			if m, err := jsonrpc.Parse(n); err == nil {
-				h.toLocalListens(m)
+				h.down.toLocalListens(m)
 			}
 		}
 	}
@@ -395,7 +395,7 @@ func (h *Hub) afterRestart(prev, cur *serverInfo) {
 // ended with the process).
 func (h *Hub) replay(cur *serverInfo) {
 	if cur.era == eraModern {
-		h.syncOwnedListen()
+		h.up.syncOwnedListen()
 		return
 	}
 	proc := h.life.current()
@@ -415,7 +415,7 @@ func (h *Hub) exited(proc process) {
 	h.forgetServerReqs()
 	h.tasks.reset() // the new process knows none of them
 	h.sessions.roots.forget()
-	h.bridge.owned.lost(0)
+	h.up.owned.lost(0)
 
 	reason, code := jsonrpc.ReasonUpstreamExited, "server exited"
 	if exit.Reason == "stalled" {

@@ -96,7 +96,8 @@ func (t *taskTable) reset() {
 }
 
 // recordTask notes the task a response created, if it created one.
-func (h *Hub) recordTask(session uint64, up int64, token json.RawMessage, result json.RawMessage) {
+func (u *upstreamHandler) recordTask(session uint64, up int64, token json.RawMessage, result json.RawMessage) {
+	h := u.h
 	if len(result) == 0 || result[0] != '{' {
 		return
 	}
@@ -113,7 +114,8 @@ func (h *Hub) recordTask(session uint64, up int64, token json.RawMessage, result
 
 // recordModernTask notes the task a modern result created (the tasks
 // extension: resultType "task" and a taskId at the top), if it created one.
-func (h *Hub) recordModernTask(session uint64, up int64, token json.RawMessage, result json.RawMessage) {
+func (u *upstreamHandler) recordModernTask(session uint64, up int64, token json.RawMessage, result json.RawMessage) {
+	h := u.h
 	if len(result) == 0 || result[0] != '{' {
 		return
 	}
@@ -139,7 +141,8 @@ func (c *client) ownsTask(m *jsonrpc.Message) bool {
 }
 
 // taskStatus notes a task that reached a terminal status.
-func (h *Hub) taskStatus(m *jsonrpc.Message) {
+func (u *upstreamHandler) taskStatus(m *jsonrpc.Message) {
+	h := u.h
 	var p struct {
 		TaskID string `json:"taskId"`
 		Status string `json:"status"`
@@ -173,7 +176,8 @@ func (h *Hub) dropTasks(session uint64, proc process) {
 
 // toTaskOwner sends a notification that names a task to that task's owner
 // alone; false when it names none.
-func (h *Hub) toTaskOwner(m *jsonrpc.Message) bool {
+func (u *upstreamHandler) toTaskOwner(m *jsonrpc.Message) bool {
+	h := u.h
 	id, ok := m.ParamsString("_meta", "io.modelcontextprotocol/related-task", "taskId")
 	if !ok {
 		if m.Method != "notifications/tasks/status" {

@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -306,85 +304,4 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect --config ` + quotedOt
 			assert.Empty(t, out.String(), "client-config %v: stdout", tt.args)
 		})
 	}
-}
-
-// TestClientConfigTokenPath checks where the daemon's token is looked for.
-func TestClientConfigTokenPath(t *testing.T) {
-	tests := []struct {
-		name string
-		env  map[string]string
-		want string
-	}{
-		{"XDG_STATE_HOME", map[string]string{"XDG_STATE_HOME": "/state", "HOME": "/home/me"}, "/state/mcpmux/http.token"},
-		{"relative XDG_STATE_HOME is ignored", map[string]string{"XDG_STATE_HOME": "state", "HOME": "/home/me"}, "/home/me/.local/state/mcpmux/http.token"},
-		{"HOME", map[string]string{"HOME": "/home/me"}, "/home/me/.local/state/mcpmux/http.token"},
-		{"nothing set", map[string]string{}, ""},
-	}
-	for _, tt := range tests {
-		got, err := clientTokenPath(func(k string) string { return tt.env[k] })
-		if tt.want == "" {
-			assert.Error(t, err, tt.name)
-			continue
-		}
-		require.NoError(t, err, tt.name)
-		assert.Equal(t, tt.want, got, tt.name)
-	}
-}
-
-// TestClientConfigServerURL checks the URL made from [listen] http.
-func TestClientConfigServerURL(t *testing.T) {
-	tests := []struct{ listen, want string }{
-		{"127.0.0.1:7878", "http://127.0.0.1:7878/servers/memory"},
-		{"localhost:80", "http://localhost:80/servers/memory"},
-		{"[::1]:7878", "http://[::1]:7878/servers/memory"},
-		{"0.0.0.0:7878", "http://127.0.0.1:7878/servers/memory"},
-		{":7878", "http://127.0.0.1:7878/servers/memory"},
-		{"[::]:7878", "http://[::1]:7878/servers/memory"},
-	}
-	for _, tt := range tests {
-		got, err := serverURL(tt.listen, "memory")
-		require.NoError(t, err, tt.listen)
-		assert.Equal(t, tt.want, got, tt.listen)
-	}
-}
-
-// TestClientConfigMatchesEditorSchemas decodes each editor's snippet with
-// that editor's shape, strictly, and checks what points at mcpmux.
-func TestClientConfigMatchesEditorSchemas(t *testing.T) {
-	home := t.TempDir()
-	cfg := filepath.Join(home, ".config", "mcpmux", "mux.toml")
-	require.NoError(t, os.MkdirAll(filepath.Dir(cfg), 0o700))
-	require.NoError(t, os.WriteFile(cfg, []byte(clientConfigToml), 0o600))
-	const exe = "/usr/local/bin/mcpmux"
-	type stdio struct {
-		Type    string   `json:"type,omitempty"`
-		Command string   `json:"command"`
-		Args    []string `json:"args"`
-	}
-	decode := func(t *testing.T, editor string, v any) {
-		t.Helper()
-		var out bytes.Buffer
-		cmd := newClientConfigCmdWith(fakeSetupEnv(t, map[string]string{"HOME": home}, exe))
-		cmd.SetArgs([]string{"memory", "--for", editor})
-		cmd.SetOut(&out)
-		cmd.SetErr(io.Discard)
-		require.NoError(t, cmd.Execute())
-		text := out.String()
-		text = text[strings.Index(text, "{"):] // Claude Code's text leads with a command line
-		dec := json.NewDecoder(strings.NewReader(text))
-		dec.DisallowUnknownFields()
-		require.NoError(t, dec.Decode(v), "%s snippet:\n%s", editor, text)
-	}
-	for _, editor := range []string{"claude", "claude-desktop", "cursor"} {
-		var doc struct {
-			MCPServers map[string]stdio `json:"mcpServers"`
-		}
-		decode(t, editor, &doc)
-		assert.Equal(t, map[string]stdio{"memory": {Command: exe, Args: []string{"connect", "memory"}}}, doc.MCPServers, editor)
-	}
-	var vscode struct {
-		Servers map[string]stdio `json:"servers"`
-	}
-	decode(t, "vscode", &vscode)
-	assert.Equal(t, map[string]stdio{"memory": {Type: "stdio", Command: exe, Args: []string{"connect", "memory"}}}, vscode.Servers)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/editors"
 )
 
 // Shell completion. cobra's own `mcpmux completion bash|zsh|fish|powershell`
@@ -58,21 +59,14 @@ func completeServerNames(cmd *cobra.Command, args []string, toComplete string) (
 
 // completeTargets offers the editors client-config knows.
 func completeTargets(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	clients := slices.SortedFunc(slices.Values(editors.Clients), func(a, b *editors.Client) int { return strings.Compare(a.For, b.For) })
 	var out []cobra.Completion
-	for _, t := range slices.Sorted(maps.Keys(clientTargets)) {
-		if strings.HasPrefix(t, toComplete) {
-			out = append(out, cobra.CompletionWithDesc(t, editorNames[t]))
+	for _, c := range clients {
+		if strings.HasPrefix(c.For, toComplete) {
+			out = append(out, cobra.CompletionWithDesc(c.For, c.Name))
 		}
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
-}
-
-// editorNames are the editors of client-config --for, by value.
-var editorNames = map[string]string{
-	"claude":         "Claude Code",
-	"claude-desktop": "Claude Desktop",
-	"cursor":         "Cursor",
-	"vscode":         "VS Code",
 }
 
 // namedServer is a server of the config as completion shows it.

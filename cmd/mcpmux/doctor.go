@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/internal/editors"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -149,6 +150,26 @@ func (d *doctor) checkConfig() {
 	// read, else the default folder.
 	if d.dir = socketDirOf(d.path); d.dir == "" {
 		d.dir, _ = config.DefaultSocketDir(d.env.uid)
+	}
+}
+
+// checkEditors reports, for each editor file there is, the servers it
+// reaches through mcpmux and what would keep them from working.
+func (d *doctor) checkEditors() {
+	in := editors.Checkup{Getenv: d.env.getenv, GOOS: d.env.goos, Cwd: d.env.cwd, Config: d.path, Tilde: d.tilde}
+	// The editor's environment is not doctor's: assume it has no MCPMUX_CONFIG.
+	in.DefaultConfig, _ = config.DefaultPath(func(k string) string {
+		if k == "MCPMUX_CONFIG" {
+			return ""
+		}
+		return d.env.getenv(k)
+	})
+	if d.cfg != nil {
+		in.Servers = serverNames(d.cfg)
+	}
+	marks := map[editors.Level]mark{editors.OK: markOK, editors.Note: markNote, editors.Warn: markWarn}
+	for _, f := range editors.Check(in) {
+		d.r.add(marks[f.Level], "%s", f.Text)
 	}
 }
 
@@ -294,4 +315,11 @@ func (d *doctor) tilde(path string) string {
 		return "~/" + rel
 	}
 	return path
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

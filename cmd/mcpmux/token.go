@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpmux/mcpmux/internal/editors"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -47,7 +48,7 @@ The token is never printed: give clients the new one with
 		if t.cfg != nil && t.cfg.Listen.HTTPToken != "" {
 			return fmt.Errorf("the token is http_token in [listen] of %s: change it there, then restart the daemon", t.path)
 		}
-		path, err := clientTokenPath(env.getenv)
+		path, err := editors.TokenPath(env.getenv)
 		if err != nil {
 			return err
 		}

@@ -143,25 +143,40 @@ func Content(env Env, exe, cfg string) ([]byte, error) {
 	var b bytes.Buffer
 	switch env.GOOS {
 	case "linux":
-		b.WriteString("# Written by \"mcpmux service install\"; \"mcpmux service uninstall\" removes it.\n")
-		b.WriteString("[Unit]\nDescription=mcpmux: one shared process per MCP server\nDocumentation=https://github.com/mcpmux/mcpmux\n\n")
-		b.WriteString("[Service]\n")
-		fmt.Fprintf(&b, "ExecStart=%s serve --config %s\n", systemdExecQuote(exe), systemdExecQuote(cfg))
-		if path != "" {
-			fmt.Fprintf(&b, "Environment=%s\n", systemdQuote("PATH="+path))
-		}
-		// mcpmux stops its servers itself, stdin first; systemd signals only
-		// mcpmux, and kills what is left once the stop timeout passes.
-		b.WriteString("KillMode=mixed\nRestart=on-failure\nRestartSec=2s\n\n")
-		b.WriteString("[Install]\nWantedBy=default.target\n")
+		systemdUnit(&b, exe, cfg, path)
 	case "darwin":
-		str := func(s string) string {
-			var e bytes.Buffer
-			xml.EscapeText(&e, []byte(s))
-			return "<string>" + e.String() + "</string>"
-		}
-		log := launchdLogPath(env.Getenv("HOME"))
-		b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>
+		launchdPlist(&b, exe, cfg, path, launchdLogPath(env.Getenv("HOME")))
+	default:
+		return nil, fmt.Errorf("mcpmux service knows Linux (systemd) and macOS (launchd), not %s", env.GOOS)
+	}
+	return b.Bytes(), nil
+}
+
+// systemdUnit writes the systemd unit that runs "exe serve --config cfg"
+// with PATH path.
+func systemdUnit(b *bytes.Buffer, exe, cfg, path string) {
+	b.WriteString("# Written by \"mcpmux service install\"; \"mcpmux service uninstall\" removes it.\n")
+	b.WriteString("[Unit]\nDescription=mcpmux: one shared process per MCP server\nDocumentation=https://github.com/mcpmux/mcpmux\n\n")
+	b.WriteString("[Service]\n")
+	fmt.Fprintf(b, "ExecStart=%s serve --config %s\n", systemdExecQuote(exe), systemdExecQuote(cfg))
+	if path != "" {
+		fmt.Fprintf(b, "Environment=%s\n", systemdQuote("PATH="+path))
+	}
+	// mcpmux stops its servers itself, stdin first; systemd signals only
+	// mcpmux, and kills what is left once the stop timeout passes.
+	b.WriteString("KillMode=mixed\nRestart=on-failure\nRestartSec=2s\n\n")
+	b.WriteString("[Install]\nWantedBy=default.target\n")
+}
+
+// launchdPlist writes the launchd agent that runs "exe serve --config cfg"
+// with PATH path, its output going to the file log.
+func launchdPlist(b *bytes.Buffer, exe, cfg, path, log string) {
+	str := func(s string) string {
+		var e bytes.Buffer
+		xml.EscapeText(&e, []byte(s))
+		return "<string>" + e.String() + "</string>"
+	}
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
 <!-- Written by "mcpmux service install"; "mcpmux service uninstall" removes it. -->
 <plist version="1.0">
@@ -176,10 +191,10 @@ func Content(env Env, exe, cfg string) ([]byte, error) {
 		` + str(cfg) + `
 	</array>
 `)
-		if path != "" {
-			b.WriteString("\t<key>EnvironmentVariables</key>\n\t<dict>\n\t\t<key>PATH</key>\n\t\t" + str(path) + "\n\t</dict>\n")
-		}
-		b.WriteString(`	<key>RunAtLoad</key>
+	if path != "" {
+		b.WriteString("\t<key>EnvironmentVariables</key>\n\t<dict>\n\t\t<key>PATH</key>\n\t\t" + str(path) + "\n\t</dict>\n")
+	}
+	b.WriteString(`	<key>RunAtLoad</key>
 	<true/>
 	<key>KeepAlive</key>
 	<dict>
@@ -193,10 +208,6 @@ func Content(env Env, exe, cfg string) ([]byte, error) {
 </dict>
 </plist>
 `)
-	default:
-		return nil, fmt.Errorf("mcpmux service knows Linux (systemd) and macOS (launchd), not %s", env.GOOS)
-	}
-	return b.Bytes(), nil
 }
 
 // systemdQuote writes s as one word of a unit file setting: in double

@@ -1,62 +1,58 @@
-package main
+package editors
 
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/mcpmux/mcpmux/config"
 )
 
-// The editors' MCP config files doctor reads (read only; the same shapes
-// `mcpmux import` reads), and what it says of the servers in them that are
-// started as `mcpmux connect NAME`.
+// What doctor says of the editors' files (read only, in the same shapes
+// Import reads): the servers in them that are started as mcpmux connect
+// NAME, and what would keep those from working.
 
-// editorFile is one editor config file, and the --for value of the editor.
-type editorFile struct {
-	editor, target, path string
+// Level is how much a Finding needs attention.
+type Level int
+
+const (
+	OK   Level = iota
+	Note       // worth knowing; nothing to do
+	Warn       // needs attention
+)
+
+// Finding is one line of doctor's report.
+type Finding struct {
+	Level Level
+	Text  string
 }
 
-// editorFiles are the places the editors keep their MCP servers: per user,
-// and per project in the folder doctor runs in.
-func editorFiles(env doctorEnv) []editorFile {
-	home := env.getenv("HOME")
-	// Claude Desktop and VS Code keep their user files in the platform's
-	// folder for application settings.
-	appData := filepath.Join(home, "Library", "Application Support")
-	if env.goos != "darwin" {
-		appData = filepath.Join(home, ".config")
-		if x := env.getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
-			appData = x
-		}
-	}
-	var files []editorFile
-	add := func(editor, target, base string, rel ...string) {
-		if filepath.IsAbs(base) {
-			files = append(files, editorFile{editor, target, filepath.Join(append([]string{base}, rel...)...)})
-		}
-	}
-	add("Claude Code", "claude", home, ".claude.json")
-	add("Claude Code", "claude", env.cwd, ".mcp.json")
-	if filepath.IsAbs(home) {
-		add("Claude Desktop", "claude-desktop", appData, "Claude", "claude_desktop_config.json")
-		add("VS Code", "vscode", appData, "Code", "User", "mcp.json")
-		add("VS Code", "vscode", appData, "Code", "User", "settings.json")
-	}
-	add("Cursor", "cursor", home, ".cursor", "mcp.json")
-	add("Cursor", "cursor", env.cwd, ".cursor", "mcp.json")
-	add("VS Code", "vscode", env.cwd, ".vscode", "mcp.json")
-	seen := map[string]bool{} // a project folder may be the home folder
-	return slices.DeleteFunc(files, func(f editorFile) bool {
-		dup := seen[f.path]
-		seen[f.path] = true
-		return dup
-	})
+// Checkup is what Check knows of the machine and of the config doctor
+// checks.
+type Checkup struct {
+	Getenv func(string) string
+	GOOS   string
+	Cwd    string // the folder doctor runs in: its project files are read
+	Config string // the config file doctor checks, absolute
+	// DefaultConfig is the file an entry's mcpmux connect loads when the
+	// entry gives neither --config nor MCPMUX_CONFIG; "" when there is none.
+	DefaultConfig string
+	Servers       []string            // the config's servers; nil when it does not load
+	Tilde         func(string) string // writes a path for the report
+}
+
+// checkup is one run of Check.
+type checkup struct {
+	Checkup
+	findings []Finding
+}
+
+func (c *checkup) add(l Level, format string, args ...any) {
+	c.findings = append(c.findings, Finding{l, fmt.Sprintf(format, args...)})
 }
 
 // editorEntry is one stdio server of an editor's file.
@@ -75,7 +71,7 @@ func editorEntries(data []byte) ([]editorEntry, error) {
 	if err := json.Unmarshal(stripJSONC(data), &top); err != nil {
 		return nil, errors.New("not valid JSON")
 	}
-	sources, err := importSources(top, &importResult{})
+	sources, err := importSources(top, &Result{})
 	if err != nil {
 		return nil, err
 	}
@@ -134,12 +130,13 @@ func parseConnect(e editorEntry) (c connectEntry, ok bool) {
 	return c, true
 }
 
-// checkEditors reports, for each editor file there is, the servers it
+// Check reports, for each editor file there is, the servers it
 // reaches through mcpmux and what would keep them from working.
-func (d *doctor) checkEditors() {
+func Check(in Checkup) []Finding {
+	d := &checkup{Checkup: in}
 	seen := 0
-	for _, f := range editorFiles(d.env) {
-		data, err := readImportFile(f.path)
+	for _, f := range Files(d.Getenv, d.GOOS, d.Cwd) {
+		data, err := ReadFile(f.Path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -148,7 +145,7 @@ func (d *doctor) checkEditors() {
 			entries, err = editorEntries(data)
 		}
 		if err != nil {
-			d.r.add(markNote, "%s %s: not read: %v", f.editor, d.tilde(f.path), err)
+			d.add(Note, "%s %s: not read: %v", f.Client.Name, d.Tilde(f.Path), err)
 			continue
 		}
 		if len(entries) > 0 {
@@ -157,13 +154,14 @@ func (d *doctor) checkEditors() {
 		}
 	}
 	if seen == 0 {
-		d.r.add(markNote, "editors: no MCP servers in the files of Claude Code, Claude Desktop, Cursor or VS Code (in their usual places, and in this folder)")
+		d.add(Note, "editors: no MCP servers in the files of %s (in their usual places, and in this folder)", orList(Clients, func(c *Client) string { return c.Name }))
 	}
+	return d.findings
 }
 
 // checkEditorFile reports one editor file's servers.
-func (d *doctor) checkEditorFile(f editorFile, entries []editorEntry) {
-	where := f.editor + " " + d.tilde(f.path)
+func (d *checkup) checkEditorFile(f File, entries []editorEntry) {
+	where := f.Client.Name + " " + d.Tilde(f.Path)
 	var through, direct []string
 	commands := map[string]bool{}
 	for _, e := range entries {
@@ -178,38 +176,33 @@ func (d *doctor) checkEditorFile(f editorFile, entries []editorEntry) {
 		}
 	}
 	for _, command := range slices.Sorted(maps.Keys(commands)) {
-		d.checkCommand(where, f.target, command)
+		d.checkCommand(where, f.Client.For, command)
 	}
 	if len(through) > 0 {
-		d.r.add(markOK, "%s: %s through mcpmux", where, strings.Join(through, ", "))
+		d.add(OK, "%s: %s through mcpmux", where, strings.Join(through, ", "))
 	}
 	if len(direct) > 0 {
-		d.r.add(markNote, "%s: started directly, not through mcpmux: %s (`mcpmux import %s` converts them)", where, strings.Join(direct, ", "), d.tilde(f.path))
+		d.add(Note, "%s: started directly, not through mcpmux: %s (`mcpmux import %s` converts them)", where, strings.Join(direct, ", "), d.Tilde(f.Path))
 	}
 }
 
 // checkConnect reports an entry that runs `mcpmux connect` with another
 // config, with no name, or with a name the config does not have; true
 // when it reaches a server of this config.
-func (d *doctor) checkConnect(where string, e editorEntry, c connectEntry) bool {
-	file := c.config
-	if file == "" {
-		file, _ = config.DefaultPath(func(k string) string {
-			if k == "MCPMUX_CONFIG" {
-				return "" // the editor's environment is not doctor's: assume it has none
-			}
-			return d.env.getenv(k)
-		})
+func (d *checkup) checkConnect(where string, e editorEntry, c connectEntry) bool {
+	config := c.config
+	if config == "" {
+		config = d.DefaultConfig
 	}
 	switch {
-	case filepath.Clean(file) != d.path:
-		d.r.add(markNote, "%s: %q uses another config, %s", where, e.label, d.tilde(file))
+	case filepath.Clean(config) != d.Config:
+		d.add(Note, "%s: %q uses another config, %s", where, e.label, d.Tilde(config))
 		return false
 	case c.name == "":
-		d.r.add(markWarn, "%s: %q runs `mcpmux connect` without a server name", where, e.label)
+		d.add(Warn, "%s: %q runs `mcpmux connect` without a server name", where, e.label)
 		return false
-	case d.cfg != nil && !slices.Contains(serverNames(d.cfg), c.name):
-		d.r.add(markWarn, "%s: %q runs `mcpmux connect %s`, and the config has no server %s (it has: %s)", where, e.label, c.name, c.name, strings.Join(serverNames(d.cfg), ", "))
+	case d.Servers != nil && !slices.Contains(d.Servers, c.name):
+		d.add(Warn, "%s: %q runs `mcpmux connect %s`, and the config has no server %s (it has: %s)", where, e.label, c.name, c.name, strings.Join(d.Servers, ", "))
 		return false
 	}
 	return true
@@ -217,18 +210,18 @@ func (d *doctor) checkConnect(where string, e editorEntry, c connectEntry) bool 
 
 // checkCommand reports an mcpmux the editor cannot start: a path that
 // is not there, or a bare name this PATH does not find.
-func (d *doctor) checkCommand(where, target, command string) {
+func (d *checkup) checkCommand(where, target, command string) {
 	if filepath.IsAbs(command) {
 		if fi, err := os.Stat(command); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			d.r.add(markWarn, "%s: starts %s, which is not an executable file: `mcpmux client-config NAME --for %s` prints the entry with this mcpmux", where, command, target)
+			d.add(Warn, "%s: starts %s, which is not an executable file: `mcpmux client-config NAME --for %s` prints the entry with this mcpmux", where, command, target)
 		}
 		return
 	}
 	if strings.Contains(command, "/") {
 		return // relative to a folder of the editor's: nothing to check from here
 	}
-	if !onPath(d.env.getenv("PATH"), command) {
-		d.r.add(markWarn, "%s: starts %q by name, and this PATH has none: install mcpmux on PATH, or use its absolute path (`mcpmux client-config NAME --for %s` prints it)", where, command, target)
+	if !onPath(d.Getenv("PATH"), command) {
+		d.add(Warn, "%s: starts %q by name, and this PATH has none: install mcpmux on PATH, or use its absolute path (`mcpmux client-config NAME --for %s` prints it)", where, command, target)
 	}
 }
 

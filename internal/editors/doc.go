@@ -1,0 +1,18 @@
+// Package editors knows the MCP config files of the editors that run MCP
+// servers (Claude Code, Claude Desktop, Cursor, VS Code): where each keeps
+// them, and the JSON shape it keeps them in. Each editor is one entry of
+// Clients, and the three things mcpmux does with those files read it:
+//
+//   - Import converts the servers of an editor's file into mcpmux
+//     [servers.NAME] tables (mcpmux import);
+//   - a Client's PrintStdio and PrintHTTP write the entry that points the
+//     editor at a server through mcpmux (mcpmux client-config);
+//   - Check reads the files where they usually are and reports the entries
+//     that run mcpmux connect, and what would keep them from working
+//     (mcpmux doctor).
+//
+// It reads editors' files and never writes them. The rules of mcpmux's own
+// config (valid server names, whether an imported table loads) are the
+// config package's; the config doctor checks, and its servers, the caller
+// hands to Check.
+package editors

@@ -1,0 +1,152 @@
+package mux
+
+import (
+	"github.com/mcpmux/mcpmux/idmap"
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// A bridge carries requests between a session of one MCP era and a server
+// of the other. The plain proxy (request.go, route.go, serverreqs.go) calls
+// the bridge of a request's pairing at fixed points, as
+// httputil.ReverseProxy calls its Rewrite and ModifyResponse hooks; where
+// session and server speak one era (sameEra) no hook changes anything.
+type bridge interface {
+	// keep sets what the bridge keeps with a request about to go up, in
+	// the data of its route.
+	keep(c *client, m *jsonrpc.Message, d *routeData)
+	// rewrite is the request going up: it appends to edits those beyond
+	// its id, which goes up as upID; tokenDone reports that they replaced
+	// its progress token too.
+	rewrite(c *client, m *jsonrpc.Message, upID []byte, hasToken bool, edits []jsonrpc.Edit) (_ []jsonrpc.Edit, tokenDone bool)
+	// modifyAnswer is the server's answer going down to c, for the route r
+	// of upstream id up; taken reports that the bridge took the request on
+	// instead (it asks the session for input) and nothing is delivered now.
+	modifyAnswer(c *client, up int64, r idmap.Route, d *routeData, m *jsonrpc.Message) (frame []byte, taken bool)
+	// ask is a server's request for input (sampling, elicitation, roots)
+	// that the request r of session c, upstream id up, caused; false when
+	// the plain proxy routes it to the session as a server request.
+	ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool
+	// retry serves a session's retry of a request the bridge asked input
+	// for; false when m is not one.
+	retry(c *client, m *jsonrpc.Message, out sink) bool
+}
+
+// pairing is how a request crosses the eras: both sides the same, or one of
+// the two bridges.
+type pairing uint8
+
+const (
+	sameEra    pairing = iota
+	bridgeDown         // a modern session, a legacy server
+	bridgeUp           // a legacy session, a modern server
+)
+
+func pairOf(session, server era) pairing {
+	switch {
+	case session == eraModern && server == eraLegacy:
+		return bridgeDown
+	case session != eraModern && server == eraModern:
+		return bridgeUp
+	}
+	return sameEra
+}
+
+// bridgeOf is the bridge of a pairing.
+func (h *Hub) bridgeOf(p pairing) bridge {
+	switch p {
+	case bridgeDown:
+		return &h.down
+	case bridgeUp:
+		return &h.up
+	}
+	return plain{}
+}
+
+// plain is the bridge of sessions and a server of one era: none.
+type plain struct{}
+
+func (plain) keep(*client, *jsonrpc.Message, *routeData) {}
+
+func (plain) rewrite(_ *client, _ *jsonrpc.Message, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
+	return edits, false
+}
+
+func (plain) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeData, m *jsonrpc.Message) ([]byte, bool) {
+	return m.ReplaceID(r.ID), false
+}
+
+func (plain) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) bool { return false }
+func (plain) retry(*client, *jsonrpc.Message, sink) bool                      { return false }
+
+// downBridge serves modern sessions on a legacy server: it takes their
+// envelope out of what goes up and shapes the answers as the modern
+// revision has them (mrtr.go), turns the server's requests for input into
+// input_required answers and the retries into answers to those requests
+// (mrtr.go), and serves their listens itself (listen.go).
+type downBridge struct {
+	h      *Hub
+	states stateKey     // signs the requestState of parked requests
+	local  localListens // modern sessions' listens served for a legacy server
+}
+
+func (b *downBridge) keep(*client, *jsonrpc.Message, *routeData) {}
+
+func (b *downBridge) rewrite(c *client, m *jsonrpc.Message, upID []byte, hasToken bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
+	var tok []byte
+	if hasToken {
+		tok = upID
+	}
+	if e, ok := stripEnvelope(m, tok); ok {
+		return append(edits, e), true // the token is in the _meta it rewrote
+	}
+	return edits, false
+}
+
+func (b *downBridge) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeData, m *jsonrpc.Message) ([]byte, bool) {
+	return b.shapeDown(m, r.ID, r.Method), false
+}
+
+func (b *downBridge) ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool {
+	b.askModern(proc, c, up, r, m)
+	return true
+}
+
+func (b *downBridge) retry(c *client, m *jsonrpc.Message, out sink) bool {
+	return b.answerRetry(c, m, out)
+}
+
+// upBridge serves legacy sessions on a modern server: it puts their
+// envelope, from their initialize, on what goes up, asks them for the input
+// a modern server's input_required answer wants and sends the request again
+// with it (rounds.go), and holds a listen of mcpmux's own for their
+// notifications (listen.go).
+type upBridge struct {
+	h     *Hub
+	owned ownedListen // mcpmux's listen on a modern server, for legacy sessions
+}
+
+// keep: the log level the session set goes up with the request, and an
+// interactive request may be answered input_required, to be sent again.
+func (b *upBridge) keep(c *client, m *jsonrpc.Message, d *routeData) {
+	d.level, _ = b.h.levels.explicit(c.sess.ID())
+	if interactive(m.Method) {
+		d.retry = &retry{}
+	}
+}
+
+func (b *upBridge) rewrite(c *client, m *jsonrpc.Message, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
+	return append(edits, injectEnvelope(m, c.envelopeMembers())), false
+}
+
+func (b *upBridge) modifyAnswer(c *client, up int64, r idmap.Route, d *routeData, m *jsonrpc.Message) ([]byte, bool) {
+	if d != nil && d.retry != nil && m.Kind == jsonrpc.KindResult {
+		if inputs, state, ok := inputRequired(m.Result); ok {
+			b.putToSession(c, r, up, inputs, state)
+			return nil, true
+		}
+	}
+	return m.ReplaceID(r.ID), false
+}
+
+func (b *upBridge) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) bool { return false }
+func (b *upBridge) retry(*client, *jsonrpc.Message, sink) bool                      { return false }
