@@ -43,6 +43,8 @@ func defaultConfig() *Config {
 			HTTPSessionIdle:   streamable.DefaultSessionIdle,
 
 			HTTPMaxConnections: socket.DefaultMaxConnections,
+			HTTPMaxStreams:     socket.DefaultMaxStreamsOf(socket.DefaultMaxConnections),
+			HTTPMaxListens:     streamable.DefaultMaxListens,
 			DrainTimeout:       session.DefaultDrainTimeout,
 		},
 	}
@@ -174,6 +176,13 @@ func (d *decoder) listen(path keyPath, f *fileListen, c *Listen) {
 	d.setCount(path.with("max_streams_per_conn"), &c.MaxStreamsPerConn, f.MaxStreamsPerConn, 1)
 	d.setDuration(path.with("http_session_idle"), &c.HTTPSessionIdle, f.HTTPSessionIdle, true)
 	d.setCount(path.with("http_max_connections"), &c.HTTPMaxConnections, f.HTTPMaxConnections, 1)
+	c.HTTPMaxStreams = socket.DefaultMaxStreamsOf(c.HTTPMaxConnections)
+	d.setCount(path.with("http_max_streams"), &c.HTTPMaxStreams, f.HTTPMaxStreams, 1)
+	if len(d.errs) == nerrs && c.HTTPMaxStreams >= c.HTTPMaxConnections {
+		d.errorf(path.with("http_max_streams"), "%d must be smaller than http_max_connections (%d), so that short requests have room",
+			c.HTTPMaxStreams, c.HTTPMaxConnections)
+	}
+	d.setCount(path.with("http_max_listens"), &c.HTTPMaxListens, f.HTTPMaxListens, 1)
 	d.setDuration(path.with("drain_timeout"), &c.DrainTimeout, f.DrainTimeout, true)
 	d.setCount(path.with("max_inflight"), &c.MaxInflight, f.MaxInflight, 1)
 	d.setSize(path.with("outbox_high_water"), &c.OutboxHighWater, f.OutboxHighWater)

@@ -78,6 +78,8 @@ type Listen struct {
 	HTTPSessionIdle time.Duration // http_session_idle: a Streamable HTTP session without requests this long ends; default 24h
 
 	HTTPMaxConnections int // http_max_connections: connections to the web listener at once; default 1024
+	HTTPMaxStreams     int // http_max_streams: long-lived web streams at once (listens, GET streams, WebSockets); default three quarters of http_max_connections, and below it
+	HTTPMaxListens     int // http_max_listens: listens of one client, GET streams of one HTTP session; default 16
 }
 
 // Server is one [servers.NAME] table: an MCP server run over stdio.

@@ -42,6 +42,8 @@ max_streams_per_conn = 16
 http_session_idle = "5m"
 drain_timeout = "3s"
 http_max_connections = 100
+http_max_streams = 60
+http_max_listens = 4
 
 [servers.memory]
 command = "npx"
@@ -106,6 +108,8 @@ write_queue_bytes = "8kib"
 			DrainTimeout:      3 * time.Second,
 
 			HTTPMaxConnections: 100,
+			HTTPMaxStreams:     60,
+			HTTPMaxListens:     4,
 		},
 		Servers: []Server{
 			{
@@ -217,6 +221,8 @@ func TestParseConfigDefaults(t *testing.T) {
 			DrainTimeout:      time.Minute,
 
 			HTTPMaxConnections: 1024,
+			HTTPMaxStreams:     768,
+			HTTPMaxListens:     16,
 		}
 	}
 	daemon := Daemon{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
@@ -364,6 +370,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"empty origin", "[listen]\nhttp_origins = [\"\"]\n", `2: listen.http_origins: origins must not be empty strings`},
 		{"max_inflight zero", "[listen]\nmax_inflight = 0\n", `2: listen.max_inflight: must be at least 1 (got 0)`},
 		{"http_session_idle zero", "[listen]\nhttp_session_idle = \"0s\"\n", `2: listen.http_session_idle: must be longer than zero`},
+		{"http_max_streams not below connections", "[listen]\nhttp_max_connections = 100\nhttp_max_streams = 100\n", `3: listen.http_max_streams: 100 must be smaller than http_max_connections (100), so that short requests have room`},
+		{"http_max_streams default not below connections", "[listen]\nhttp_max_connections = 1\n", `1: listen.http_max_streams: 1 must be smaller than http_max_connections (1), so that short requests have room`},
+		{"http_max_listens zero", "[listen]\nhttp_max_listens = 0\n", `2: listen.http_max_listens: must be at least 1 (got 0)`},
 		{"outbox_max not above high water", "[listen]\noutbox_high_water = \"2MiB\"\noutbox_max = \"2MiB\"\n", `3: listen.outbox_max: 2MiB must be larger than outbox_high_water (2MiB)`},
 		{"max_queued_bytes below outbox_max", "[daemon]\nmax_queued_bytes = \"32MiB\"\n", `2: daemon.max_queued_bytes: 32MiB must be 0 (no bound) or at least [listen] outbox_max (64MiB)`},
 		{"line_timeout negative", "[daemon]\nline_timeout = \"-1s\"\n", `2: daemon.line_timeout: negative duration "-1s"`},

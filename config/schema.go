@@ -49,6 +49,8 @@ type fileListen struct {
 	DrainTimeout      *string  `toml:"drain_timeout" want:"duration"`
 
 	HTTPMaxConnections *int `toml:"http_max_connections"`
+	HTTPMaxStreams     *int `toml:"http_max_streams"`
+	HTTPMaxListens     *int `toml:"http_max_listens"`
 }
 
 type fileServer struct {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -287,4 +289,136 @@ func TestWebSlowBodiesClosed(t *testing.T) {
 	sort.Slice(held, func(i, j int) bool { return held[i] < held[j] })
 	require.Len(t, held, 20)
 	t.Logf("20 slow bodies: closed after %v to %v", held[0].Round(time.Millisecond), held[19].Round(time.Millisecond))
+}
+
+// holdListens opens n subscriptions/listen POSTs on c, from clients named
+// by name(i), 32 at a time, each on its own connection; a listen that was
+// taken is read until it ends, in the background, and counted in ended
+// then. It returns the statuses of the n POSTs.
+func holdListens(t *testing.T, c *httpClient, n int, name func(int) string, ended *atomic.Int64, wg *sync.WaitGroup) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	next := make(chan int)
+	var workers sync.WaitGroup
+	for range 32 {
+		workers.Go(func() {
+			for i := range next {
+				body := string(request(fmt.Sprintf(`"L%d"`, i), "subscriptions/listen", map[string]any{
+					"notifications": map[string]any{"toolsListChanged": true},
+					"_meta": map[string]any{
+						"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+						"io.modelcontextprotocol/clientInfo":         map[string]any{"name": name(i), "version": "1"},
+						"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+					},
+				}))
+				req, err := http.NewRequestWithContext(t.Context(), "POST", c.url, strings.NewReader(body))
+				if !assert.NoError(t, err) {
+					continue
+				}
+				req.Header.Set("Authorization", "Bearer "+wsToken)
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+				req.Header.Set("Mcp-Method", "subscriptions/listen")
+				code := 0
+				resp, err := c.hc.Do(req)
+				if err == nil {
+					code = resp.StatusCode
+					if code == http.StatusOK {
+						// The acknowledgement, then nothing until it ends.
+						br := bufio.NewReader(resp.Body)
+						_, err := br.ReadString('\n')
+						assert.NoError(t, err, "listen %d's first event", i)
+						wg.Go(func() {
+							io.Copy(io.Discard, br)
+							resp.Body.Close()
+							ended.Add(1)
+						})
+					} else {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}
+				mu.Lock()
+				statuses[code]++
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	workers.Wait()
+	return statuses
+}
+
+// timeRequests sends 20 requests of another client, modern tool calls and
+// calls on a 2025 session in turn, each on a new connection, and returns
+// how long each took to be answered.
+func timeRequests(t *testing.T, c *httpClient, sid string) []time.Duration {
+	t.Helper()
+	var lat []time.Duration
+	for i := range 20 {
+		start := time.Now()
+		if i%2 == 0 {
+			resp := c.modernPOST(t, t.Context(), strconv.Itoa(i+1), "tools/call", map[string]any{"name": "echo", "arguments": map[string]string{"text": "room"}})
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			_, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+		} else {
+			evs := c.call(t, sid, toolCall(strconv.Itoa(i+1), "echo", map[string]string{"text": "room"}))
+			require.Equal(t, jsonrpc.KindResult, evs[len(evs)-1].msg.Kind, "%s", evs[len(evs)-1].msg.Frame)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	return lat
+}
+
+// spread is the median and the slowest of lat.
+func spread(lat []time.Duration) (median, slowest time.Duration) {
+	sorted := append([]time.Duration(nil), lat...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	return sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond)
+}
+
+// TestWebListensLeaveRoom: 1,100 listens leave room for other clients.
+// From one client, its newest 16 (http_max_listens) are held and the older
+// ones ended; from 1,100 clients, 768 (http_max_streams, three quarters of
+// http_max_connections) are held and the rest refused 503. Meanwhile
+// another client's 20 requests are each answered within a second.
+func TestWebListensLeaveRoom(t *testing.T) {
+	d := startDaemon(t, demo("demo", nil), wsListen)
+	c := newHTTPClient(t, d, "demo")
+	sid := c.initialize(t)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer c.hc.Transport.(*http.Transport).CloseIdleConnections()
+
+	var ended atomic.Int64
+	statuses := holdListens(t, c, 1100, func(int) string { return "leaky" }, &ended, &wg)
+	// A listen ended before its acknowledgement went out is answered 503.
+	assert.Equal(t, 1100, statuses[http.StatusOK]+statuses[http.StatusServiceUnavailable], "one client's listens are each taken, the oldest ended: %v", statuses)
+	lat := timeRequests(t, c, sid)
+	med, slow := spread(lat)
+	t.Logf("1,100 listens of one client (%v; %d ended for newer ones after they started): 20 requests of another answered in median %v, slowest %v",
+		statuses, ended.Load(), med, slow)
+	for i, l := range lat {
+		assert.Less(t, l, time.Second, "request %d", i+1)
+	}
+	assert.Eventually(t, func() bool { return ended.Load() == int64(statuses[http.StatusOK]-16) }, 30*time.Second, 10*time.Millisecond,
+		"all but the client's newest 16 listens ended")
+	assert.Contains(t, d.log(), "ended a listen")
+
+	statuses = holdListens(t, c, 1100, func(i int) string { return fmt.Sprintf("client-%d", i) }, &ended, &wg)
+	lat = timeRequests(t, c, sid)
+	med, slow = spread(lat)
+	t.Logf("1,100 listens of 1,100 clients (%v): 20 requests of another answered in median %v, slowest %v", statuses, med, slow)
+	for i, l := range lat {
+		assert.Less(t, l, time.Second, "request %d", i+1)
+	}
+	assert.Equal(t, 768-16, statuses[http.StatusOK], "the listens held, with the first client's 16, are http_max_streams")
+	assert.Equal(t, 1100-(768-16), statuses[http.StatusServiceUnavailable], "the rest are refused")
+	d.stop() // ends the listens held
 }

@@ -69,6 +69,15 @@ type WebConfig struct {
 	// the Host, Origin and token checks; while that many are, the next one
 	// is accepted when one closes. Zero means DefaultMaxConnections.
 	MaxConnections int
+	// MaxStreams bounds the long-lived streams open at once (WebSockets,
+	// GET streams, listens), below MaxConnections so that short requests
+	// always have room; one more is refused 503. Zero means three quarters
+	// of MaxConnections.
+	MaxStreams int
+	// MaxListens bounds the listens of one client (a peer and the name it
+	// gives itself) and the GET streams of one HTTP session; one more ends
+	// the oldest. Zero means streamable.DefaultMaxListens.
+	MaxListens int
 	// MaxUnchecked bounds the connections open at once that have not yet
 	// passed the checks; one more closes the oldest of them. Zero means
 	// DefaultMaxUnchecked.
@@ -87,6 +96,10 @@ const ServersPath = "/servers/"
 
 // DefaultMaxConnections is WebConfig.MaxConnections' default.
 const DefaultMaxConnections = 1024
+
+// DefaultMaxStreamsOf is WebConfig.MaxStreams' default for maxConns
+// connections: three quarters of them.
+func DefaultMaxStreamsOf(maxConns int) int { return max(maxConns*3/4, 1) }
 
 // Defaults of WebConfig.
 const (
@@ -124,7 +137,8 @@ type Web struct {
 	upgrader websocket.Upgrader
 	http     *streamable.Handler
 
-	conns *limitListener // w.l, its connections bounded
+	conns   *limitListener      // w.l, its connections bounded
+	streams *streamable.Streams // the long-lived streams, WebSockets among them
 
 	mu      sync.Mutex
 	closing bool
@@ -146,6 +160,11 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 	}
 	if err := CheckWebAddr(cfg.Addr, cfg.AllowRemote); err != nil {
 		return nil, err
+	}
+	maxConns := cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
+	maxStreams := cmp.Or(cfg.MaxStreams, DefaultMaxStreamsOf(maxConns))
+	if maxStreams >= maxConns {
+		return nil, fmt.Errorf("web listener: %d long-lived streams must be fewer than %d connections, so that short requests have room", maxStreams, maxConns)
 	}
 	l, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -182,8 +201,9 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 			streamable.WriteError(rw, status, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "WebSocket handshake refused: " + reason.Error(), Reason: why, Server: serverOf(r.URL.Path)})
 		},
 	}
+	w.streams = streamable.NewStreams(maxStreams, cfg.MaxListens)
 	hc := streamable.Config{SessionIdle: cfg.HTTPSessionIdle, WriteTimeout: cfg.WriteTimeout,
-		MaxSessions: cfg.MaxHTTPSessions, MaxInflight: cfg.MaxInflight, Logger: log}
+		MaxSessions: cfg.MaxHTTPSessions, MaxInflight: cfg.MaxInflight, Streams: w.streams, Logger: log}
 	if cfg.HTTPSessionDir != "" {
 		fs := &streamable.FileStore{Dir: cfg.HTTPSessionDir,
 			Max:  cmp.Or(cfg.MaxHTTPSessions, streamable.DefaultMaxSessions),
@@ -192,7 +212,7 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 		hc.Store = fs
 	}
 	w.http = streamable.New(hc)
-	w.conns = newLimitListener(l, cmp.Or(cfg.MaxConnections, DefaultMaxConnections),
+	w.conns = newLimitListener(l, maxConns,
 		cmp.Or(cfg.MaxUnchecked, DefaultMaxUnchecked), func(c net.Conn) {
 			// Anyone who reaches the port can cause these: the log limits them.
 			w.log.Warn("closed the oldest connection not yet checked, for a newer one", "peer", c.RemoteAddr().String())
@@ -269,6 +289,7 @@ var (
 	errToken        = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "missing or wrong token", Reason: jsonrpc.ReasonUnauthorized}
 	errNoServer     = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no such server", Reason: jsonrpc.ReasonNoSuchServer}
 	errFull         = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server has its maximum of sessions", Reason: jsonrpc.ReasonTooManySessions}
+	errStreams      = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpmux has its maximum of long-lived streams (http_max_streams): listens, GET streams and WebSockets", Reason: jsonrpc.ReasonTooManyStreams}
 	errShuttingDown = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpmux is shutting down", Reason: jsonrpc.ReasonShuttingDown}
 	errUpgrade      = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "this endpoint speaks WebSocket and Streamable HTTP", Reason: jsonrpc.ReasonInvalidRequest}
 	errNoOAuth      = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "mcpmux does not use OAuth: send its token as Authorization: Bearer TOKEN", Reason: jsonrpc.ReasonNotSupported}
@@ -373,6 +394,12 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusServiceUnavailable, errFull, "server", name)
 		return
 	}
+	release, ok := w.streams.Acquire("", nil)
+	if !ok {
+		refuse(http.StatusServiceUnavailable, errStreams, "server", name)
+		return
+	}
+	defer release()
 	if !w.enter() {
 		refuse(http.StatusServiceUnavailable, errShuttingDown, "server", name)
 		return
@@ -385,8 +412,9 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 // from now, which covers the server discarding the body of a request
 // refused without reading it, and again from the handler's first read of
 // it, since a POST may wait its turn before it is read. Once the body is
-// read the deadline is lifted, so that a response streamed for long (a
-// listen) is not cut off by it.
+// read the deadline is lifted (net/http lifts it too, as it starts
+// watching for the client's leaving), so that a response streamed for
+// long (a listen) is not cut off by it.
 func (w *Web) bodyDeadline(rw http.ResponseWriter, r *http.Request) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return

@@ -212,3 +212,60 @@ func TestWebSlowHeadersAndBodies(t *testing.T) {
 		})
 	}
 }
+
+// TestWebStreamsBounded: WebSockets count as long-lived streams, bounded
+// below MaxConnections (three quarters by default): one more is refused
+// 503 too_many_streams, and a short request still has room.
+func TestWebStreamsBounded(t *testing.T) {
+	ws := startWeb(t, func(c *socket.WebConfig) { c.MaxConnections = 4 })
+	for range 3 {
+		status, _, _ := ws.dialWS(t, "/servers/demo", bearer(testToken))
+		require.Equal(t, http.StatusSwitchingProtocols, status)
+	}
+	assert.Equal(t, 3, ws.web.StreamsOpen())
+	status, _, resp := ws.dialWS(t, "/servers/demo", bearer(testToken))
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	reason, _ := refusalBody(t, resp)
+	assert.Equal(t, "too_many_streams", reason)
+
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	req, err := http.NewRequest("GET", "http"+strings.TrimPrefix(ws.url, "ws")+"/servers/demo", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	r, err := client.Do(req)
+	require.NoError(t, err, "a short request has room")
+	r.Body.Close()
+	assert.Equal(t, http.StatusUpgradeRequired, r.StatusCode)
+
+	_, err = socket.ListenWeb(socket.WebConfig{Addr: "127.0.0.1:0", Token: testToken, MaxConnections: 4, MaxStreams: 4,
+		Lookup: func(string) (socket.Endpoint, bool) { return nil, false }})
+	assert.ErrorContains(t, err, "must be fewer than 4 connections")
+}
+
+// TestWebListenOutlivesBodyTimeout: the body deadline ends with the body:
+// a listen whose body was read stays open long past it.
+func TestWebListenOutlivesBodyTimeout(t *testing.T) {
+	ws := startWeb(t, func(c *socket.WebConfig) { c.BodyTimeout = 200 * time.Millisecond })
+	c, err := net.Dial("tcp", strings.TrimPrefix(ws.url, "ws://"))
+	require.NoError(t, err)
+	defer c.Close()
+	body := `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	_, err = fmt.Fprintf(c, "POST /servers/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: %d\r\n\r\n%s",
+		testToken, len(body), body)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the listen's stream started")
+	assert.Equal(t, 1, ws.web.StreamsOpen())
+	// Nothing comes on the stream for a while (its keepalive is 25 s): the
+	// read times out here, where a connection cut by the body deadline
+	// would end.
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))
+	_, err = io.Copy(io.Discard, resp.Body)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne, "still open")
+	assert.True(t, ne.Timeout(), "still open: %v", err)
+}

@@ -326,6 +326,8 @@ func webConfig(lc config.Listen, env daemonEnv, log *slog.Logger) (socket.WebCon
 		HTTPSessionDir:  httpSessionDir(env.state),
 		MaxInflight:     lc.MaxInflight,
 		MaxConnections:  lc.HTTPMaxConnections,
+		MaxStreams:      lc.HTTPMaxStreams,
+		MaxListens:      lc.HTTPMaxListens,
 	}, nil
 }
 
