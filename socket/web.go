@@ -340,7 +340,11 @@ func serverOf(path string) string {
 func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	w.bodyDeadline(rw, r)
 	name := serverOf(r.URL.Path)
+	conn, _ := r.Context().Value(connKey{}).(*limitedConn)
 	refuse := func(status int, e *jsonrpc.Error, args ...any) {
+		if conn != nil {
+			conn.refused() // before the answer, which may wait for a slow body
+		}
 		for i, a := range args {
 			if s, ok := a.(string); ok {
 				args[i] = streamable.Clip(s)
@@ -360,6 +364,9 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	if isOAuthDiscovery(r.URL.Path) {
 		// Clients probe these before they use a server; mcpmux takes a
 		// token instead, and a 404 is how OAuth says "none here".
+		if conn != nil {
+			conn.refused()
+		}
 		w.log.Debug("answered an OAuth discovery probe: none here", "peer", r.RemoteAddr, "path", streamable.Clip(r.URL.Path))
 		streamable.WriteError(rw, http.StatusNotFound, nil, errNoOAuth.WithServer(name))
 		return
@@ -369,8 +376,8 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusUnauthorized, errToken)
 		return
 	}
-	if c, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
-		c.promote()
+	if conn != nil {
+		conn.promote()
 	}
 	var ep Endpoint
 	ok := name != ""

@@ -1,6 +1,7 @@
 package socket
 
 import (
+	"bytes"
 	"container/list"
 	"errors"
 	"net"
@@ -15,7 +16,10 @@ import (
 // when one more arrives, the oldest unchecked connection is closed, so a
 // peer without the token that opens thousands and trickles its headers
 // holds no more than budget of the daemon's descriptors, and never a slot
-// of a checked connection.
+// of a checked connection. The oldest whose request's headers have not
+// all come is closed first: a client whose whole request is there, read
+// or waiting in the kernel, is about to be checked, and is passed over
+// (but for a flood of those, when the oldest of all goes).
 //
 // A connection whose request passed the checks is checked (promote) until
 // it closes. At most max of those are open at once: while max are, Accept
@@ -31,6 +35,7 @@ type limitListener struct {
 	mu        sync.Mutex
 	checked   int
 	unchecked list.List // of *limitedConn, oldest first
+	peekBuf   [8 << 10]byte
 }
 
 func newLimitListener(l net.Listener, maxChecked, budget int, evicted func(net.Conn)) *limitListener {
@@ -53,11 +58,12 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	lc := &limitedConn{Conn: c, l: l}
+	lc := &limitedConn{Conn: c, l: l, watch: true}
 	l.mu.Lock()
 	var oldest *limitedConn
 	if l.unchecked.Len() >= l.budget {
-		oldest = l.unchecked.Remove(l.unchecked.Front()).(*limitedConn)
+		oldest = l.evictableLocked()
+		l.unchecked.Remove(oldest.elem)
 		oldest.elem, oldest.state = nil, connEvicted
 	}
 	lc.elem = l.unchecked.PushBack(lc)
@@ -69,6 +75,17 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 	}
 	return lc, nil
+}
+
+// evictableLocked is the unchecked connection to close for a new one: the
+// oldest whose request's headers are not all there, else the oldest.
+func (l *limitListener) evictableLocked() *limitedConn {
+	for e := l.unchecked.Front(); e != nil; e = e.Next() {
+		if c := e.Value.(*limitedConn); !c.headersIn(l.peekBuf[:]) {
+			return c
+		}
+	}
+	return l.unchecked.Front().Value.(*limitedConn)
 }
 
 // waitRoom waits until fewer than max checked connections are open;
@@ -120,6 +137,79 @@ type limitedConn struct {
 	// Under l.mu.
 	state int
 	elem  *list.Element // in l.unchecked while unchecked
+
+	// What was read of the request being received, while unchecked.
+	hmu      sync.Mutex
+	complete bool    // its headers ended
+	tail     [3]byte // the last bytes read before, for an end split across reads
+	tailLen  int
+	watch    bool // unchecked: reads are watched for the headers' end
+}
+
+// Read implements net.Conn, noting when a request's headers have all been
+// read while the connection is unchecked.
+func (c *limitedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.hmu.Lock()
+		if c.watch && !c.complete {
+			c.complete = headersEnd(c.tail[:c.tailLen], p[:n])
+			c.tailLen = copy(c.tail[:], lastBytes(c.tail[:c.tailLen], p[:n], len(c.tail)))
+		}
+		c.hmu.Unlock()
+	}
+	return n, err
+}
+
+// headersIn reports whether the headers of the request being received
+// have all come: read already, or waiting in the kernel (peeked into buf).
+func (c *limitedConn) headersIn(buf []byte) bool {
+	c.hmu.Lock()
+	complete, tail := c.complete, append([]byte(nil), c.tail[:c.tailLen]...)
+	c.hmu.Unlock()
+	if complete {
+		return true
+	}
+	if n := peekInput(c.Conn, buf); n > 0 && headersEnd(tail, buf[:n]) {
+		return true
+	}
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	return c.complete // read meanwhile
+}
+
+// refused puts a connection whose request was refused back among those
+// whose next request has not come, so it is closed first again.
+func (c *limitedConn) refused() {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	c.complete, c.tailLen = false, 0
+}
+
+// headersEnd reports whether a header block's end (a blank line) is in
+// data, read after tail.
+func headersEnd(tail, data []byte) bool {
+	for _, end := range [][]byte{[]byte("\r\n\r\n"), []byte("\n\n")} {
+		if bytes.Contains(data, end) {
+			return true
+		}
+		// An end split between tail and data.
+		for k := 1; k < len(end); k++ {
+			if bytes.HasSuffix(tail, end[:k]) && bytes.HasPrefix(data, end[k:]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lastBytes is the last n bytes of tail followed by data.
+func lastBytes(tail, data []byte, n int) []byte {
+	if len(data) >= n {
+		return data[len(data)-n:]
+	}
+	b := append(append([]byte(nil), tail...), data...)
+	return b[max(len(b)-n, 0):]
 }
 
 // promote moves the connection to the checked pool, once a request on it
@@ -133,6 +223,9 @@ func (c *limitedConn) promote() {
 	c.l.unchecked.Remove(c.elem)
 	c.elem, c.state = nil, connChecked
 	c.l.checked++
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	c.watch = false
 }
 
 // Close closes the connection and gives its place back, once.

@@ -1,7 +1,9 @@
 package streamable_test
 
 import (
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,4 +48,29 @@ func TestStreams(t *testing.T) {
 	release, ok := none.Acquire("a", nil)
 	assert.True(t, ok, "no Streams bounds nothing")
 	release()
+}
+
+// TestStreamableGETStreamsCounted: GET streams count among the long-lived
+// streams; past the bound one more is refused 503 too_many_streams, and
+// one that ends gives its place back.
+func TestStreamableGETStreamsCounted(t *testing.T) {
+	streams := streamable.NewStreams(2, 0)
+	hs := startHTTPConfig(t, streamable.Config{Streams: streams})
+	var gets []*http.Response
+	for range 2 {
+		resp := hs.do(t, "GET", "", "Mcp-Session-Id: "+hs.initialize(t), "Accept: text/event-stream")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		gets = append(gets, resp)
+	}
+	require.Eventually(t, func() bool { return streams.Open() == 2 }, 10*time.Second, 5*time.Millisecond)
+	third := "Mcp-Session-Id: " + hs.initialize(t)
+	resp := hs.do(t, "GET", "", third, "Accept: text/event-stream")
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	_, reason, _ := rpcError(t, resp)
+	assert.Equal(t, "too_many_streams", reason)
+
+	gets[0].Body.Close()
+	require.Eventually(t, func() bool { return streams.Open() == 1 }, 10*time.Second, 5*time.Millisecond, "a closed stream gives its place back")
+	resp = hs.do(t, "GET", "", third, "Accept: text/event-stream")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
