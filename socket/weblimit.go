@@ -17,9 +17,10 @@ import (
 // peer without the token that opens thousands and trickles its headers
 // holds no more than budget of the daemon's descriptors, and never a slot
 // of a checked connection. The oldest whose request's headers have not
-// all come is closed first: a client whose whole request is there, read
-// or waiting in the kernel, is about to be checked, and is passed over
-// (but for a flood of those, when the oldest of all goes).
+// all come is closed: a client whose whole request is there, read or
+// waiting in the kernel, is about to be checked, and is passed over. When
+// every one is such a client (many connecting at once), none is closed,
+// up to twice the budget; past that the oldest of all is.
 //
 // A connection whose request passed the checks is checked (promote) until
 // it closes. At most max of those are open at once: while max are, Accept
@@ -63,8 +64,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	var oldest *limitedConn
 	if l.unchecked.Len() >= l.budget {
 		oldest = l.evictableLocked()
-		l.unchecked.Remove(oldest.elem)
-		oldest.elem, oldest.state = nil, connEvicted
+		if oldest != nil {
+			l.unchecked.Remove(oldest.elem)
+			oldest.elem, oldest.state = nil, connEvicted
+		}
 	}
 	lc.elem = l.unchecked.PushBack(lc)
 	l.mu.Unlock()
@@ -78,12 +81,16 @@ func (l *limitListener) Accept() (net.Conn, error) {
 }
 
 // evictableLocked is the unchecked connection to close for a new one: the
-// oldest whose request's headers are not all there, else the oldest.
+// oldest whose request's headers are not all there; else none, or the
+// oldest at twice the budget.
 func (l *limitListener) evictableLocked() *limitedConn {
 	for e := l.unchecked.Front(); e != nil; e = e.Next() {
 		if c := e.Value.(*limitedConn); !c.headersIn(l.peekBuf[:]) {
 			return c
 		}
+	}
+	if l.unchecked.Len() < 2*l.budget {
+		return nil
 	}
 	return l.unchecked.Front().Value.(*limitedConn)
 }

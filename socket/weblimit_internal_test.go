@@ -70,3 +70,35 @@ func TestEvictionPassesOverWholeRequests(t *testing.T) {
 	checked, unchecked := l.counts()
 	assert.Equal(t, []int{0, 2}, []int{checked, unchecked})
 }
+
+// TestEvictionOfWholeRequestsAtTwiceTheBudget: connections whose whole
+// request waits are not closed for new ones up to twice the budget; past
+// it the oldest is.
+func TestEvictionOfWholeRequestsAtTwiceTheBudget(t *testing.T) {
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := newLimitListener(tl, 10, 2, nil)
+	defer l.Close()
+	const req = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+	buf := make([]byte, 64)
+	var clients []net.Conn
+	for i := range 5 {
+		c, err := net.Dial("tcp", tl.Addr().String())
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.Write([]byte(req))
+		require.NoError(t, err)
+		s, err := l.Accept()
+		require.NoError(t, err)
+		defer s.Close()
+		require.Eventually(t, func() bool { return peekInput(s, buf) == len(req) }, 5*time.Second, time.Millisecond)
+		clients = append(clients, c)
+		_, unchecked := l.counts()
+		assert.Equal(t, min(i+1, 4), unchecked, "after %d", i+1)
+	}
+	require.NoError(t, clients[0].SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = clients[0].Read(make([]byte, 1))
+	var ne net.Error
+	require.Error(t, err)
+	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the oldest was closed at twice the budget: %v", err)
+}
