@@ -24,7 +24,9 @@ import (
 //
 // A connection whose request passed the checks is checked (promote) until
 // it closes. At most max of those are open at once: while max are, Accept
-// waits for one to close before it takes the next from the kernel.
+// closes the one idle for longest between requests (its client opens
+// another when it needs one), or, with none idle, waits for one to close
+// before it takes the next from the kernel.
 type limitListener struct {
 	net.Listener
 	max, budget int
@@ -36,6 +38,7 @@ type limitListener struct {
 	mu        sync.Mutex
 	checked   int
 	unchecked list.List // of *limitedConn, oldest first
+	idle      list.List // of checked *limitedConn idle between requests, idle longest first
 	peekBuf   [8 << 10]byte
 }
 
@@ -98,21 +101,53 @@ func (l *limitListener) evictableLocked() *limitedConn {
 // waitRoom waits until fewer than max checked connections are open;
 // net.ErrClosed once the listener is closed.
 func (l *limitListener) waitRoom() error {
-	for l.full() {
+	for {
+		full, idlest := l.full()
+		switch {
+		case !full:
+			return nil
+		case idlest != nil:
+			idlest.Close()
+			continue
+		}
 		select {
 		case <-l.room:
 		case <-l.done:
 			return net.ErrClosed
 		}
 	}
-	return nil
 }
 
-// full reports whether max checked connections are open.
-func (l *limitListener) full() bool {
+// full reports whether max checked connections are open, and then the one
+// idle for longest, if any.
+func (l *limitListener) full() (bool, *limitedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.checked >= l.max
+	if l.checked < l.max {
+		return false, nil
+	}
+	if e := l.idle.Front(); e != nil {
+		return true, e.Value.(*limitedConn)
+	}
+	return true, nil
+}
+
+// setIdle notes whether c, checked, is idle between requests
+// (http.Server's ConnState).
+func (l *limitListener) setIdle(c net.Conn, idle bool) {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case lc.idleElem != nil && !idle:
+		l.idle.Remove(lc.idleElem)
+		lc.idleElem = nil
+	case lc.idleElem == nil && idle && lc.state == connChecked:
+		lc.idleElem = l.idle.PushBack(lc)
+	}
 }
 
 // Close implements net.Listener; an Accept waiting for room returns.
@@ -142,8 +177,9 @@ type limitedConn struct {
 	l *limitListener
 
 	// Under l.mu.
-	state int
-	elem  *list.Element // in l.unchecked while unchecked
+	state    int
+	elem     *list.Element // in l.unchecked while unchecked
+	idleElem *list.Element // in l.idle while checked and idle
 
 	// What was read of the request being received, while unchecked.
 	hmu      sync.Mutex
@@ -246,6 +282,10 @@ func (c *limitedConn) Close() error {
 		c.elem = nil
 	case connChecked:
 		c.l.checked--
+		if c.idleElem != nil {
+			c.l.idle.Remove(c.idleElem)
+			c.idleElem = nil
+		}
 		select {
 		case c.l.room <- struct{}{}:
 		default: // Accept has been told already; it counts again
