@@ -129,6 +129,12 @@ const shutdownTimeout = 5 * time.Second
 // The token is accepted as "Authorization: Bearer TOKEN", as "?token=TOKEN",
 // or as a Sec-WebSocket-Protocol entry "mcp.auth.TOKEN", and compared in
 // constant time. Subprotocol "mcp" is selected when the client offers it.
+//
+// Connections are bounded before any check: those that have passed none
+// yet get a budget of their own, the oldest closed for a new one, so that
+// no one without the token takes the slots of those that have (see
+// limitListener). Long-lived streams (WebSockets, GET streams, listens)
+// are bounded apart, below the connections, so short requests have room.
 type Web struct {
 	cfg      WebConfig
 	l        net.Listener

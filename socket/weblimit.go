@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -62,7 +63,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	lc := &limitedConn{Conn: c, l: l, watch: true}
+	lc := &limitedConn{Conn: c, l: l}
+	lc.watch.Store(true)
 	l.mu.Lock()
 	var oldest *limitedConn
 	if l.unchecked.Len() >= l.budget {
@@ -186,16 +188,16 @@ type limitedConn struct {
 	complete bool    // its headers ended
 	tail     [3]byte // the last bytes read before, for an end split across reads
 	tailLen  int
-	watch    bool // unchecked: reads are watched for the headers' end
+	watch    atomic.Bool // unchecked: reads are watched for the headers' end
 }
 
 // Read implements net.Conn, noting when a request's headers have all been
 // read while the connection is unchecked.
 func (c *limitedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 {
+	if n > 0 && c.watch.Load() {
 		c.hmu.Lock()
-		if c.watch && !c.complete {
+		if !c.complete {
 			c.complete = headersEnd(c.tail[:c.tailLen], p[:n])
 			c.tailLen = copy(c.tail[:], lastBytes(c.tail[:c.tailLen], p[:n], len(c.tail)))
 		}
@@ -266,9 +268,7 @@ func (c *limitedConn) promote() {
 	c.l.unchecked.Remove(c.elem)
 	c.elem, c.state = nil, connChecked
 	c.l.checked++
-	c.hmu.Lock()
-	defer c.hmu.Unlock()
-	c.watch = false
+	c.watch.Store(false)
 }
 
 // Close closes the connection and gives its place back, once.
