@@ -140,6 +140,55 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect memory
 			wantHint: "# put this in .vscode/mcp.json (one workspace) or the user mcp.json (command \"MCP: Open User Configuration\"), merged into \"servers\"\n",
 		},
 		{
+			name: "gemini", vars: homeOnly, args: []string{"memory", "--for", "gemini"},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in ~/.gemini/settings.json (every project) or .gemini/settings.json (one project), merged into \"mcpServers\"\n",
+		},
+		{
+			name: "windsurf", vars: homeOnly, args: []string{"memory", "--for", "windsurf"},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in ~/.codeium/windsurf/mcp_config.json (Windsurf: Cascade > MCP servers > View raw config), merged into \"mcpServers\"\n",
+		},
+		{
+			name: "jetbrains", vars: homeOnly, args: []string{"memory", "--for", "jetbrains"},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in ~/.junie/mcp/mcp.json (Junie, every project) or .junie/mcp/mcp.json (one project), merged into \"mcpServers\"; " +
+				"or, for AI Assistant, in Settings > Tools > AI Assistant > Model Context Protocol (MCP) > Add > As JSON\n",
+		},
+		{
 			name: "default config named with --config", vars: homeOnly, args: []string{"memory", "--for", "cursor", "--config", defaultCfg},
 			want: `{
   "mcpServers": {
@@ -229,6 +278,38 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect --config ` + quotedOt
 				"# put this in ~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project), merged into \"mcpServers\"\n",
 		},
 		{
+			name: "gemini --http", vars: withState, args: []string{"memory", "--for", "gemini", "--http"},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "httpUrl": "http://127.0.0.1:7878/servers/memory",
+      "headers": {
+        "Authorization": "Bearer tok-from-file"
+      }
+    }
+  }
+}
+`,
+			wantHint: "# this holds the daemon's token: keep the file it goes in private\n" +
+				"# put this in ~/.gemini/settings.json (every project) or .gemini/settings.json (one project), merged into \"mcpServers\"\n",
+		},
+		{
+			name: "windsurf --http", vars: withState, args: []string{"memory", "--for", "windsurf", "--http"},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "serverUrl": "http://127.0.0.1:7878/servers/memory",
+      "headers": {
+        "Authorization": "Bearer tok-from-file"
+      }
+    }
+  }
+}
+`,
+			wantHint: "# this holds the daemon's token: keep the file it goes in private\n" +
+				"# put this in ~/.codeium/windsurf/mcp_config.json (Windsurf: Cascade > MCP servers > View raw config), merged into \"mcpServers\"\n",
+		},
+		{
 			name: "vscode --http with http_token, listening on every address", vars: homeOnly, args: []string{"memory", "--for", "vscode", "--http", "--config", withTokenCfg},
 			want: `{
   "servers": {
@@ -274,9 +355,9 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect --config ` + quotedOt
 		{"unknown server", homeOnly, exe, []string{"github", "--for", "cursor"},
 			`no server named "github" in ` + defaultCfg + `; configured: memory, time`},
 		{"unknown editor", homeOnly, exe, []string{"memory", "--for", "emacs"},
-			`--for "emacs": want claude (Claude Code), claude-desktop, cursor or vscode`},
+			`--for "emacs": want claude (Claude Code), claude-desktop, cursor, vscode, gemini, windsurf or jetbrains`},
 		{"no --for", homeOnly, exe, []string{"memory"},
-			`missing --for: claude (Claude Code), claude-desktop, cursor or vscode`},
+			`missing --for: claude (Claude Code), claude-desktop, cursor, vscode, gemini, windsurf or jetbrains`},
 		{"no name", homeOnly, exe, []string{"--for", "cursor"}, "accepts 1 arg(s), received 0"},
 		{"missing config", homeOnly, exe, []string{"memory", "--for", "cursor", "--config", filepath.Join(home, "none.toml")},
 			"load config: open " + filepath.Join(home, "none.toml") + ": no such file or directory"},
@@ -289,6 +370,8 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect --config ` + quotedOt
 				" does not exist; the daemon creates it on its first start"},
 		{"--http for Claude Desktop", withState, exe, []string{"memory", "--for", "claude-desktop", "--http"},
 			"--http: Claude Desktop's config file takes commands only"},
+		{"--http for JetBrains", withState, exe, []string{"memory", "--for", "jetbrains", "--http"},
+			"--http: Junie's mcp.json takes commands only"},
 	}
 	for _, tt := range errTests {
 		t.Run(tt.name, func(t *testing.T) {

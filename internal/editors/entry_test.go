@@ -74,7 +74,7 @@ func TestClientConfigMatchesEditorSchemas(t *testing.T) {
 		dec.DisallowUnknownFields()
 		require.NoError(t, dec.Decode(v), "%s snippet:\n%s", editor, text)
 	}
-	for _, editor := range []string{"claude", "claude-desktop", "cursor"} {
+	for _, editor := range []string{"claude", "claude-desktop", "cursor", "gemini", "windsurf", "jetbrains"} {
 		var doc struct {
 			MCPServers map[string]stdio `json:"mcpServers"`
 		}
@@ -91,21 +91,27 @@ func TestClientConfigMatchesEditorSchemas(t *testing.T) {
 // TestClientLists checks the texts made from Clients: the usage, help and
 // messages of client-config, and the editors doctor names.
 func TestClientLists(t *testing.T) {
-	assert.Equal(t, "claude|claude-desktop|cursor|vscode", editors.ForChoices())
-	assert.Equal(t, "claude, claude-desktop, cursor or vscode", editors.ForValues())
+	assert.Equal(t, "claude|claude-desktop|cursor|vscode|gemini|windsurf|jetbrains", editors.ForChoices())
+	assert.Equal(t, "claude, claude-desktop, cursor, vscode, gemini, windsurf or jetbrains", editors.ForValues())
 	assert.Equal(t, `  --for claude          Claude Code: a "claude mcp add" command line, or .mcp.json
                         (with --http, .mcp.json only: no command line carries the token)
   --for claude-desktop  Claude Desktop's claude_desktop_config.json
   --for cursor          Cursor's mcp.json
-  --for vscode          VS Code's mcp.json`, editors.ForHelp())
+  --for vscode          VS Code's mcp.json
+  --for gemini          Gemini CLI's settings.json
+  --for windsurf        Windsurf's mcp_config.json
+  --for jetbrains       JetBrains: Junie's mcp.json, or AI Assistant's MCP settings (Add > As JSON)`, editors.ForHelp())
 	for _, tt := range []struct{ target, want, wantErr string }{
 		{"claude", "Claude Code", ""},
 		{"claude-code", "Claude Code", ""},
 		{"claude-desktop", "Claude Desktop", ""},
 		{"cursor", "Cursor", ""},
 		{"vscode", "VS Code", ""},
-		{"", "", "missing --for: claude (Claude Code), claude-desktop, cursor or vscode"},
-		{"emacs", "", `--for "emacs": want claude (Claude Code), claude-desktop, cursor or vscode`},
+		{"gemini", "Gemini CLI", ""},
+		{"windsurf", "Windsurf", ""},
+		{"jetbrains", "JetBrains", ""},
+		{"", "", "missing --for: claude (Claude Code), claude-desktop, cursor, vscode, gemini, windsurf or jetbrains"},
+		{"emacs", "", `--for "emacs": want claude (Claude Code), claude-desktop, cursor, vscode, gemini, windsurf or jetbrains`},
 	} {
 		c, err := editors.Lookup(tt.target)
 		if tt.wantErr != "" {
