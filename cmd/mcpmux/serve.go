@@ -39,7 +39,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().MarkHidden(autostartedFlag)
 	cmd.Flags().StringVar(&logPath, logFileFlag, "", "log to this file, rotated by size, instead of stderr (auto-start)")
 	cmd.Flags().MarkHidden(logFileFlag)
-	cmd.Flags().Int64Var(&logMax, "log-max", autostartLogMax, "the size at which --log-file rotates")
+	cmd.Flags().Int64Var(&logMax, "log-max", daemon.LogMax, "the size at which --log-file rotates")
 	cmd.Flags().MarkHidden("log-max")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := load()
@@ -51,7 +51,7 @@ func newServeCmd() *cobra.Command {
 			if logMax <= 0 {
 				return fmt.Errorf("--log-max %d: must be positive", logMax)
 			}
-			lf, err := openLogFile(logPath, logMax, autostartLogKeep)
+			lf, err := daemon.OpenLogFile(logPath, logMax, daemon.LogKeep)
 			if err != nil {
 				return err
 			}
@@ -176,16 +176,16 @@ func alreadyServed(e *daemon.InUseError, cfg *config.Config, env daemonEnv) erro
 	if env.state == "" {
 		return e
 	}
-	recs := recordsServing(env.state, cfg.Listen.SocketDir)
+	recs := daemon.RecordsServing(env.state, cfg.Listen.SocketDir)
 	if len(recs) == 0 {
 		return e
 	}
 	r := recs[0]
-	if canonicalConfig(r.Config) == canonicalConfig(cfg.Path) {
+	if daemon.SameConfig(r.Config, cfg.Path) {
 		return fmt.Errorf("%w (%s): it serves this config already; `mcpmux status` shows it, or stop it (kill %d) to run serve yourself",
-			e, r.describe(), r.Pid)
+			e, r.Describe(), r.Pid)
 	}
-	return fmt.Errorf("%w (%s): it serves another config; stop it (kill %d), or give this config another socket_dir", e, r.describe(), r.Pid)
+	return fmt.Errorf("%w (%s): it serves another config; stop it (kill %d), or give this config another socket_dir", e, r.Describe(), r.Pid)
 }
 
 // announce returns what the daemon calls once it serves (ready: write its
@@ -195,7 +195,7 @@ func announce(cfg *config.Config, env daemonEnv, log *slog.Logger) (ready, gone 
 	if env.state == "" || cfg.Path == "" {
 		return func() {}, func() {}
 	}
-	rec := daemonRecord{
+	rec := daemon.Record{
 		Config:      cfg.Path,
 		SocketDir:   cfg.Listen.SocketDir,
 		Pid:         os.Getpid(),
@@ -205,8 +205,8 @@ func announce(cfg *config.Config, env daemonEnv, log *slog.Logger) (ready, gone 
 	var wrote bool
 	ready = func() {
 		rec.Started = time.Now().Round(time.Second)
-		pruneRecords(env.state)
-		if err := writeRecord(env.state, rec); err != nil {
+		daemon.PruneRecords(env.state)
+		if err := daemon.WriteRecord(env.state, rec); err != nil {
 			log.Warn("cannot record where this daemon serves; clients find it from the config file only", "error", err)
 			return
 		}
@@ -214,7 +214,7 @@ func announce(cfg *config.Config, env daemonEnv, log *slog.Logger) (ready, gone 
 	}
 	gone = func() {
 		if wrote {
-			removeRecord(env.state, cfg.Path, rec.Pid)
+			daemon.RemoveRecord(env.state, cfg.Path, rec.Pid)
 		}
 	}
 	return ready, gone
@@ -289,7 +289,7 @@ func servers(cfg *config.Config, lc config.Listen, env daemonEnv) []daemon.Serve
 		h.Upstream.Environ = env.environ
 		h.Upstream.StderrInherit = env.stderr
 		h.Upstream.Reaper = env.reaper
-		h.Memory = env.memory(*h)
+		h.Memory = daemon.ServerMemory(env.state, *h)
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"crypto/sha256"
@@ -103,11 +103,11 @@ func startKey(c mux.Config) string {
 	return hex.EncodeToString(h.Sum(nil))[:20]
 }
 
-// memory is the router's memory of the server c configures; nil without a
-// state folder.
-func (env daemonEnv) memory(c mux.Config) mux.Memory {
-	if env.state == "" {
+// ServerMemory is the router's memory of the server hub configures, kept
+// in the state folder state; nil when there is none.
+func ServerMemory(state string, hub mux.Config) mux.Memory {
+	if state == "" {
 		return nil
 	}
-	return serverMemory{dir: filepath.Join(env.state, "servers", startKey(c))}
+	return serverMemory{dir: filepath.Join(state, "servers", startKey(hub))}
 }
