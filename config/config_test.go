@@ -48,6 +48,8 @@ max_streams_per_conn = 16
 http_session_idle = "5m"
 drain_timeout = "3s"
 http_max_connections = 100
+http_max_streams = 60
+http_max_listens = 4
 
 [servers.memory]
 command = "npx"
@@ -114,6 +116,8 @@ write_queue_bytes = "8kib"
 				HTTPSessionIdle: 5 * time.Minute,
 				MaxInflight:     32,
 				MaxConnections:  100,
+				MaxStreams:      60,
+				MaxListens:      4,
 			},
 		},
 		Servers: []daemon.Server{
@@ -233,6 +237,8 @@ func TestParseConfigDefaults(t *testing.T) {
 				MaxInflight:     256,
 				HTTPSessionIdle: 24 * time.Hour,
 				MaxConnections:  1024,
+				MaxStreams:      768,
+				MaxListens:      16,
 			},
 		}
 	}
@@ -385,6 +391,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"outbox_max not above high water", "[listen]\noutbox_high_water = \"2MiB\"\noutbox_max = \"2MiB\"\n", `3: listen.outbox_max: 2MiB must be larger than outbox_high_water (2MiB)`},
 		{"max_queued_bytes below outbox_max", "[daemon]\nmax_queued_bytes = \"32MiB\"\n", `2: daemon.max_queued_bytes: 32MiB must be 0 (no bound) or at least [listen] outbox_max (64MiB)`},
 		{"line_timeout negative", "[daemon]\nline_timeout = \"-1s\"\n", `2: daemon.line_timeout: negative duration "-1s"`},
+		{"http_max_streams not below connections", "[listen]\nhttp_max_connections = 100\nhttp_max_streams = 100\n", `3: listen.http_max_streams: 100 must be smaller than http_max_connections (100), so that short requests have room`},
+		{"http_max_streams default not below connections", "[listen]\nhttp_max_connections = 1\n", `1: listen.http_max_streams: 1 must be smaller than http_max_connections (1), so that short requests have room`},
+		{"http_max_listens zero", "[listen]\nhttp_max_listens = 0\n", `2: listen.http_max_listens: must be at least 1 (got 0)`},
 		{"outbox_high_water above default max", "[listen]\noutbox_high_water = \"64MiB\"\n", `2: listen.outbox_high_water: 64MiB must be smaller than outbox_max (default 64MiB)`},
 		{"bad duration", "[servers.memory]\ncommand = \"npx\"\nstdin_grace = \"2 s\"\n", `3: servers.memory.stdin_grace: invalid duration "2 s"`},
 		{"duration without unit", "[servers.memory]\ncommand = \"npx\"\nterm_grace = \"2\"\n", `3: servers.memory.term_grace: invalid duration "2"`},

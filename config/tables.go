@@ -63,6 +63,8 @@ func defaults() *Config {
 				MaxInflight:     session.DefaultMaxInflight,
 				HTTPSessionIdle: streamable.DefaultSessionIdle,
 				MaxConnections:  socket.DefaultMaxConnections,
+				MaxStreams:      socket.DefaultMaxStreamsOf(socket.DefaultMaxConnections),
+				MaxListens:      streamable.DefaultMaxListens,
 			},
 		},
 	}
@@ -157,6 +159,8 @@ func listenKeys(c *Listen) []key {
 		duration("http_session_idle", &c.Web.HTTPSessionIdle, positive),
 		duration("drain_timeout", &c.Session.DrainTimeout, positive),
 		count("http_max_connections", &c.Web.MaxConnections, 1),
+		count("http_max_streams", &c.Web.MaxStreams, 1),
+		count("http_max_listens", &c.Web.MaxListens, 1),
 	}
 }
 
@@ -337,6 +341,15 @@ func (d *decoder) listen(path keyPath, t map[string]any, c *Listen) {
 	bad := d.bad
 	d.decodeTable(path, t, listenKeys(c))
 	c.Web.MaxInflight = c.Session.MaxInflight
+	if d.bad == bad {
+		if _, ok := t["http_max_streams"]; !ok {
+			c.Web.MaxStreams = socket.DefaultMaxStreamsOf(c.Web.MaxConnections)
+		}
+		if c.Web.MaxStreams >= c.Web.MaxConnections {
+			d.errorf(path.with("http_max_streams"), "%d must be smaller than http_max_connections (%d), so that short requests have room",
+				c.Web.MaxStreams, c.Web.MaxConnections)
+		}
+	}
 	// Compare the two only when both are known to be what the user meant.
 	if d.bad == bad && c.Session.OutboxMax <= c.Session.OutboxHighWater {
 		// Name the key the user wrote: outbox_max if present, else outbox_high_water.

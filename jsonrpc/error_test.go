@@ -174,7 +174,7 @@ func TestReasons(t *testing.T) {
 		jsonrpc.ReasonUpstreamStalled, jsonrpc.ReasonUpstreamUnavailable, jsonrpc.ReasonTimeout, jsonrpc.ReasonNotSupported,
 		jsonrpc.ReasonMethodNotFound, jsonrpc.ReasonNoClient, jsonrpc.ReasonClientGone, jsonrpc.ReasonClientTimeout,
 		jsonrpc.ReasonForbidden, jsonrpc.ReasonUnauthorized, jsonrpc.ReasonNoSuchServer, jsonrpc.ReasonNoSession,
-		jsonrpc.ReasonShuttingDown, jsonrpc.ReasonHeaderMismatch,
+		jsonrpc.ReasonShuttingDown, jsonrpc.ReasonHeaderMismatch, jsonrpc.ReasonTooManyStreams,
 	}
 	want := []string{
 		"parse_error", "invalid_request", "message_too_large", "duplicate_id",
@@ -183,7 +183,7 @@ func TestReasons(t *testing.T) {
 		"upstream_stalled", "upstream_unavailable", "timeout", "not_supported",
 		"method_not_found", "no_client", "client_gone", "client_timeout",
 		"forbidden", "unauthorized", "no_such_server", "no_session",
-		"shutting_down", "header_mismatch",
+		"shutting_down", "header_mismatch", "too_many_streams",
 	}
 	assert.Equal(t, want, got, "Reason constants")
 	assert.Equal(t, []int{-32700, -32600, -32601, -32602, -32603},
