@@ -80,9 +80,9 @@ func WriteRecord(state string, r Record) error {
 	return nil
 }
 
-// RemoveRecord removes the record of config if it is still pid's: another
+// removeRecord removes the record of config if it is still pid's: another
 // daemon of the same file may have written its own since.
-func RemoveRecord(state, config string, pid int) {
+func removeRecord(state, config string, pid int) {
 	path := recordPath(state, config)
 	if r, ok := readRecordFile(path); ok && r.Pid == pid {
 		os.Remove(path)
@@ -127,9 +127,9 @@ func RecordsServing(state, socketDir string) []Record {
 	return out
 }
 
-// PruneRecords removes the records of daemons whose process is gone (a
+// pruneRecords removes the records of daemons whose process is gone (a
 // daemon killed without its chance to remove its own).
-func PruneRecords(state string) {
+func pruneRecords(state string) {
 	paths, _ := filepath.Glob(filepath.Join(state, recordsDir, "*.json"))
 	for _, p := range paths {
 		if r, ok := readRecordFile(p); ok && !processExists(r.Pid) {
@@ -159,4 +159,33 @@ func (r Record) Describe() string {
 		fmt.Fprintf(&b, ", config %s", r.Config)
 	}
 	return b.String()
+}
+
+// record writes the daemon's record, once it holds its socket folder; a
+// daemon with no state folder or no config file has none.
+func (d *Daemon) record() {
+	if d.cfg.StateDir == "" || d.cfg.ConfigFile == "" {
+		return
+	}
+	r := Record{
+		Config:      d.cfg.ConfigFile,
+		SocketDir:   d.cfg.SocketDir,
+		Pid:         os.Getpid(),
+		Version:     d.cfg.Version,
+		Started:     time.Now().Round(time.Second),
+		Autostarted: d.cfg.Autostarted,
+	}
+	pruneRecords(d.cfg.StateDir)
+	if err := WriteRecord(d.cfg.StateDir, r); err != nil {
+		d.log.Warn("cannot record where this daemon serves; clients find it from the config file only", "error", err)
+		return
+	}
+	d.recorded = true
+}
+
+// unrecord removes the record that record wrote.
+func (d *Daemon) unrecord() {
+	if d.recorded {
+		removeRecord(d.cfg.StateDir, d.cfg.ConfigFile, os.Getpid())
+	}
 }

@@ -31,10 +31,10 @@ func TestRecords(t *testing.T) {
 	assert.Equal(t, []Record{me}, RecordsServing(state, "/run/s"), "records serving /run/s")
 	assert.Empty(t, RecordsServing(state, "/elsewhere"), "records serving elsewhere")
 
-	RemoveRecord(state, config, os.Getpid()+1)
+	removeRecord(state, config, os.Getpid()+1)
 	_, ok := ReadRecord(state, config)
 	assert.True(t, ok, "another daemon's exit leaves the record")
-	RemoveRecord(state, link, os.Getpid())
+	removeRecord(state, link, os.Getpid())
 	_, ok = ReadRecord(state, config)
 	assert.False(t, ok, "the daemon's own exit removes it")
 
@@ -47,12 +47,12 @@ func TestRecords(t *testing.T) {
 	_, err := os.Stat(recordPath(state, config))
 	assert.True(t, os.IsNotExist(err), "and it is removed: %v", err)
 
-	// PruneRecords removes the stale records of other config files and
+	// pruneRecords removes the stale records of other config files and
 	// keeps the live ones.
 	other := filepath.Join(dir, "other.toml")
 	require.NoError(t, WriteRecord(state, Record{Config: other, SocketDir: "/run/t", Pid: cmd.Process.Pid}))
 	require.NoError(t, WriteRecord(state, me))
-	PruneRecords(state)
+	pruneRecords(state)
 	_, err = os.Stat(recordPath(state, other))
 	assert.True(t, os.IsNotExist(err), "the stale record is pruned: %v", err)
 	_, ok = ReadRecord(state, config)

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -120,12 +119,7 @@ func serve(ctx context.Context, cfg *config.Config, env daemonEnv, log *slog.Log
 		return err
 	}
 	defer release()
-	ready, gone := announce(cfg, env, log)
-	dcfg.Ready = func() {
-		ready()
-		release() // the folder is this daemon's: a connect now waits for it
-	}
-	defer gone()
+	dcfg.Ready = release // the folder is this daemon's: a connect now waits for it
 	d, err := daemon.New(dcfg)
 	if err != nil {
 		return err
@@ -188,38 +182,6 @@ func alreadyServed(e *daemon.InUseError, cfg *config.Config, env daemonEnv) erro
 	return fmt.Errorf("%w (%s): it serves another config; stop it (kill %d), or give this config another socket_dir", e, r.Describe(), r.Pid)
 }
 
-// announce returns what the daemon calls once it serves (ready: write its
-// record in the state folder) and what serve calls when it returns (gone:
-// remove it). Without a state folder or a config file there is no record.
-func announce(cfg *config.Config, env daemonEnv, log *slog.Logger) (ready, gone func()) {
-	if env.state == "" || cfg.Path == "" {
-		return func() {}, func() {}
-	}
-	rec := daemon.Record{
-		Config:      cfg.Path,
-		SocketDir:   cfg.Listen.SocketDir,
-		Pid:         os.Getpid(),
-		Version:     mcpmuxVersion(),
-		Autostarted: env.autostarted,
-	}
-	var wrote bool
-	ready = func() {
-		rec.Started = time.Now().Round(time.Second)
-		daemon.PruneRecords(env.state)
-		if err := daemon.WriteRecord(env.state, rec); err != nil {
-			log.Warn("cannot record where this daemon serves; clients find it from the config file only", "error", err)
-			return
-		}
-		wrote = true
-	}
-	gone = func() {
-		if wrote {
-			daemon.RemoveRecord(env.state, cfg.Path, rec.Pid)
-		}
-	}
-	return ready, gone
-}
-
 // reloadOnHangUp reloads the daemon at every SIGHUP until ctx is done.
 func reloadOnHangUp(ctx context.Context, d *daemon.Daemon, path string, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
@@ -249,6 +211,8 @@ func runConfig(cfg *config.Config, env daemonEnv, log *slog.Logger) (daemon.Conf
 		MaxQueuedBytes:    cfg.Daemon.MaxQueuedBytes,
 		Inherited:         env.inherited,
 		ConfigFile:        cfg.Path,
+		StateDir:          env.state,
+		Autostarted:       env.autostarted,
 		Version:           mcpmuxVersion(),
 		ResidentBytes:     residentBytes,
 		Logger:            log,
@@ -289,7 +253,6 @@ func servers(cfg *config.Config, lc config.Listen, env daemonEnv) []daemon.Serve
 		h.Upstream.Environ = env.environ
 		h.Upstream.StderrInherit = env.stderr
 		h.Upstream.Reaper = env.reaper
-		h.Memory = daemon.ServerMemory(env.state, *h)
 	}
 	return out
 }
