@@ -175,6 +175,59 @@ var Clients = []*Client{
 		Where:     `.vscode/mcp.json (one workspace) or the user mcp.json (command "MCP: Open User Configuration"), merged into "servers"`,
 	},
 	{
+		Name: "Codex", For: "codex",
+		Help: "Codex: a \"codex mcp add\" command line, or ~/.codex/config.toml\n" +
+			"(with --http, config.toml only: no command line carries the token)",
+		UserFiles:    []UserFile{{In: Home, Path: ".codex/config.toml", Var: "CODEX_HOME"}},
+		ProjectFiles: []ProjectFile{{Path: ".codex/config.toml", Is: "a project's .codex/config.toml"}},
+		Shapes:       []Shape{{Path: []string{"mcp_servers"}, Kind: "Codex mcp_servers"}},
+		Ext:          ".toml",
+		Decode:       decodeCodex,
+		Expected:     "[mcp_servers.NAME] tables (Codex's config.toml)",
+		Timeouts: []Timeout{
+			{Key: "startup_timeout_sec", Unit: time.Second, As: "start_timeout"},
+			{Key: "startup_timeout_ms", Unit: time.Millisecond, As: "start_timeout"},
+			{Key: "tool_timeout_sec", Unit: time.Second, As: "request_timeout"},
+		},
+		Key: "mcp_servers",
+		AddLine: func(name string, command []string) []string {
+			return append([]string{"codex", "mcp", "add", name, "--"}, command...)
+		},
+		AddNote:    "# Codex: run this",
+		OrNote:     "\n# or put this in ~/.codex/config.toml:",
+		StdioEntry: func(command []string) any { return codexStdio{command} },
+		HTTPEntry:  func(url string, headers map[string]string) any { return codexHTTP{url, headers} },
+		Print:      printCodex,
+		Where:      "~/.codex/config.toml (every project) or a trusted project's .codex/config.toml",
+	},
+	{
+		Name: "opencode", For: "opencode",
+		Help: "opencode's opencode.json",
+		UserFiles: []UserFile{
+			{In: XDGConfig, Path: "opencode/opencode.json"},
+			{In: XDGConfig, Path: "opencode/opencode.jsonc"},
+		},
+		ProjectFiles: []ProjectFile{
+			{Path: "opencode.json", Is: "a project's opencode.json"},
+			{Path: "opencode.jsonc", Is: "a project's opencode.jsonc"},
+		},
+		Shapes: []Shape{
+			{Path: []string{"mcp"}, Kind: "opencode mcp", Accept: opencodeServers, Normalize: opencodeEntry},
+			{Path: []string{"mcp", "servers"}, Kind: "opencode mcp.servers", Accept: opencodeServers, Normalize: opencodeEntry},
+		},
+		// Its "timeout" bounds the wait for a server's tools, which is
+		// the wait for it to start.
+		Timeouts: []Timeout{{Key: "timeout", Unit: time.Millisecond, As: "start_timeout"}},
+		Key:      "mcp",
+		StdioEntry: func(command []string) any {
+			return opencodeStdio{Type: "local", Command: command, Enabled: true}
+		},
+		HTTPEntry: func(url string, headers map[string]string) any {
+			return opencodeHTTP{Type: "remote", URL: url, Enabled: true, Headers: headers}
+		},
+		Where: `opencode.json in the project (one project) or ~/.config/opencode/opencode.json (every project), merged into "mcp"`,
+	},
+	{
 		Name: "Gemini CLI", For: "gemini",
 		Help:         "Gemini CLI's settings.json",
 		UserFiles:    []UserFile{{In: Home, Path: ".gemini/settings.json"}},
@@ -189,6 +242,14 @@ var Clients = []*Client{
 			}{url, headers}
 		},
 		Where: `~/.gemini/settings.json (every project) or .gemini/settings.json (one project), merged into "mcpServers"`,
+	},
+	{
+		Name: "Zed", For: "zed",
+		Help:      "Zed's settings.json",
+		UserFiles: []UserFile{{In: XDGConfig, Path: "zed/settings.json"}},
+		Shapes:    []Shape{{Path: []string{"context_servers"}, Kind: "Zed context_servers", Normalize: zedEntry}},
+		Key:       "context_servers",
+		Where:     `Zed's settings.json (~/.config/zed/settings.json; command "zed: open settings file"), merged into "context_servers"`,
 	},
 	{
 		Name: "Windsurf", For: "windsurf",

@@ -20,7 +20,10 @@ var update = flag.Bool("update", false, "rewrite the golden files of testdata")
 var clientFixtures = []struct {
 	fixture, path, golden string
 }{
+	{"codex-config.toml", ".codex/config.toml", "codex-config.want.toml"},
+	{"opencode.json", ".config/opencode/opencode.json", "opencode.toml"},
 	{"gemini-settings.json", ".gemini/settings.json", "gemini-settings.toml"},
+	{"zed-settings.json", ".config/zed/settings.json", "zed-settings.toml"},
 	{"windsurf-mcp_config.json", ".codeium/windsurf/mcp_config.json", "windsurf-mcp_config.toml"},
 	{"junie-mcp.json", ".junie/mcp/mcp.json", "junie-mcp.toml"},
 }
@@ -48,5 +51,46 @@ func TestImportClients(t *testing.T) {
 			_, err = config.Parse([]byte(res.TOML()), "imported.toml", "/cfg")
 			require.NoError(t, err, "output:\n%s", got)
 		})
+	}
+}
+
+// TestImportClientShapes: a project's Codex and opencode files get share =
+// "project"; opencode's entries are told from VS Code's at the same path
+// by their type; a Codex file that is not valid TOML, or has no servers,
+// is refused with where and what was expected.
+func TestImportClientShapes(t *testing.T) {
+	imported := func(t *testing.T, data, file string) []importedAs {
+		t.Helper()
+		res, err := Import([]byte(data), file)
+		require.NoError(t, err, "file:\n%s", data)
+		cfg, err := config.Parse([]byte(res.TOML()), "imported.toml", "/cfg")
+		require.NoError(t, err, "output:\n%s", res.TOML())
+		var servers []importedAs
+		for _, s := range cfg.Servers {
+			u := s.Hub.Upstream
+			servers = append(servers, importedAs{s.Name(), u.Command, u.Args, u.Env, u.Dir, s.Share})
+		}
+		return servers
+	}
+	assert.Equal(t, []importedAs{{Name: "search", Command: "code-search", Args: []string{"--root", "."}, Share: "project"}},
+		imported(t, "[mcp_servers.search]\ncommand = \"code-search\"\nargs = [\"--root\", \".\"]\n", "/src/app/.codex/config.toml"))
+	assert.Equal(t, []importedAs{{Name: "search", Command: "code-search", Args: []string{"--root", "."}, Share: "project"}},
+		imported(t, `{"mcp": {"search": {"type": "local", "command": ["code-search", "--root", "."]}}}`, "/src/app/opencode.json"))
+
+	// opencode's second version keeps its servers in "mcp": {"servers": ...},
+	// where VS Code's settings.json keeps its own.
+	assert.Equal(t, []importedAs{{Name: "time", Command: "uvx", Args: []string{"mcp-server-time"}, Env: map[string]string{"TZ": "UTC"}}},
+		imported(t, `{"mcp": {"servers": {"time": {"type": "local", "command": ["uvx", "mcp-server-time"], "environment": {"TZ": "UTC"}}}}}`, "opencode-v2.json"))
+	assert.Equal(t, []importedAs{{Name: "time", Command: "uvx", Args: []string{"mcp-server-time"}}},
+		imported(t, `{"mcp": {"servers": {"time": {"type": "stdio", "command": "uvx", "args": ["mcp-server-time"]}}}}`, "settings.json"))
+
+	for _, tt := range []struct{ name, file, wantErr string }{
+		{"not TOML", "[mcp_servers.x\ncommand = 1\n", `import f.toml:1:15: not valid TOML: toml: expected `},
+		{"no servers", "model = \"o3\"\n", `import f.toml: no MCP servers found: expected [mcp_servers.NAME] tables (Codex's config.toml)`},
+		{"servers not a table", "mcp_servers = 3\n", `import f.toml: "mcp_servers" must be an object of servers`},
+	} {
+		_, err := Import([]byte(tt.file), "f.toml")
+		require.Error(t, err, tt.name)
+		assert.True(t, strings.HasPrefix(err.Error(), tt.wantErr), "%s\nerror: %s\nwant:  %s...", tt.name, err, tt.wantErr)
 	}
 }

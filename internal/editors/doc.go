@@ -1,7 +1,11 @@
 // Package editors knows the MCP config files of the editors that run MCP
-// servers (Claude Code, Claude Desktop, Cursor, VS Code): where each keeps
-// them, and the JSON shape it keeps them in. Each editor is one entry of
-// Clients, and the three things mcpmux does with those files read it:
+// servers (Claude Code, Claude Desktop, Cursor, VS Code, Codex, opencode,
+// Gemini CLI, Zed, Windsurf, JetBrains): where each keeps them, and the
+// shape it keeps them in (JSON with comments and trailing commas, or its
+// own format, such as Codex's TOML). Each editor is one entry of Clients,
+// with what is particular to it in its fields (its shapes' Accept and
+// Normalize, its Decode, its entries' makers and Print), and the three
+// things mcpmux does with those files read it:
 //
 //   - Import converts the servers of an editor's file into mcpmux
 //     [servers.NAME] tables (mcpmux import);

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux"
 )
 
 // maxImportSize bounds the file import reads: Claude Code's ~/.claude.json
@@ -87,7 +88,8 @@ var workspaceRefs = []string{"${workspaceFolder}", "${workspaceRoot}", "${PWD}",
 
 const importExpected = `expected a JSON object with "mcpServers" (Claude Desktop, Claude Code, Cursor), ` +
 	`"projects" holding "mcpServers" (Claude Code's ~/.claude.json), "servers" (VS Code's mcp.json) ` +
-	`or "mcp": {"servers": ...} (VS Code's settings.json)`
+	`or "mcp": {"servers": ...} (VS Code's settings.json); also "mcp" holding entries of "type" "local" or "remote" (opencode.json), ` +
+	`"context_servers" (Zed's settings.json), or, in a .toml file, [mcp_servers.NAME] tables (Codex's config.toml)`
 
 // Import finds the MCP servers in an editor's config file (JSON, with
 // comments and trailing commas allowed) and converts those that run over
@@ -406,6 +408,9 @@ func (s *Server) convertTimeout(t Timeout, v json.RawMessage) {
 		s.Notes = append(s.Notes, fmt.Sprintf("check: %s %s left out: not a positive number", t.Key, v))
 		return
 	}
+	if t.As == "start_timeout" && d <= mux.DefaultStartTimeout {
+		return // mcpmux waits that long already
+	}
 	text := strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 	if d%time.Second == 0 {
 		text = strconv.FormatInt(int64(d/time.Second), 10) + "s"
@@ -644,11 +649,11 @@ func jsonText(raw json.RawMessage) (string, bool) {
 }
 
 // varRefPattern matches a variable reference: ${input:id}, ${env:NAME},
-// ${workspaceFolder}, ${NAME:-default}; bareVarPattern one without braces,
-// $NAME, which Gemini CLI expands.
+// ${workspaceFolder}, ${NAME:-default}; bareVarPattern those of Gemini CLI
+// ($NAME) and opencode ({env:NAME}, {file:PATH}).
 var (
 	varRefPattern  = regexp.MustCompile(`\$\{[^}]*\}`)
-	bareVarPattern = regexp.MustCompile(`\$[A-Za-z_][A-Za-z0-9_]*`)
+	bareVarPattern = regexp.MustCompile(`\$[A-Za-z_][A-Za-z0-9_]*|\{(env|file):[^}]*\}`)
 )
 
 // varRef returns the first variable reference in s, or "".
