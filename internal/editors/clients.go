@@ -347,8 +347,9 @@ func orList[T any](items []T, text func(T) string) string {
 
 // File is one editor file where doctor looks.
 type File struct {
-	Client *Client
-	Path   string
+	Client  *Client
+	Path    string
+	Project string // what makes it a project's file (ProjectFile.Is); "" for a user's
 }
 
 // Files are the places the editors keep their MCP servers for a user whose
@@ -370,9 +371,9 @@ func Files(getenv func(string) string, goos, cwd string) []File {
 		xdgConfig = x
 	}
 	var files []File
-	add := func(c *Client, base, rel string) {
+	add := func(c *Client, base, rel string, project string) {
 		if filepath.IsAbs(base) {
-			files = append(files, File{c, filepath.Join(base, filepath.FromSlash(rel))})
+			files = append(files, File{c, filepath.Join(base, filepath.FromSlash(rel)), project})
 		}
 	}
 	for _, c := range Clients {
@@ -380,19 +381,19 @@ func Files(getenv func(string) string, goos, cwd string) []File {
 			switch dir := getenv(f.Var); {
 			case f.Var != "" && filepath.IsAbs(dir):
 				_, rel, _ := strings.Cut(f.Path, "/")
-				add(c, dir, rel)
+				add(c, dir, rel, "")
 			case f.In == Home:
-				add(c, home, f.Path)
+				add(c, home, f.Path, "")
 			case !filepath.IsAbs(home) && f.In != XDGConfig:
 			case f.In == AppData:
-				add(c, appData, f.Path)
+				add(c, appData, f.Path, "")
 			default:
-				add(c, xdgConfig, f.Path)
+				add(c, xdgConfig, f.Path, "")
 			}
 		}
 		for _, f := range c.ProjectFiles {
 			if !f.ImportOnly {
-				add(c, cwd, f.Path)
+				add(c, cwd, f.Path, f.Is)
 			}
 		}
 	}

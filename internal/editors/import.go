@@ -47,6 +47,7 @@ type Result struct {
 	Kinds   []string // the shapes recognised, such as "VS Code mcp.json"
 	Servers []Server // in output order
 	Skipped []string // why entries were not imported, one line each
+	reuse   bool     // an entry that runs the same as a server taken under another name is that server (adopt)
 }
 
 // Server is one stdio server of an editor's file, ready to be written as
@@ -65,6 +66,7 @@ type Server struct {
 	InheritEnv     []string // variables the editor passed on from its own environment
 	StartTimeout   string   // start_timeout, from the editor's timeout for a server to start; "" for none
 	RequestTimeout string   // request_timeout, from the editor's timeout for a request; "" for none
+	MaxConcurrency int      // max_concurrency, for a server known to be unsafe to share; 0 for none
 }
 
 // importSource is one object of servers: name -> entry.
@@ -74,6 +76,7 @@ type importSource struct {
 	project string // what makes its entries a project's, when they are: they get share = "project"
 	entries map[string]json.RawMessage
 	rules   entryRules
+	path    []string // the members leading to entries from the top; nil for a project's (Shape.Each)
 }
 
 // entryRules are what is particular to the entries of one source.
@@ -232,7 +235,7 @@ func (sh Shape) sources(c *Client, top map[string]json.RawMessage) (found []impo
 	case err != nil:
 		return nil, true, fmt.Errorf("%s %w", what, err)
 	}
-	return []importSource{{entries: entries, rules: rules}}, true, nil
+	return []importSource{{entries: entries, rules: rules, path: sh.Path}}, true, nil
 }
 
 // projectSources are the servers of an object of projects (Claude Code's
@@ -259,7 +262,12 @@ func (sh Shape) projectSources(c *Client, what string, raw json.RawMessage, rule
 
 // add converts the entry orig of src into res: a server under a name no
 // other has taken, or a line saying why it is skipped.
-func (res *Result) add(src importSource, orig string, taken map[string]*Server) {
+//
+// It returns the name of the server the entry runs as: the new one, one
+// taken before that runs the same thing, or "" when it is skipped. With
+// res.reuse, an entry that runs the same as any server taken before is
+// that server, whatever its name.
+func (res *Result) add(src importSource, orig string, taken map[string]*Server) string {
 	label := strconv.Quote(orig)
 	if src.origin != "" {
 		label += " (" + src.origin + ")"
@@ -273,7 +281,7 @@ func (res *Result) add(src importSource, orig string, taken map[string]*Server) 
 	s, skip := convertEntry(raw, src.rules)
 	if skip != "" {
 		res.Skipped = append(res.Skipped, label+" "+skip)
-		return
+		return ""
 	}
 	if src.origin != "" {
 		s.Notes = append(s.Notes, "from "+src.client+"'s "+src.origin)
@@ -282,9 +290,18 @@ func (res *Result) add(src importSource, orig string, taken map[string]*Server) 
 		s.shareByProject(src.project)
 	}
 	name := sanitizeServerName(orig)
+	if res.reuse {
+		for _, n := range slices.Sorted(maps.Keys(taken)) {
+			if sameServer(taken[n], &s) && taken[n].Share == s.Share {
+				return n
+			}
+		}
+	}
 	if prev := taken[name]; prev != nil && sameServer(prev, &s) {
-		res.Skipped = append(res.Skipped, label+" is the same as [servers."+tomlKey(name)+"]")
-		return
+		if !res.reuse {
+			res.Skipped = append(res.Skipped, label+" is the same as [servers."+tomlKey(name)+"]")
+		}
+		return name
 	}
 	if taken[name] != nil && src.origin != "" {
 		name = sanitizeServerName(orig + "-" + filepath.Base(strings.TrimPrefix(src.origin, "project ")))
@@ -298,10 +315,11 @@ func (res *Result) add(src importSource, orig string, taken map[string]*Server) 
 	// The table must load on its own; what does not is reported instead.
 	if _, err := config.Parse([]byte(s.TOML()), "", ""); err != nil {
 		res.Skipped = append(res.Skipped, label+" does not convert: "+strings.ReplaceAll(err.Error(), "\n", "; "))
-		return
+		return ""
 	}
 	res.Servers = append(res.Servers, s)
 	taken[name] = &s
+	return name
 }
 
 // serverObject decodes an object of servers, name -> entry.
@@ -614,6 +632,13 @@ func (s *Server) noteTheRest(e map[string]json.RawMessage, timeouts []Timeout) {
 	if enabled, _ := entryText(e, "enabled"); d == "true" || enabled == "false" {
 		s.Notes = append(s.Notes, "check: it is disabled in the editor; leave this table out if you do not want it")
 	}
+	if ignored := unknownKeys(e, timeouts); len(ignored) > 0 {
+		s.Notes = append(s.Notes, "ignored, as mcpmux has no equivalent: "+strings.Join(ignored, ", "))
+	}
+}
+
+// unknownKeys are the keys of an entry import does not understand, sorted.
+func unknownKeys(e map[string]json.RawMessage, timeouts []Timeout) []string {
 	var ignored []string
 	for k := range e {
 		_, filter := toolFilters[k]
@@ -622,10 +647,8 @@ func (s *Server) noteTheRest(e map[string]json.RawMessage, timeouts []Timeout) {
 			ignored = append(ignored, k)
 		}
 	}
-	if len(ignored) > 0 {
-		slices.Sort(ignored)
-		s.Notes = append(s.Notes, "ignored, as mcpmux has no equivalent: "+strings.Join(ignored, ", "))
-	}
+	slices.Sort(ignored)
+	return ignored
 }
 
 // jsonText returns a JSON string's value, or the text of a number or a

@@ -67,6 +67,9 @@ func (s *Server) TOML() string {
 	if s.RequestTimeout != "" {
 		b.WriteString("request_timeout = " + tomlString(s.RequestTimeout) + "\n")
 	}
+	if s.MaxConcurrency > 0 {
+		fmt.Fprintf(&b, "max_concurrency = %d\n", s.MaxConcurrency)
+	}
 	if len(s.Env) > 0 {
 		b.WriteString("\n[" + table + ".env]\n")
 		keys := make([]string, 0, len(s.Env))
