@@ -24,7 +24,10 @@
 //   - the stdin reader, started by bridge.run, which is deliberately not
 //     waited for: a read from a blocking stdin cannot be interrupted. It
 //     ends at stdin's end, once the bridge is over, or with the process;
-//   - the reaper of an auto-started daemon (startDaemon), which is not
-//     waited for either: the daemon outlives the bridge, and once the
+//   - the reaper of an auto-started daemon (dialer.startDaemon), which is
+//     not waited for either: the daemon outlives the bridge, and once the
 //     bridge's process exits, init adopts it.
+//
+// awaitAnswer arms a function that cuts its read short when ctx ends
+// (context.AfterFunc), and disarms it before it returns.
 package bridge

@@ -12,6 +12,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/socket"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 // TestParseConfigFull sets every key and checks the whole result.
@@ -42,6 +48,8 @@ max_streams_per_conn = 16
 http_session_idle = "5m"
 drain_timeout = "3s"
 http_max_connections = 100
+http_max_streams = 60
+http_max_listens = 4
 
 [servers.memory]
 command = "npx"
@@ -90,73 +98,82 @@ write_queue_bytes = "8kib"
 	want := &Config{
 		Path: filepath.Join(dir, "mux.toml"),
 		Daemon: Daemon{LogLevel: slog.LevelDebug, LogFormat: "json", Autostart: false, IdleExit: 90 * time.Second,
-			FirstByteTimeout: 20 * time.Second, LineTimeout: 0, MaxQueuedBytes: 256 << 20, MaxHTTPSessions: 64},
+			FirstByteTimeout: 20 * time.Second, LineTimeout: daemon.NoLimit /* "0s" */, MaxQueuedBytes: 256 << 20, MaxHTTPSessions: 64},
 		Listen: Listen{
-			SocketDir:       filepath.Join(dir, "run", "sockets"),
-			HTTP:            "127.0.0.1:7878",
-			HTTPToken:       "s3cret",
-			HTTPOrigins:     []string{"https://app.example", "http://localhost:3000"},
-			MaxInflight:     32,
-			OutboxHighWater: 512 << 10,
-			OutboxMax:       8 << 20,
-
-			HTTPAllowRemote:   true,
+			SocketDir:         filepath.Join(dir, "run", "sockets"),
 			MaxStreamsPerConn: 16,
-			HTTPSessionIdle:   5 * time.Minute,
-			DrainTimeout:      3 * time.Second,
-
-			HTTPMaxConnections: 100,
+			Session: session.Config{
+				MaxInflight:     32,
+				OutboxHighWater: 512 << 10,
+				OutboxMax:       8 << 20,
+				DrainTimeout:    3 * time.Second,
+			},
+			Web: socket.WebConfig{
+				Addr:            "127.0.0.1:7878",
+				Token:           "s3cret",
+				Origins:         []string{"https://app.example", "http://localhost:3000"},
+				AllowRemote:     true,
+				HTTPSessionIdle: 5 * time.Minute,
+				MaxInflight:     32,
+				MaxConnections:  100,
+				MaxStreams:      60,
+				MaxListens:      4,
+			},
 		},
-		Servers: []Server{
-			{
-				Name:            "alpha.v2",
-				Command:         filepath.Join(dir, "bin", "alpha"),
-				Stderr:          "discard",
-				StdinGrace:      2 * time.Second,
-				TermGrace:       2 * time.Second,
-				StartTimeout:    30 * time.Second,
-				InitTimeout:     5 * time.Minute,
-				Protocol:        "auto",
-				MaxMessageBytes: 4096,
-				MaxJunkLines:    10,
-				WriteQueueBytes: 8 << 10,
+		Servers: []daemon.Server{
+			{Hub: mux.Config{
+				Name: "alpha.v2",
+				Upstream: upstream.Config{
+					Command:           filepath.Join(dir, "bin", "alpha"),
+					Stderr:            upstream.StderrDiscard,
+					StdinGrace:        2 * time.Second,
+					TermGrace:         2 * time.Second,
+					MaxMessageBytes:   4096,
+					MaxJunkLines:      10,
+					WriteQueueBytes:   8 << 10,
+					WriteStallTimeout: time.Minute,
+				},
+				StartTimeout:      30 * time.Second,
+				InitializeTimeout: 5 * time.Minute,
+				Protocol:          "auto",
 
 				RestartBackoff:    250 * time.Millisecond,
 				RestartBackoffMax: 30 * time.Second,
 				RestartWindow:     time.Minute,
 				MaxRestarts:       5,
-				WriteStallTimeout: time.Minute,
 				PingFailures:      3,
 
 				MaxSessions:          1024,
 				ServerRequests:       "auto",
 				ServerRequestTimeout: time.Minute,
 				DefaultLogLevel:      "info",
-			},
-			{
-				Name:            "memory",
-				Command:         "npx",
-				Args:            []string{"-y", "@modelcontextprotocol/server-memory"},
-				Env:             map[string]string{"MEMORY_FILE_PATH": "/home/me/memory.json", "EMPTY": ""},
-				InheritEnv:      []string{"LANG", "HTTPS_PROXY"},
-				Cwd:             cwd,
-				Stderr:          "file",
-				StderrPath:      filepath.Join(dir, "logs", "memory.log"),
-				StdinGrace:      250 * time.Millisecond,
-				TermGrace:       90 * time.Second,
-				StartTimeout:    5 * time.Second,
-				InitTimeout:     2 * time.Minute,
-				Protocol:        "legacy",
-				UpstreamCaps:    json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{}}`),
-				MaxMessageBytes: 2_000_000,
-				MaxJunkLines:    0,
-				WriteQueueBytes: 1 << 30,
+			}},
+			{Hub: mux.Config{
+				Name: "memory",
+				Upstream: upstream.Config{
+					Command:           "npx",
+					Args:              []string{"-y", "@modelcontextprotocol/server-memory"},
+					Env:               map[string]string{"MEMORY_FILE_PATH": "/home/me/memory.json", "EMPTY": ""},
+					InheritEnv:        []string{"LANG", "HTTPS_PROXY"},
+					Dir:               cwd,
+					Stderr:            upstream.StderrFile,
+					StderrPath:        filepath.Join(dir, "logs", "memory.log"),
+					StdinGrace:        250 * time.Millisecond,
+					TermGrace:         90 * time.Second,
+					MaxMessageBytes:   2_000_000,
+					MaxJunkLines:      upstream.None, // max_junk_lines = 0: none tolerated
+					WriteQueueBytes:   1 << 30,
+					WriteStallTimeout: upstream.None, // write_stall_timeout = "0s": off
+				},
+				StartTimeout:         5 * time.Second,
+				InitializeTimeout:    2 * time.Minute,
+				Protocol:             "legacy",
+				UpstreamCapabilities: json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{}}`),
 
 				RestartBackoff:    10 * time.Millisecond,
 				RestartBackoffMax: time.Second,
 				RestartWindow:     10 * time.Second,
-				MaxRestarts:       0,
-				WriteStallTimeout: 0,
+				MaxRestarts:       mux.NoLimit, // max_restarts = 0
 				PingInterval:      15 * time.Second,
 				PingFailures:      2,
 				RequestTimeout:    2 * time.Minute,
@@ -169,8 +186,7 @@ write_queue_bytes = "8kib"
 				ServerRequestTimeout: 5 * time.Second,
 				Roots:                []string{"file:///home/me/project"},
 				DefaultLogLevel:      "warning",
-				Share:                "isolated",
-			},
+			}, Share: "isolated"},
 		},
 	}
 	assert.Equal(t, want, cfg, "full config:\n%s", doc)
@@ -178,48 +194,55 @@ write_queue_bytes = "8kib"
 
 // TestParseConfigDefaults checks what absent keys become.
 func TestParseConfigDefaults(t *testing.T) {
-	server := func(name, command string) Server {
-		return Server{
-			Name:            name,
-			Command:         command,
-			Stderr:          "log",
-			StdinGrace:      2 * time.Second,
-			TermGrace:       2 * time.Second,
-			StartTimeout:    30 * time.Second,
-			InitTimeout:     5 * time.Minute,
-			Protocol:        "auto",
-			MaxMessageBytes: 16 << 20,
-			MaxJunkLines:    10,
-			WriteQueueBytes: 64 << 20,
+	server := func(name, command string) daemon.Server {
+		return daemon.Server{Hub: mux.Config{
+			Name: name,
+			Upstream: upstream.Config{
+				Command:           command,
+				Stderr:            upstream.StderrLog,
+				StdinGrace:        2 * time.Second,
+				TermGrace:         2 * time.Second,
+				MaxMessageBytes:   16 << 20,
+				MaxJunkLines:      10,
+				WriteQueueBytes:   64 << 20,
+				WriteStallTimeout: time.Minute,
+			},
+			StartTimeout:      30 * time.Second,
+			InitializeTimeout: 5 * time.Minute,
+			Protocol:          "auto",
 
 			RestartBackoff:    250 * time.Millisecond,
 			RestartBackoffMax: 30 * time.Second,
 			RestartWindow:     time.Minute,
 			MaxRestarts:       5,
-			WriteStallTimeout: time.Minute,
 			PingFailures:      3,
 
 			MaxSessions:          1024,
 			ServerRequests:       "auto",
 			ServerRequestTimeout: time.Minute,
 			DefaultLogLevel:      "info",
-		}
+		}}
 	}
 	listen := func(socketDir string) Listen {
 		return Listen{
-			SocketDir:       socketDir,
-			MaxInflight:     256,
-			OutboxHighWater: 1 << 20,
-			OutboxMax:       64 << 20,
-
+			SocketDir:         socketDir,
 			MaxStreamsPerConn: 256,
-			HTTPSessionIdle:   24 * time.Hour,
-			DrainTimeout:      time.Minute,
-
-			HTTPMaxConnections: 1024,
+			Session: session.Config{
+				MaxInflight:     256,
+				OutboxHighWater: 1 << 20,
+				OutboxMax:       64 << 20,
+				DrainTimeout:    time.Minute,
+			},
+			Web: socket.WebConfig{
+				MaxInflight:     256,
+				HTTPSessionIdle: 24 * time.Hour,
+				MaxConnections:  1024,
+				MaxStreams:      768,
+				MaxListens:      16,
+			},
 		}
 	}
-	daemon := Daemon{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
+	daemonTable := Daemon{LogLevel: slog.LevelInfo, LogFormat: "text", Autostart: true,
 		FirstByteTimeout: time.Minute, LineTimeout: time.Minute, MaxQueuedBytes: 1 << 30, MaxHTTPSessions: 256}
 	defaultDir, note := DefaultSocketDir(os.Getuid())
 	require.Empty(t, note, "this machine's default socket folder is the usual one")
@@ -233,7 +256,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		{
 			name: "empty file",
 			doc:  "",
-			want: &Config{Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(defaultDir)},
+			want: &Config{Path: "/etc/mcpmux/mux.toml", Daemon: daemonTable, Listen: listen(defaultDir)},
 		},
 		{
 			// Clients strip XDG_RUNTIME_DIR from the environment of the
@@ -242,8 +265,8 @@ func TestParseConfigDefaults(t *testing.T) {
 			runtimeDir: "/run/user/4242",
 			doc:        "[servers.memory]\ncommand = \"npx\"\n",
 			want: &Config{
-				Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(defaultDir),
-				Servers: []Server{server("memory", "npx")},
+				Path: "/etc/mcpmux/mux.toml", Daemon: daemonTable, Listen: listen(defaultDir),
+				Servers: []daemon.Server{server("memory", "npx")},
 			},
 		},
 		{
@@ -256,8 +279,8 @@ servers.zeta = { command = "z" }
 command = "a"
 `,
 			want: &Config{
-				Path: "/etc/mcpmux/mux.toml", Daemon: daemon, Listen: listen(defaultDir),
-				Servers: []Server{server("alpha", "a"), server("beta", "b"), server("zeta", "z")},
+				Path: "/etc/mcpmux/mux.toml", Daemon: daemonTable, Listen: listen(defaultDir),
+				Servers: []daemon.Server{server("alpha", "a"), server("beta", "b"), server("zeta", "z")},
 			},
 		},
 	}
@@ -299,7 +322,8 @@ func TestParseConfigPaths(t *testing.T) {
 			if !filepath.IsAbs(wantPath) {
 				wantPath = filepath.Join(dir, wantPath)
 			}
-			got := [4]string{cfg.Servers[0].Command, cfg.Listen.SocketDir, cfg.Servers[0].Stderr, cfg.Servers[0].StderrPath}
+			u := cfg.Servers[0].Hub.Upstream
+			got := [4]string{u.Command, cfg.Listen.SocketDir, u.Stderr.String(), u.StderrPath}
 			assert.Equal(t, [4]string{tt.want, wantPath, "file", wantPath}, got, "value %q", tt.value)
 		})
 	}
@@ -367,6 +391,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"outbox_max not above high water", "[listen]\noutbox_high_water = \"2MiB\"\noutbox_max = \"2MiB\"\n", `3: listen.outbox_max: 2MiB must be larger than outbox_high_water (2MiB)`},
 		{"max_queued_bytes below outbox_max", "[daemon]\nmax_queued_bytes = \"32MiB\"\n", `2: daemon.max_queued_bytes: 32MiB must be 0 (no bound) or at least [listen] outbox_max (64MiB)`},
 		{"line_timeout negative", "[daemon]\nline_timeout = \"-1s\"\n", `2: daemon.line_timeout: negative duration "-1s"`},
+		{"http_max_streams not below connections", "[listen]\nhttp_max_connections = 100\nhttp_max_streams = 100\n", `3: listen.http_max_streams: 100 must be smaller than http_max_connections (100), so that short requests have room`},
+		{"http_max_streams default not below connections", "[listen]\nhttp_max_connections = 1\n", `1: listen.http_max_streams: 1 must be smaller than http_max_connections (1), so that short requests have room`},
+		{"http_max_listens zero", "[listen]\nhttp_max_listens = 0\n", `2: listen.http_max_listens: must be at least 1 (got 0)`},
 		{"outbox_high_water above default max", "[listen]\noutbox_high_water = \"64MiB\"\n", `2: listen.outbox_high_water: 64MiB must be smaller than outbox_max (default 64MiB)`},
 		{"bad duration", "[servers.memory]\ncommand = \"npx\"\nstdin_grace = \"2 s\"\n", `3: servers.memory.stdin_grace: invalid duration "2 s"`},
 		{"duration without unit", "[servers.memory]\ncommand = \"npx\"\nterm_grace = \"2\"\n", `3: servers.memory.term_grace: invalid duration "2"`},
@@ -469,7 +496,7 @@ func TestLoadConfig(t *testing.T) {
 		path := write("ok.toml", "[servers.tool]\ncommand = \"./tool\"\n")
 		cfg, err := Load(path)
 		require.NoError(t, err)
-		assert.Equal(t, [2]string{path, filepath.Join(dir, "tool")}, [2]string{cfg.Path, cfg.Servers[0].Command}, "config %s", path)
+		assert.Equal(t, [2]string{path, filepath.Join(dir, "tool")}, [2]string{cfg.Path, cfg.Servers[0].Hub.Upstream.Command}, "config %s", path)
 	})
 	t.Run("relative path", func(t *testing.T) {
 		write("rel.toml", "[servers.tool]\ncommand = \"bin/tool\"\n")
@@ -477,7 +504,7 @@ func TestLoadConfig(t *testing.T) {
 		cfg, err := Load("rel.toml")
 		require.NoError(t, err)
 		assert.Equal(t, [2]string{filepath.Join(dir, "rel.toml"), filepath.Join(dir, "bin", "tool")},
-			[2]string{cfg.Path, cfg.Servers[0].Command}, "config rel.toml in %s", dir)
+			[2]string{cfg.Path, cfg.Servers[0].Hub.Upstream.Command}, "config rel.toml in %s", dir)
 	})
 
 	tests := []struct {
@@ -576,14 +603,17 @@ func TestConfigParseSize(t *testing.T) {
 	}
 }
 
-// TestParseConfigUnknownAndBadTogether: the unknown keys go-toml finds and
-// the bad values found after it are reported together, in line order; a
-// wrong type is reported alone, since decoding stops there.
+// TestParseConfigUnknownAndBadTogether: unknown keys, bad values and
+// values of the wrong type are reported together, in line order.
 func TestParseConfigUnknownAndBadTogether(t *testing.T) {
 	doc := "[daemon]\nlog_level = \"loud\"\n[servers.x]\ncommand = \"a\"\nbogus = 1\nenv = { A = \"1\", nope = 2 }\n"
 	_, err := Parse([]byte(doc), "mux.toml", "/etc/mcpmux")
 	require.Error(t, err)
-	assert.Equal(t, "mux.toml:6: servers.x.env.nope: must be a string (got an integer)", err.Error(), "doc:\n%s", doc)
+	assert.Equal(t, strings.Join([]string{
+		`mux.toml:2: daemon.log_level: invalid log level "loud": want "debug", "info", "warn" or "error"`,
+		`mux.toml:5: servers.x.bogus: unknown key`,
+		`mux.toml:6: servers.x.env.nope: must be a string (got an integer)`,
+	}, "\n"), err.Error(), "doc:\n%s", doc)
 
 	doc = "[daemon]\nlog_level = \"loud\"\n[servers]\nx = { command = \"a\",\n  bogus = 1 }\n"
 	_, err = Parse([]byte(doc), "mux.toml", "/etc/mcpmux")
@@ -592,4 +622,106 @@ func TestParseConfigUnknownAndBadTogether(t *testing.T) {
 		`mux.toml:2: daemon.log_level: invalid log level "loud": want "debug", "info", "warn" or "error"`,
 		`mux.toml:5: servers.x.bogus: unknown key`,
 	}, "\n"), err.Error(), "doc:\n%s", doc)
+}
+
+// TestParseConfigSixMistakes: a file with six mistakes, three of them
+// values of the wrong type, is reported whole, one line per mistake; a
+// wrong type does not hide what comes after it.
+func TestParseConfigSixMistakes(t *testing.T) {
+	doc := `[daemon]
+log_level = 1
+autostart = "yes"
+
+[servers.memory]
+command = "npx"
+args = "-y"
+stdin_grace = "soon"
+max_sessions = 0
+restarts = 3
+`
+	_, err := Parse([]byte(doc), "mux.toml", "/etc/mcpmux")
+	require.Error(t, err)
+	assert.Equal(t, strings.Join([]string{
+		`mux.toml:2: daemon.log_level: must be a string (got an integer)`,
+		`mux.toml:3: daemon.autostart: must be true or false (got a string)`,
+		`mux.toml:7: servers.memory.args: must be an array of strings (got a string)`,
+		`mux.toml:8: servers.memory.stdin_grace: invalid duration "soon"`,
+		`mux.toml:9: servers.memory.max_sessions: must be at least 1 (got 0)`,
+		`mux.toml:10: servers.memory.restarts: unknown key (did you mean max_restarts?)`,
+	}, "\n"), err.Error(), "doc:\n%s", doc)
+}
+
+// TestParseConfigDidYouMean: an unknown key is answered with the known key
+// of its table it likely misspells, when one stands out; a key of another
+// table is still sent there.
+func TestParseConfigDidYouMean(t *testing.T) {
+	tests := []struct {
+		doc  string
+		want string
+	}{
+		{"[servers.memory]\ncomand = \"npx\"\n", "1: servers.memory.command: missing: every server needs a command\n" +
+			"mux.toml:2: servers.memory.comand: unknown key (did you mean command?)"},
+		{"[servers.memory]\ncommand = \"npx\"\nCommand = \"npx\"\n", `3: servers.memory.Command: unknown key (did you mean command?)`},
+		{"[servers.memory]\ncommand = \"npx\"\nargz = []\n", `3: servers.memory.argz: unknown key (did you mean args?)`},
+		{"[servers.memory]\ncommand = \"npx\"\nstdin_grcae = \"1s\"\n", `3: servers.memory.stdin_grcae: unknown key (did you mean stdin_grace?)`},
+		{"[servers.memory]\ncommand = \"npx\"\n[servers.memory.evn]\nA = \"1\"\n", `3: servers.memory.evn: unknown key (did you mean env?)`},
+		{"[deamon]\nlog_level = \"debug\"\n", `1: deamon: unknown key (did you mean daemon?)`},
+		{"[daemon]\nlog_levle = \"debug\"\n", `2: daemon.log_levle: unknown key (did you mean log_level?)`},
+		{"[daemon]\nlevel = \"debug\"\n", `2: daemon.level: unknown key (did you mean log_level?)`},
+		{"[listen]\nsocket = \"/run\"\n", `2: listen.socket: unknown key (did you mean socket_dir?)`},
+		// None stands out: two as near, or none near enough.
+		{"[servers.memory]\ncommand = \"npx\"\ntimeout = \"1s\"\n", `3: servers.memory.timeout: unknown key`},
+		{"[servers.memory]\ncommand = \"npx\"\nbogus = 1\n", `3: servers.memory.bogus: unknown key`},
+		{"foo = 1\n", `1: foo: unknown key (the file has [daemon], [listen] and [servers.NAME] tables)`},
+		// A key of another table.
+		{"[servers.memory]\ncommand = \"npx\"\nlog_level = \"debug\"\n", `3: servers.memory.log_level: unknown key here (it belongs in [daemon])`},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.doc), "mux.toml", "/etc/mcpmux")
+		require.Error(t, err, "doc:\n%s", tt.doc)
+		assert.Equal(t, "mux.toml:"+tt.want, err.Error(), "doc:\n%s", tt.doc)
+	}
+}
+
+// TestSkim: a file that does not load still says where its daemon serves
+// and which servers it has; one that is not TOML says nothing.
+func TestSkim(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+		return path
+	}
+	broken := write("broken.toml", `[listen]
+socket_dir = "run"
+max_inflight = "many"   # the file does not load
+
+[servers.mail]
+command = "mail-mcp"
+cwd = "/no/such/folder"
+
+[servers.memory]
+command = "npx"
+args = ["-y", 2, "@modelcontextprotocol/server-memory"]
+`)
+	_, err := Load(broken)
+	require.Error(t, err, "the file does not load")
+	o, err := Skim(broken)
+	require.NoError(t, err)
+	assert.Equal(t, Outline{
+		SocketDir: filepath.Join(dir, "run"),
+		Servers: []OutlinedServer{
+			{Name: "mail", Command: []string{"mail-mcp"}},
+			{Name: "memory", Command: []string{"npx", "-y", "@modelcontextprotocol/server-memory"}},
+		},
+	}, o, "outline of %s", broken)
+
+	o, err = Skim(write("other.toml", "[listen]\nsocket_dir = \"/run/mux\"\n[servers]\nx = 1\n"))
+	require.NoError(t, err)
+	assert.Equal(t, Outline{SocketDir: "/run/mux"}, o, "a server that is not a table: no servers")
+
+	_, err = Skim(write("syntax.toml", "[listen\n"))
+	assert.Error(t, err, "not TOML")
+	_, err = Skim(filepath.Join(dir, "missing.toml"))
+	assert.Error(t, err, "no file")
 }

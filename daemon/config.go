@@ -17,13 +17,16 @@ import (
 // socket. Taking it is the daemon's lock on the folder.
 const ControlSocket = ".control.sock"
 
-// The defaults the configuration file gives Config's limits (Config's own
-// zero values mean no limit).
+// The defaults of Config's limits, which their zero values stand for.
 const (
 	DefaultFirstByteTimeout = time.Minute
 	DefaultLineTimeout      = time.Minute
 	DefaultMaxQueuedBytes   = 1 << 30
 )
+
+// NoLimit, as Config.FirstByteTimeout, Config.LineTimeout or
+// Config.MaxQueuedBytes, sets no limit at all.
+const NoLimit = -1
 
 // Config is what a daemon serves and how. Zero values are the defaults
 // named on each field; only SocketDir is required.
@@ -44,16 +47,18 @@ type Config struct {
 	// means never.
 	IdleExit time.Duration
 	// FirstByteTimeout closes a connection to a server's socket that sends
-	// nothing for this long after it connected; 0 means no limit.
+	// nothing for this long after it connected; 0 means
+	// DefaultFirstByteTimeout, NoLimit (or any negative) none.
 	FirstByteTimeout time.Duration
 	// LineTimeout closes a session of a server's socket (or of a yamux
 	// stream) that began a message and did not finish it within this long;
-	// 0 means no limit.
+	// 0 means DefaultLineTimeout, NoLimit (or any negative) none.
 	LineTimeout time.Duration
 	// MaxQueuedBytes bounds the answers queued for all sessions together,
 	// whatever their server and transport: past it, the session holding
-	// the most is evicted first. 0 means no bound but each session's own.
-	// Daemon.Budget is the bound, for other buffers to join.
+	// the most is evicted first. 0 means DefaultMaxQueuedBytes; NoLimit (or
+	// any negative) no bound but each session's own. Daemon.Budget is the
+	// bound, for other buffers to join.
 	MaxQueuedBytes int
 	// Inherited are listening sockets a service manager passed (socket
 	// activation), by path. A server whose socket path is among them uses
@@ -104,6 +109,28 @@ type Reloaded struct {
 	// Ignored names the changes that only a restart of the daemon applies,
 	// in the words of the configuration ("[listen]"); they are reported.
 	Ignored []string
+}
+
+// withDefaults fills the zero limits with their defaults, and turns
+// NoLimit into the zero that the parts below take for none.
+func (c Config) withDefaults() Config {
+	limit := func(v *time.Duration, def time.Duration) {
+		switch {
+		case *v == 0:
+			*v = def
+		case *v < 0:
+			*v = 0
+		}
+	}
+	limit(&c.FirstByteTimeout, DefaultFirstByteTimeout)
+	limit(&c.LineTimeout, DefaultLineTimeout)
+	switch {
+	case c.MaxQueuedBytes == 0:
+		c.MaxQueuedBytes = DefaultMaxQueuedBytes
+	case c.MaxQueuedBytes < 0:
+		c.MaxQueuedBytes = 0
+	}
+	return c
 }
 
 // Validate reports the first problem that would stop the daemon before it

@@ -1,12 +1,3 @@
-// Package daemon runs what `mcpmux serve` is: the control socket (the lock
-// on the socket folder), one socket and one router per configured server,
-// the optional web listener, reloads that change the set of servers while
-// it runs, shutdown in dependency order and the exit when idle. It reads no
-// file, flag or environment variable: cmd/mcpmux hands it a Config, and a
-// function that loads the configuration again.
-//
-// One goroutine, Run's, changes the set of servers; the control endpoint
-// and the web listener only look servers up, under Daemon.mu.
 package daemon
 
 import (
@@ -98,6 +89,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

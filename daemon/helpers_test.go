@@ -25,8 +25,8 @@ import (
 
 const within = 10 * time.Second
 
-// fake is a server whose process is this test binary as runFakeServer;
-// tag is what it answers whoami with.
+// fake is a server whose process is this test binary as
+// testutil.FakeServer; tag is what it answers whoami with.
 func fake(t *testing.T, name, tag string) daemon.Server {
 	t.Helper()
 	exe, err := os.Executable()
@@ -35,7 +35,7 @@ func fake(t *testing.T, name, tag string) daemon.Server {
 		Name: name,
 		Upstream: upstream.Config{
 			Command: exe,
-			Env:     map[string]string{fakeEnv: "1", "FAKE_TAG": tag},
+			Env:     map[string]string{testutil.FakeServerEnv: "serve", testutil.FakeTagEnv: tag},
 			Stderr:  upstream.StderrDiscard,
 		},
 		RestartBackoff: time.Millisecond,

@@ -136,13 +136,6 @@ func (t *Table) Len() int {
 	return len(t.routes)
 }
 
-// Latest returns the session whose in-flight request started last among
-// those for which keep returns true; ok is false when there is none.
-func (t *Table) Latest(keep func(Route) bool) (session uint64, ok bool) {
-	_, r, ok := t.LatestRoute(keep)
-	return r.Session, ok
-}
-
 // LatestRoute returns the in-flight request of a session that started last
 // among those for which keep returns true, with its upstream id; ok is false
 // when there is none. keep runs under the table's lock: it must not call
@@ -158,38 +151,26 @@ func (t *Table) LatestRoute(keep func(Route) bool) (up int64, r Route, ok bool) 
 	return up, r, ok
 }
 
-// Rebind gives the request in flight under upstream id up a new
-// downstream id, progress token and tag: its session answers it under that
-// id, and hears of its progress under that token (nil: none), from now on.
-// It fails with ErrDuplicate when the session has another request with
-// that id in flight, and reports false when up is not in flight.
-func (t *Table) Rebind(up int64, id, token json.RawMessage, tag uint64) (bool, error) {
-	return t.rebind(up, nil, id, token, tag)
-}
-
-// Move is Rebind that also hands the route to another session (a request
-// that outlives the session that sent it, taken up by a later one).
+// Move gives the request in flight under upstream id up to session (its
+// own, or a later one that takes up a request that outlived the session
+// that sent it) under a new downstream id, progress token and tag: that
+// session answers it under that id, and hears of its progress under that
+// token (nil: none), from now on. It fails with ErrDuplicate when the
+// session has another request with that id in flight, and reports false
+// when up is not in flight.
 func (t *Table) Move(up int64, session uint64, id, token json.RawMessage, tag uint64) (bool, error) {
-	return t.rebind(up, &session, id, token, tag)
-}
-
-func (t *Table) rebind(up int64, session *uint64, id, token json.RawMessage, tag uint64) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.routes[up]
 	if !ok {
 		return false, nil
 	}
-	owner := r.Session
-	if session != nil {
-		owner = *session
-	}
-	k := key{owner, string(id)}
+	k := key{session, string(id)}
 	if other, dup := t.byKey[k]; dup && other != up {
 		return true, ErrDuplicate
 	}
 	delete(t.byKey, key{r.Session, string(r.ID)})
-	r.Session, r.ID, r.Token, r.Tag = owner, id, token, tag
+	r.Session, r.ID, r.Token, r.Tag = session, id, token, tag
 	t.routes[up], t.byKey[k] = r, up
 	return true, nil
 }

@@ -14,9 +14,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	testutil.Main(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 func route(session uint64, id string) idmap.Route {
 	return idmap.Route{Session: session, ID: json.RawMessage(id)}
@@ -290,9 +288,9 @@ func TestLatest(t *testing.T) {
 				_, err := tab.Add(r)
 				require.NoError(t, err)
 			}
-			got, ok := tab.Latest(tt.keep)
+			_, r, ok := tab.LatestRoute(tt.keep)
 			assert.Equal(t, tt.wantOK, ok, "ok")
-			assert.Equal(t, tt.want, got, "session")
+			assert.Equal(t, tt.want, r.Session, "session")
 		})
 	}
 }
@@ -342,7 +340,7 @@ func TestConcurrentUse(t *testing.T) {
 			default:
 			}
 			tab.Len()
-			tab.Latest(func(idmap.Route) bool { return true })
+			tab.LatestRoute(func(idmap.Route) bool { return true })
 			tab.DropSession(sessions + 1)
 			tab.Add(route(sessions+1, `1`))
 		}
@@ -370,18 +368,18 @@ func TestConcurrentUse(t *testing.T) {
 	assert.Equal(t, 0, tab.Len(), "everything settled")
 }
 
-func TestRebindMovesARequestToAnotherID(t *testing.T) {
+func TestMoveWithinItsSessionChangesItsID(t *testing.T) {
 	var tab idmap.Table
 	up, err := tab.Add(idmap.Route{Session: 1, ID: json.RawMessage(`"a"`)})
 	require.NoError(t, err)
 	other, err := tab.Add(idmap.Route{Session: 1, ID: json.RawMessage(`"b"`)})
 	require.NoError(t, err)
 
-	found, err := tab.Rebind(up, json.RawMessage(`"b"`), nil, 0)
+	found, err := tab.Move(up, 1, json.RawMessage(`"b"`), nil, 0)
 	assert.True(t, found)
 	assert.ErrorIs(t, err, idmap.ErrDuplicate, "b is in flight")
 
-	found, err = tab.Rebind(up, json.RawMessage(`"c"`), json.RawMessage(`"tok"`), 9)
+	found, err = tab.Move(up, 1, json.RawMessage(`"c"`), json.RawMessage(`"tok"`), 9)
 	require.NoError(t, err)
 	assert.True(t, found)
 	r, _ := tab.Get(up)
@@ -392,7 +390,7 @@ func TestRebindMovesARequestToAnotherID(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, up, got)
 
-	found, err = tab.Rebind(999, json.RawMessage(`"d"`), nil, 0)
+	found, err = tab.Move(999, 1, json.RawMessage(`"d"`), nil, 0)
 	assert.False(t, found)
 	assert.NoError(t, err)
 	_, ok = tab.Take(other)

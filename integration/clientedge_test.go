@@ -48,7 +48,7 @@ func TestConnectBrokenConfig(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0, "the config has [servers.demo]:\n%s", text)
 	lines = append(lines[:i+1], append([]string{`comand = "typo"`}, lines[i+1:]...)...)
 	require.NoError(t, os.WriteFile(cfg.path, []byte(strings.Join(lines, "\n")), 0o600))
-	warning := cfg.path + ":" + strconv.Itoa(i+2) + ": servers.demo.comand: unknown key"
+	warning := cfg.path + ":" + strconv.Itoa(i+2) + ": servers.demo.comand: unknown key (did you mean command?)"
 
 	echo := string(toolCall("2", "echo", map[string]string{"text": "still here"}))
 	r := runMcpmux(t, env, initializeLine+"\n"+echo+"\n", "connect", "--config", cfg.path, "demo")

@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 
 // run is TestMain with deferred cleanup that os.Exit would skip.
 func run(m *testing.M) int {
+	if addr := os.Getenv(trickleEnv); addr != "" {
+		return trickle(addr) // this binary, run as another user by TestWebListenerUnlockedByTricklers
+	}
 	dir, err := os.MkdirTemp("", "mxbin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)

@@ -22,7 +22,6 @@ const (
 	ReasonTooLarge            = "message_too_large"
 	ReasonDuplicateID         = "duplicate_id"
 	ReasonNotInitialized      = "not_initialized"
-	ReasonAlreadyInitialized  = "already_initialized"
 	ReasonInternal            = "internal_error"
 	ReasonUnknownTask         = "unknown_task"
 	ReasonInvalidLevel        = "invalid_level"
@@ -44,12 +43,13 @@ const (
 	ReasonDaemonGone          = "daemon_gone" // written by `mcpmux connect`: its session with the daemon ended with the request in flight
 
 	// Refusals of the web listener, each with its HTTP status.
-	ReasonForbidden      = "forbidden"       // 403: Host or Origin not allowed
-	ReasonUnauthorized   = "unauthorized"    // 401: no token, or a wrong one
-	ReasonNoSuchServer   = "no_such_server"  // 404: no server of that name
-	ReasonNoSession      = "no_session"      // 400 without Mcp-Session-Id, 404 for one that ended or never was
-	ReasonShuttingDown   = "shutting_down"   // 503: the daemon is stopping
-	ReasonHeaderMismatch = "header_mismatch" // 400: an HTTP header contradicts the body
+	ReasonForbidden      = "forbidden"        // 403: Host or Origin not allowed
+	ReasonUnauthorized   = "unauthorized"     // 401: no token, or a wrong one
+	ReasonNoSuchServer   = "no_such_server"   // 404: no server of that name
+	ReasonNoSession      = "no_session"       // 400 without Mcp-Session-Id, 404 for one that ended or never was
+	ReasonShuttingDown   = "shutting_down"    // 503: the daemon is stopping
+	ReasonTooManyStreams = "too_many_streams" // 503: the web listener has its maximum of long-lived streams, or the client of listens
+	ReasonHeaderMismatch = "header_mismatch"  // 400: an HTTP header contradicts the body
 )
 
 // Error is a JSON-RPC error that mcpmux itself emits. On the wire its data is

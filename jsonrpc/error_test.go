@@ -169,21 +169,21 @@ func TestErrorAsAndString(t *testing.T) {
 func TestReasons(t *testing.T) {
 	got := []string{
 		jsonrpc.ReasonParseError, jsonrpc.ReasonInvalidRequest, jsonrpc.ReasonTooLarge, jsonrpc.ReasonDuplicateID,
-		jsonrpc.ReasonNotInitialized, jsonrpc.ReasonAlreadyInitialized, jsonrpc.ReasonInternal, jsonrpc.ReasonUnknownTask,
+		jsonrpc.ReasonNotInitialized, jsonrpc.ReasonInternal, jsonrpc.ReasonUnknownTask,
 		jsonrpc.ReasonInvalidLevel, jsonrpc.ReasonTooManySessions, jsonrpc.ReasonBatchNotSupported, jsonrpc.ReasonUpstreamExited,
 		jsonrpc.ReasonUpstreamStalled, jsonrpc.ReasonUpstreamUnavailable, jsonrpc.ReasonTimeout, jsonrpc.ReasonNotSupported,
 		jsonrpc.ReasonMethodNotFound, jsonrpc.ReasonNoClient, jsonrpc.ReasonClientGone, jsonrpc.ReasonClientTimeout,
 		jsonrpc.ReasonForbidden, jsonrpc.ReasonUnauthorized, jsonrpc.ReasonNoSuchServer, jsonrpc.ReasonNoSession,
-		jsonrpc.ReasonShuttingDown, jsonrpc.ReasonHeaderMismatch,
+		jsonrpc.ReasonShuttingDown, jsonrpc.ReasonHeaderMismatch, jsonrpc.ReasonTooManyStreams,
 	}
 	want := []string{
 		"parse_error", "invalid_request", "message_too_large", "duplicate_id",
-		"not_initialized", "already_initialized", "internal_error", "unknown_task",
+		"not_initialized", "internal_error", "unknown_task",
 		"invalid_level", "too_many_sessions", "batch_not_supported", "upstream_exited",
 		"upstream_stalled", "upstream_unavailable", "timeout", "not_supported",
 		"method_not_found", "no_client", "client_gone", "client_timeout",
 		"forbidden", "unauthorized", "no_such_server", "no_session",
-		"shutting_down", "header_mismatch",
+		"shutting_down", "header_mismatch", "too_many_streams",
 	}
 	assert.Equal(t, want, got, "Reason constants")
 	assert.Equal(t, []int{-32700, -32600, -32601, -32602, -32603},

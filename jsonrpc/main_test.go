@@ -9,9 +9,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	testutil.Main(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // integerID is the JSON grammar of an integer: MCP ids are strings or these.
 var integerID = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)

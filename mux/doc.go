@@ -83,28 +83,52 @@
 // These enter the hub, and nothing else does:
 //   - each session's read goroutine (session.Session.Run), which calls the
 //     client's Handler methods one message at a time;
+//   - the goroutine that calls Serve, which adds the session, runs its
+//     writer (inside session.Session.Run) and, once it has ended, counts it
+//     out of every part (Hub.detach);
 //   - the server's stdout reader (upstream.Process), which calls
 //     upstreamHandler one message at a time and never blocks;
-//   - Run, which starts, supervises and restarts the process; its ping loop,
-//     which Run's supervise waits for;
-//   - timers, which only take a route or an entry and answer:
-//     request_timeout (Hub.timeout, started in flights.restartTimerLocked),
-//     the wait of a parked request for its retry (Hub.parkedTimeout,
-//     started in flights.park), and the server request timeout
-//     (Hub.serverReqTimeout, started in serverReqs.add).
+//   - Run, which starts, supervises and restarts the process, and its ping
+//     loop (Hub.pingLoop), which Hub.supervise starts and waits for;
+//   - timers, which nobody waits for: each takes its entry from a table
+//     (under that table's lock) and acts only if it got it, so stopping one
+//     is enough. They are request_timeout (armed by
+//     flights.restartTimerLocked when a request is sent, and again for each
+//     round of input; it runs Hub.timeout), the server request timeout
+//     (armed by serverReqs.add; Hub.serverReqTimeout) and the wait of a
+//     parked request for its retry (armed by flights.park;
+//     downBridge.parkedTimeout);
+//   - the daemon's control endpoint, its reload and its idle check, through
+//     the exported methods: Status, Logs and FollowLogs copy out what the
+//     parts hold, under their locks; Restart and Reconfigure change what
+//     life holds and wake Run, which does the rest.
 //
-// Pool.Serve runs one Hub per session and waits for its Run.
+// Pool.Serve runs one Hub per session, with its Run on a goroutine of its
+// own that it waits for. Projects runs one Hub per project: the goroutine
+// Projects.startLocked starts for its Run is in Projects.wg, which
+// Projects.Run waits for. When a project's last session leaves, a timer
+// (armed by Projects.release) stops that hub if no session came back
+// within the idle time (Projects.stopIfIdle); nobody waits for it, and
+// Projects.Run stops those it finds. While share = "project" tells a web
+// session's project, the lobby reads the client's next frame on a goroutine
+// of its own (lobby.next), whose outcome the session's first read takes;
+// the lobby's Close ends that read and waits for it.
 //
 // # Locks
 //
 // Every part's lock is a leaf: no lock is held while another is taken (but
 // for flights, which holds its own over the idmap.Table's), no I/O
 // and no blocking send happens under one, and every critical section unlocks
-// with defer (a test checks the source for it), so a panic recovered at the
-// session boundary never leaves a lock held. Where a part hands back data for
-// the Hub to act on (a list of sessions, a frame to send), it copies it out
-// under its lock and the Hub acts after. flights.latest runs its filter
-// under its lock: the filters mux passes take no lock.
+// with defer, so a panic recovered at the session boundary never leaves a
+// lock held. A test (TestEveryLockIsALeaf) reads the source to keep all
+// three, following each call made under a lock through mux and the
+// module's other packages; the few calls it lets pass are listed in it with
+// why (the event log's formatting takes slog's own lock, into memory; a
+// project's hub is made under the pool's lock). Where a part hands back
+// data for the Hub to act on (a list of sessions, a frame to send), it
+// copies it out under its lock and the Hub acts after. flights.latest runs
+// its filter under its lock and the table's: the filters mux passes take no
+// lock, which the test checks too.
 //
 // # Queues
 //

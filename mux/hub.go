@@ -26,12 +26,12 @@ type Config struct {
 	RestartBackoff    time.Duration // first delay before a restart; 0 means 250ms
 	RestartBackoffMax time.Duration // cap of the delay; 0 means 30s
 	RestartWindow     time.Duration // uptime that resets the backoff, and the window of MaxRestarts; 0 means 60s
-	MaxRestarts       int           // crashes within RestartWindow before the server is failed; 0 means no limit
+	MaxRestarts       int           // crashes within RestartWindow before the server is failed; 0 means DefaultMaxRestarts, NoLimit none
 	RequestTimeout    time.Duration // a request unanswered this long fails with "timeout" and is cancelled upstream; 0 means none
 	PingInterval      time.Duration // liveness pings to the server; 0 means none
 	PingFailures      int           // missed pings in a row that restart the server; 0 means 3
 	Lazy              bool          // start the server at the first session rather than at once
-	MaxSessions       int           // sessions at once; 0 means no limit
+	MaxSessions       int           // sessions at once; 0 means DefaultMaxSessions, NoLimit none
 
 	ServerRequests       string        // "auto" (default, also ""), "latest" or "serialize": how a server request picks among sessions
 	MaxConcurrency       int           // requests in flight at the server at once; the rest wait, the sessions taking turns; 0 means no limit
@@ -99,7 +99,13 @@ const (
 	DefaultServerRequestTimeout = time.Minute
 	DefaultPingFailures         = 3
 	DefaultSessionLogLevel      = "info"
+	DefaultMaxRestarts          = 5
+	DefaultMaxSessions          = 1024
 )
+
+// NoLimit, as Config.MaxRestarts or Config.MaxSessions, sets no limit at
+// all (their zero value is the default).
+const NoLimit = -1
 
 // process is what the hub needs of a running server.
 type process interface {
@@ -218,6 +224,12 @@ func withDefaults(cfg Config) Config {
 	set(&cfg.ServerRequestTimeout, DefaultServerRequestTimeout)
 	if cfg.PingFailures <= 0 {
 		cfg.PingFailures = DefaultPingFailures
+	}
+	if cfg.MaxRestarts == 0 {
+		cfg.MaxRestarts = DefaultMaxRestarts
+	}
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = DefaultMaxSessions
 	}
 	if cfg.start == nil {
 		cfg.start = func(c upstream.Config, h upstream.Handler) (process, error) { return upstream.Start(c, h) }

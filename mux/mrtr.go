@@ -41,7 +41,7 @@ const maxRounds = 8
 // stateVersion starts every requestState mcpmux makes.
 const stateVersion = "mcpmux1."
 
-// inputMethods are the methods whose answer may be an input_required result.
+// inputMethod reports a method whose answer may be an input_required result.
 func inputMethod(method string) bool {
 	switch method {
 	case "tools/call", "prompts/get", "resources/read":

@@ -57,7 +57,7 @@ type Pool struct {
 
 // NewPool returns a pool; its processes start with their sessions.
 func NewPool(cfg Config) *Pool {
-	p := &Pool{cfg: cfg, events: newEventLog(), hubs: make(map[*Hub]bool)}
+	p := &Pool{cfg: withDefaults(cfg), events: newEventLog(), hubs: make(map[*Hub]bool)}
 	p.cfg.events = p.events
 	return p
 }
@@ -86,7 +86,7 @@ func (p *Pool) Full() bool {
 func (p *Pool) Serve(ctx context.Context, t session.Transport, peer session.Peer) error {
 	cfg := p.config()
 	max := cfg.MaxSessions
-	cfg.Lazy, cfg.IdleTimeout, cfg.MaxSessions = false, 0, 0
+	cfg.Lazy, cfg.IdleTimeout, cfg.MaxSessions = false, 0, NoLimit
 	h := New(cfg)
 	if !p.admit(h) {
 		refuseSession(h.log, cfg.Name, max, 0, t, peer)

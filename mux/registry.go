@@ -6,7 +6,7 @@ import (
 )
 
 // registry is the set of a hub's sessions. Invariant: it never holds more
-// than max sessions (0: no bound). Lists it hands out are copies, so the
+// than max sessions (NoLimit: no bound). Lists it hands out are copies, so the
 // caller may act on each session with no lock held.
 type registry struct {
 	ids *atomic.Uint64 // session ids, shared by the daemon's hubs so that logs name each once

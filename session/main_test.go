@@ -1,20 +1,14 @@
 package session_test
 
 import (
-	"fmt"
-	"os"
-	"runtime"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/outbox"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // watchdogAfter is far beyond any one test's run, even under -race on a
 // loaded machine.
@@ -24,13 +18,8 @@ const watchdogAfter = 2 * time.Minute
 // still going after watchdogAfter: a hung session says more that way than
 // through go test's own timeout, which comes much later.
 func watchdog(t *testing.T) {
-	w := time.AfterFunc(watchdogAfter, func() {
-		buf := make([]byte, 8<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		fmt.Fprintf(os.Stderr, "%s hung for %v; goroutines:\n%s\n", t.Name(), watchdogAfter, buf)
-		os.Exit(2)
-	})
-	t.Cleanup(func() { w.Stop() })
+	stop := testutil.Watchdog(watchdogAfter, t.Name()+" hung", nil)
+	t.Cleanup(func() { stop() })
 }
 
 // data makes frames of the given Data.

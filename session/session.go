@@ -1,15 +1,3 @@
-// Package session is one downstream MCP connection as mcpmux serves it: a
-// read loop that no input can kill, one writer, and an outbox bounded in
-// bytes (an outbox.Queue). What the messages mean is not its business; it
-// hands each valid message to a Handler (the hub) and answers malformed
-// ones itself.
-//
-// Flow control comes before eviction. While a session has its maximum of
-// requests in flight, or its outbox is above the high-water mark, or the
-// Handler says the server cannot take more, the session simply stops reading
-// its client, so a client that pipelines is slowed, never dropped. Only a
-// client whose outbox passes the hard maximum, because it stopped reading
-// altogether, is disconnected.
 package session
 
 import (

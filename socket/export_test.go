@@ -44,3 +44,10 @@ func (r *LogRecorder) Records() []Record {
 	defer r.mu.Unlock()
 	return append([]Record(nil), r.records...)
 }
+
+// ConnCounts reports the web listener's checked and unchecked connections
+// open.
+func (w *Web) ConnCounts() (checked, unchecked int) { return w.conns.counts() }
+
+// StreamsOpen reports the long-lived streams counted in.
+func (w *Web) StreamsOpen() int { return w.streams.Open() }

@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -64,9 +65,28 @@ type WebConfig struct {
 	// MaxInflight bounds the POSTs of one Streamable HTTP session read at
 	// once (max_inflight); zero means the streamable package's default.
 	MaxInflight int
-	// MaxConnections bounds the connections open at once; the next one is
-	// accepted when one closes. Zero means DefaultMaxConnections.
+	// MaxConnections bounds the connections open at once that have passed
+	// the Host, Origin and token checks; while that many are, the next one
+	// is accepted when one closes. Zero means DefaultMaxConnections.
 	MaxConnections int
+	// MaxStreams bounds the long-lived streams open at once (WebSockets,
+	// GET streams, listens), below MaxConnections so that short requests
+	// always have room; one more is refused 503. Zero means three quarters
+	// of MaxConnections.
+	MaxStreams int
+	// MaxListens bounds the listens of one client (a peer and the name it
+	// gives itself) and the GET streams of one HTTP session; one more ends
+	// the oldest. Zero means streamable.DefaultMaxListens.
+	MaxListens int
+	// MaxUnchecked bounds the connections open at once that have not yet
+	// passed the checks; one more closes the oldest of them. Zero means
+	// DefaultMaxUnchecked.
+	MaxUnchecked int
+	// HeaderTimeout bounds reading a request's headers, and BodyTimeout
+	// its body, from the first read of it; zero means DefaultHeaderTimeout
+	// and DefaultBodyTimeout.
+	HeaderTimeout time.Duration
+	BodyTimeout   time.Duration
 
 	Logger *slog.Logger // refusals at Warn, sessions at Debug; nil discards
 }
@@ -77,8 +97,18 @@ const ServersPath = "/servers/"
 // DefaultMaxConnections is WebConfig.MaxConnections' default.
 const DefaultMaxConnections = 1024
 
-// handshakeTimeout bounds reading a request's headers and completing the
-// WebSocket handshake.
+// DefaultMaxStreamsOf is WebConfig.MaxStreams' default for maxConns
+// connections: three quarters of them.
+func DefaultMaxStreamsOf(maxConns int) int { return max(maxConns*3/4, 1) }
+
+// Defaults of WebConfig.
+const (
+	DefaultMaxUnchecked  = 64
+	DefaultHeaderTimeout = 2 * time.Second
+	DefaultBodyTimeout   = 10 * time.Second
+)
+
+// handshakeTimeout bounds completing the WebSocket handshake.
 const handshakeTimeout = 10 * time.Second
 
 // shutdownTimeout bounds the wait for plain HTTP requests at shutdown.
@@ -99,6 +129,12 @@ const shutdownTimeout = 5 * time.Second
 // The token is accepted as "Authorization: Bearer TOKEN", as "?token=TOKEN",
 // or as a Sec-WebSocket-Protocol entry "mcp.auth.TOKEN", and compared in
 // constant time. Subprotocol "mcp" is selected when the client offers it.
+//
+// Connections are bounded before any check: those that have passed none
+// yet get a budget of their own, the oldest closed for a new one, so that
+// no one without the token takes the slots of those that have (see
+// limitListener). Long-lived streams (WebSockets, GET streams, listens)
+// are bounded apart, below the connections, so short requests have room.
 type Web struct {
 	cfg      WebConfig
 	l        net.Listener
@@ -107,10 +143,16 @@ type Web struct {
 	upgrader websocket.Upgrader
 	http     *streamable.Handler
 
+	conns   *limitListener      // w.l, its connections bounded
+	streams *streamable.Streams // the long-lived streams, WebSockets among them
+
 	mu      sync.Mutex
 	closing bool
 	active  sync.WaitGroup // WebSocket sessions, on hijacked connections
 }
+
+// connKey is the request context's key of its connection.
+type connKey struct{}
 
 // ListenWeb validates cfg and listens on cfg.Addr. Without AllowRemote an
 // address that is not loopback (127.0.0.0/8, ::1 or localhost) is refused
@@ -124,6 +166,11 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 	}
 	if err := CheckWebAddr(cfg.Addr, cfg.AllowRemote); err != nil {
 		return nil, err
+	}
+	maxConns := cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
+	maxStreams := cmp.Or(cfg.MaxStreams, DefaultMaxStreamsOf(maxConns))
+	if maxStreams >= maxConns {
+		return nil, fmt.Errorf("web listener: %d long-lived streams must be fewer than %d connections, so that short requests have room", maxStreams, maxConns)
 	}
 	l, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -160,8 +207,9 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 			streamable.WriteError(rw, status, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "WebSocket handshake refused: " + reason.Error(), Reason: why, Server: serverOf(r.URL.Path)})
 		},
 	}
+	w.streams = streamable.NewStreams(maxStreams, cfg.MaxListens)
 	hc := streamable.Config{SessionIdle: cfg.HTTPSessionIdle, WriteTimeout: cfg.WriteTimeout,
-		MaxSessions: cfg.MaxHTTPSessions, MaxInflight: cfg.MaxInflight, Logger: log}
+		MaxSessions: cfg.MaxHTTPSessions, MaxInflight: cfg.MaxInflight, Streams: w.streams, Logger: log}
 	if cfg.HTTPSessionDir != "" {
 		fs := &streamable.FileStore{Dir: cfg.HTTPSessionDir,
 			Max:  cmp.Or(cfg.MaxHTTPSessions, streamable.DefaultMaxSessions),
@@ -170,6 +218,11 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 		hc.Store = fs
 	}
 	w.http = streamable.New(hc)
+	w.conns = newLimitListener(l, maxConns,
+		cmp.Or(cfg.MaxUnchecked, DefaultMaxUnchecked), func(c net.Conn) {
+			// Anyone who reaches the port can cause these: the log limits them.
+			w.log.Warn("closed the oldest connection not yet checked, for a newer one", "peer", c.RemoteAddr().String())
+		})
 	return w, nil
 }
 
@@ -198,15 +251,18 @@ func (w *Web) Serve(ctx context.Context) error {
 	defer cancel()
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(w.handle),
-		ReadHeaderTimeout: handshakeTimeout,
+		ReadHeaderTimeout: cmp.Or(w.cfg.HeaderTimeout, DefaultHeaderTimeout),
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ErrorLog:          slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+		ConnState: func(c net.Conn, st http.ConnState) { w.conns.setIdle(c, st == http.StateIdle) },
+		ErrorLog:  slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
-	l := newLimitListener(w.l, cmp.Or(w.cfg.MaxConnections, DefaultMaxConnections))
-	go func() { served <- srv.Serve(l) }() // waited for below
+	go func() { served <- srv.Serve(w.conns) }() // waited for below
 	var err error
 	select {
 	case <-ctx.Done():
@@ -240,6 +296,7 @@ var (
 	errToken        = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "missing or wrong token", Reason: jsonrpc.ReasonUnauthorized}
 	errNoServer     = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no such server", Reason: jsonrpc.ReasonNoSuchServer}
 	errFull         = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server has its maximum of sessions", Reason: jsonrpc.ReasonTooManySessions}
+	errStreams      = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpmux has its maximum of long-lived streams (http_max_streams): listens, GET streams and WebSockets", Reason: jsonrpc.ReasonTooManyStreams}
 	errShuttingDown = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpmux is shutting down", Reason: jsonrpc.ReasonShuttingDown}
 	errUpgrade      = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "this endpoint speaks WebSocket and Streamable HTTP", Reason: jsonrpc.ReasonInvalidRequest}
 	errNoOAuth      = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "mcpmux does not use OAuth: send its token as Authorization: Bearer TOKEN", Reason: jsonrpc.ReasonNotSupported}
@@ -288,8 +345,13 @@ func serverOf(path string) string {
 
 // handle runs the checks, in order, then the session.
 func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
+	w.bodyDeadline(rw, r)
 	name := serverOf(r.URL.Path)
+	conn, _ := r.Context().Value(connKey{}).(*limitedConn)
 	refuse := func(status int, e *jsonrpc.Error, args ...any) {
+		if conn != nil {
+			conn.refused() // before the answer, which may wait for a slow body
+		}
 		for i, a := range args {
 			if s, ok := a.(string); ok {
 				args[i] = streamable.Clip(s)
@@ -309,6 +371,9 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	if isOAuthDiscovery(r.URL.Path) {
 		// Clients probe these before they use a server; mcpmux takes a
 		// token instead, and a 404 is how OAuth says "none here".
+		if conn != nil {
+			conn.refused()
+		}
 		w.log.Debug("answered an OAuth discovery probe: none here", "peer", r.RemoteAddr, "path", streamable.Clip(r.URL.Path))
 		streamable.WriteError(rw, http.StatusNotFound, nil, errNoOAuth.WithServer(name))
 		return
@@ -317,6 +382,9 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("WWW-Authenticate", `Bearer realm="mcpmux"`)
 		refuse(http.StatusUnauthorized, errToken)
 		return
+	}
+	if conn != nil {
+		conn.promote()
 	}
 	var ep Endpoint
 	ok := name != ""
@@ -340,12 +408,60 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusServiceUnavailable, errFull, "server", name)
 		return
 	}
+	release, ok := w.streams.Acquire("", nil)
+	if !ok {
+		refuse(http.StatusServiceUnavailable, errStreams, "server", name)
+		return
+	}
+	defer release()
 	if !w.enter() {
 		refuse(http.StatusServiceUnavailable, errShuttingDown, "server", name)
 		return
 	}
 	defer w.active.Done()
 	w.serveWebSocket(rw, r, name, ep)
+}
+
+// bodyDeadline bounds reading r's body, if it has one, to BodyTimeout:
+// from now, which covers the server discarding the body of a request
+// refused without reading it, and again from the handler's first read of
+// it, since a POST may wait its turn before it is read. Once the body is
+// read the deadline is lifted (net/http lifts it too, as it starts
+// watching for the client's leaving), so that a response streamed for
+// long (a listen) is not cut off by it.
+func (w *Web) bodyDeadline(rw http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	d := cmp.Or(w.cfg.BodyTimeout, DefaultBodyTimeout)
+	rc := http.NewResponseController(rw)
+	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+		return
+	}
+	r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, timeout: d}
+}
+
+// deadlineBody arms its connection's read deadline at its first read and
+// lifts it at its end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	armed   bool
+	lifted  bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	if !b.armed {
+		b.armed = true
+		b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	}
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.lifted { // any other error leaves the deadline to end the connection
+		b.lifted = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 // enter counts a WebSocket session in; false once the listener is closing.

@@ -1,6 +1,10 @@
 package socket_test
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -69,8 +73,23 @@ func TestWebRefusalLogLimited(t *testing.T) {
 	assert.Contains(t, refused[0], "(61440 bytes)")
 }
 
-// TestWebConnectionCap: beyond MaxConnections a connection is not served
-// until another closes.
+// rawRequest sends one request with the token on c and reads its
+// response's status line and headers; the connection stays open.
+func rawRequest(t *testing.T, c net.Conn, br *bufio.Reader) int {
+	t.Helper()
+	_, err := fmt.Fprintf(c, "GET /servers/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", testToken)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestWebConnectionCap: with MaxConnections connections that passed the
+// checks, each with a request in progress, a new connection is not served
+// until one of them closes; one idle between requests is closed for it.
 func TestWebConnectionCap(t *testing.T) {
 	ws := startWeb(t, func(c *socket.WebConfig) { c.MaxConnections = 2 })
 	addr := strings.TrimPrefix(ws.url, "ws://")
@@ -79,8 +98,16 @@ func TestWebConnectionCap(t *testing.T) {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
 		defer c.Close()
+		// Checked, and reading a body that has not all come.
+		_, err = fmt.Fprintf(c, "POST /servers/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{", testToken)
+		require.NoError(t, err)
 		held = append(held, c)
 	}
+	testutil.Until(t, 10*time.Second, "both checked", func() bool {
+		checked, _ := ws.web.ConnCounts()
+		return checked == 2
+	})
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 500 * time.Millisecond}
 	_, err := client.Get("http://" + addr + "/servers/demo")
 	require.Error(t, err, "a third connection waits")
@@ -94,4 +121,176 @@ func TestWebConnectionCap(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusUpgradeRequired || resp.StatusCode == http.StatusUnauthorized
 	})
+
+	// An idle connection, between requests, makes room at once.
+	idle, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer idle.Close()
+	ibr := bufio.NewReader(idle)
+	require.Equal(t, http.StatusUpgradeRequired, rawRequest(t, idle, ibr))
+	testutil.Until(t, 10*time.Second, "two checked", func() bool {
+		checked, _ := ws.web.ConnCounts()
+		return checked == 2
+	})
+	resp, err := client.Get("http://" + addr + "/servers/demo")
+	require.NoError(t, err, "served: the idle one was closed")
+	resp.Body.Close()
+	require.NoError(t, idle.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = ibr.ReadByte()
+	assert.ErrorIs(t, err, io.EOF, "the idle connection was closed")
+}
+
+// TestWebUncheckedBudget: connections that have passed no check are
+// bounded apart: past MaxUnchecked the oldest of them is closed, never one
+// that passed the checks, and a token holder's new connection is served
+// while hundreds send nothing.
+func TestWebUncheckedBudget(t *testing.T) {
+	ws := startWeb(t, func(c *socket.WebConfig) { c.MaxConnections = 2; c.MaxUnchecked = 4 })
+	addr := strings.TrimPrefix(ws.url, "ws://")
+	checked, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer checked.Close()
+	cbr := bufio.NewReader(checked)
+	require.Equal(t, http.StatusUpgradeRequired, rawRequest(t, checked, cbr))
+
+	var idle []net.Conn
+	for range 200 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		c.Write([]byte("GET /servers/demo HTTP/1.1\r\n")) // and nothing more
+		idle = append(idle, c)
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	req, err := http.NewRequest("GET", "http://"+addr+"/servers/demo", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := client.Do(req)
+	require.NoError(t, err, "a new connection with the token is served")
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUpgradeRequired, resp.StatusCode)
+
+	assert.Equal(t, http.StatusUpgradeRequired, rawRequest(t, checked, cbr), "the checked connection was kept")
+	// The first of the idle ones were closed for the newer ones.
+	require.NoError(t, idle[0].SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = idle[0].Read(make([]byte, 1))
+	var ne net.Error
+	require.Error(t, err, "the oldest unchecked connection was closed")
+	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "closed (EOF or reset), not still open: %v", err)
+	testutil.Until(t, 10*time.Second, "at most MaxUnchecked unchecked connections", func() bool {
+		_, unchecked := ws.web.ConnCounts()
+		return unchecked <= 4
+	})
+	evictions := 0
+	for _, r := range ws.log.Records() {
+		if strings.HasPrefix(r.Msg, "closed the oldest connection not yet checked") {
+			evictions++
+		}
+	}
+	assert.Equal(t, 1, evictions, "one line for the flood of one peer")
+}
+
+// TestWebSlowHeadersAndBodies: a connection that trickles its headers is
+// closed at HeaderTimeout; one that trickles a body, with the token or
+// without, is closed at BodyTimeout.
+func TestWebSlowHeadersAndBodies(t *testing.T) {
+	ws := startWeb(t, func(c *socket.WebConfig) {
+		c.HeaderTimeout = 300 * time.Millisecond
+		c.BodyTimeout = 300 * time.Millisecond
+	})
+	addr := strings.TrimPrefix(ws.url, "ws://")
+	cases := map[string]string{
+		"headers":                "POST /servers/demo HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+		"body with the token":    "POST /servers/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + testToken + "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{",
+		"body without the token": "POST /servers/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{",
+	}
+	for name, start := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_, err = c.Write([]byte(start))
+			require.NoError(t, err)
+			begun := time.Now()
+			closed := make(chan struct{})
+			go func() { // waited for below
+				defer close(closed)
+				io.Copy(io.Discard, c) // until the daemon closes it
+			}()
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-closed:
+					t.Logf("closed after %v", time.Since(begun).Round(time.Millisecond))
+					return
+				case <-tick.C:
+					if time.Since(begun) > 10*time.Second {
+						c.Close()
+						<-closed
+						t.Fatal("still open after 10s")
+					}
+					c.Write([]byte(" ")) // one more byte, never the end
+				}
+			}
+		})
+	}
+}
+
+// TestWebStreamsBounded: WebSockets count as long-lived streams, bounded
+// below MaxConnections (three quarters by default): one more is refused
+// 503 too_many_streams, and a short request still has room.
+func TestWebStreamsBounded(t *testing.T) {
+	ws := startWeb(t, func(c *socket.WebConfig) { c.MaxConnections = 4 })
+	for range 3 {
+		status, _, _ := ws.dialWS(t, "/servers/demo", bearer(testToken))
+		require.Equal(t, http.StatusSwitchingProtocols, status)
+	}
+	assert.Equal(t, 3, ws.web.StreamsOpen())
+	status, _, resp := ws.dialWS(t, "/servers/demo", bearer(testToken))
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	reason, _ := refusalBody(t, resp)
+	assert.Equal(t, "too_many_streams", reason)
+
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	req, err := http.NewRequest("GET", "http"+strings.TrimPrefix(ws.url, "ws")+"/servers/demo", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	r, err := client.Do(req)
+	require.NoError(t, err, "a short request has room")
+	r.Body.Close()
+	assert.Equal(t, http.StatusUpgradeRequired, r.StatusCode)
+
+	_, err = socket.ListenWeb(socket.WebConfig{Addr: "127.0.0.1:0", Token: testToken, MaxConnections: 4, MaxStreams: 4,
+		Lookup: func(string) (socket.Endpoint, bool) { return nil, false }})
+	assert.ErrorContains(t, err, "must be fewer than 4 connections")
+}
+
+// TestWebListenOutlivesBodyTimeout: the body deadline ends with the body:
+// a listen whose body was read stays open long past it.
+func TestWebListenOutlivesBodyTimeout(t *testing.T) {
+	ws := startWeb(t, func(c *socket.WebConfig) { c.BodyTimeout = 200 * time.Millisecond })
+	c, err := net.Dial("tcp", strings.TrimPrefix(ws.url, "ws://"))
+	require.NoError(t, err)
+	defer c.Close()
+	body := `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	_, err = fmt.Fprintf(c, "POST /servers/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: %d\r\n\r\n%s",
+		testToken, len(body), body)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the listen's stream started")
+	assert.Equal(t, 1, ws.web.StreamsOpen())
+	// Nothing comes on the stream for a while (its keepalive is 25 s): the
+	// read times out here, where a connection cut by the body deadline
+	// would end.
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))
+	_, err = io.Copy(io.Discard, resp.Body)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne, "still open")
+	assert.True(t, ne.Timeout(), "still open: %v", err)
 }

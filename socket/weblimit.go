@@ -1,58 +1,297 @@
 package socket
 
 import (
+	"bytes"
+	"container/list"
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
-// limitListener accepts at most max connections open at once: Accept
-// waits for one to close before it takes the next from the kernel, so a
-// peer that opens thousands and sends nothing holds no more than max of
-// the daemon's descriptors.
+// limitListener bounds the web listener's connections in two pools.
+//
+// A connection starts unchecked: no request on it has passed the Host,
+// Origin and token checks yet. At most budget of those are open at once;
+// when one more arrives, the oldest unchecked connection is closed, so a
+// peer without the token that opens thousands and trickles its headers
+// holds no more than budget of the daemon's descriptors, and never a slot
+// of a checked connection. The oldest whose request's headers have not
+// all come is closed: a client whose whole request is there, read or
+// waiting in the kernel, is about to be checked, and is passed over. When
+// every one is such a client (many connecting at once), none is closed,
+// up to twice the budget; past that the oldest of all is.
+//
+// A connection whose request passed the checks is checked (promote) until
+// it closes. At most max of those are open at once: while max are, Accept
+// closes the one idle for longest between requests (its client opens
+// another when it needs one), or, with none idle, waits for one to close
+// before it takes the next from the kernel.
 type limitListener struct {
 	net.Listener
-	slots     chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
+	max, budget int
+	evicted     func(c net.Conn) // told of each unchecked connection closed for a newer one
+	room        chan struct{}    // a token when a checked connection closed
+	done        chan struct{}
+	closeOnce   sync.Once
+
+	mu        sync.Mutex
+	checked   int
+	unchecked list.List // of *limitedConn, oldest first
+	idle      list.List // of checked *limitedConn idle between requests, idle longest first
+	peekBuf   [8 << 10]byte
 }
 
-func newLimitListener(l net.Listener, max int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, max), done: make(chan struct{})}
+func newLimitListener(l net.Listener, maxChecked, budget int, evicted func(net.Conn)) *limitListener {
+	return &limitListener{Listener: l, max: maxChecked, budget: max(budget, 1), evicted: evicted,
+		room: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // Accept implements net.Listener.
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
+	if err := l.waitRoom(); err != nil {
+		return nil, err
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+	// Connections checked while this Accept waited in the kernel may have
+	// filled the pool: this one is served once there is room.
+	if err := l.waitRoom(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	lc := &limitedConn{Conn: c, l: l}
+	lc.watch.Store(true)
+	l.mu.Lock()
+	var oldest *limitedConn
+	if l.unchecked.Len() >= l.budget {
+		oldest = l.evictableLocked()
+		if oldest != nil {
+			l.unchecked.Remove(oldest.elem)
+			oldest.elem, oldest.state = nil, connEvicted
+		}
+	}
+	lc.elem = l.unchecked.PushBack(lc)
+	l.mu.Unlock()
+	if oldest != nil {
+		oldest.Conn.Close() // its server goroutine's read fails; its Close then has nothing to release
+		if l.evicted != nil {
+			l.evicted(oldest)
+		}
+	}
+	return lc, nil
 }
 
-// Close implements net.Listener; an Accept waiting for a slot returns.
+// evictableLocked is the unchecked connection to close for a new one: the
+// oldest whose request's headers are not all there; else none, or the
+// oldest at twice the budget.
+func (l *limitListener) evictableLocked() *limitedConn {
+	for e := l.unchecked.Front(); e != nil; e = e.Next() {
+		if c := e.Value.(*limitedConn); !c.headersIn(l.peekBuf[:]) {
+			return c
+		}
+	}
+	if l.unchecked.Len() < 2*l.budget {
+		return nil
+	}
+	return l.unchecked.Front().Value.(*limitedConn)
+}
+
+// waitRoom waits until fewer than max checked connections are open;
+// net.ErrClosed once the listener is closed.
+func (l *limitListener) waitRoom() error {
+	for {
+		full, idlest := l.full()
+		switch {
+		case !full:
+			return nil
+		case idlest != nil:
+			idlest.Close()
+			continue
+		}
+		select {
+		case <-l.room:
+		case <-l.done:
+			return net.ErrClosed
+		}
+	}
+}
+
+// full reports whether max checked connections are open, and then the one
+// idle for longest, if any.
+func (l *limitListener) full() (bool, *limitedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.checked < l.max {
+		return false, nil
+	}
+	if e := l.idle.Front(); e != nil {
+		return true, e.Value.(*limitedConn)
+	}
+	return true, nil
+}
+
+// setIdle notes whether c, checked, is idle between requests
+// (http.Server's ConnState).
+func (l *limitListener) setIdle(c net.Conn, idle bool) {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case lc.idleElem != nil && !idle:
+		l.idle.Remove(lc.idleElem)
+		lc.idleElem = nil
+	case lc.idleElem == nil && idle && lc.state == connChecked:
+		lc.idleElem = l.idle.PushBack(lc)
+	}
+}
+
+// Close implements net.Listener; an Accept waiting for room returns.
 func (l *limitListener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }
 
-// limitedConn gives its slot back when it is closed, once.
-type limitedConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
+// counts reports the checked and unchecked connections open.
+func (l *limitListener) counts() (checked, unchecked int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checked, l.unchecked.Len()
 }
 
+// States of a limitedConn.
+const (
+	connUnchecked = iota
+	connChecked
+	connEvicted // closed by the listener for a newer unchecked one
+	connClosed
+)
+
+// limitedConn is a connection of a limitListener, in one of its pools.
+type limitedConn struct {
+	net.Conn
+	l *limitListener
+
+	// Under l.mu.
+	state    int
+	elem     *list.Element // in l.unchecked while unchecked
+	idleElem *list.Element // in l.idle while checked and idle
+
+	// What was read of the request being received, while unchecked.
+	hmu      sync.Mutex
+	complete bool    // its headers ended
+	tail     [3]byte // the last bytes read before, for an end split across reads
+	tailLen  int
+	watch    atomic.Bool // unchecked: reads are watched for the headers' end
+}
+
+// Read implements net.Conn, noting when a request's headers have all been
+// read while the connection is unchecked.
+func (c *limitedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.watch.Load() {
+		c.hmu.Lock()
+		if !c.complete {
+			c.complete = headersEnd(c.tail[:c.tailLen], p[:n])
+			c.tailLen = copy(c.tail[:], lastBytes(c.tail[:c.tailLen], p[:n], len(c.tail)))
+		}
+		c.hmu.Unlock()
+	}
+	return n, err
+}
+
+// headersIn reports whether the headers of the request being received
+// have all come: read already, or waiting in the kernel (peeked into buf).
+func (c *limitedConn) headersIn(buf []byte) bool {
+	c.hmu.Lock()
+	complete, tail := c.complete, append([]byte(nil), c.tail[:c.tailLen]...)
+	c.hmu.Unlock()
+	if complete {
+		return true
+	}
+	if n := peekInput(c.Conn, buf); n > 0 && headersEnd(tail, buf[:n]) {
+		return true
+	}
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	return c.complete // read meanwhile
+}
+
+// refused puts a connection whose request was refused back among those
+// whose next request has not come, so it is closed first again.
+func (c *limitedConn) refused() {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	c.complete, c.tailLen = false, 0
+}
+
+// headersEnd reports whether a header block's end (a blank line) is in
+// data, read after tail.
+func headersEnd(tail, data []byte) bool {
+	for _, end := range [][]byte{[]byte("\r\n\r\n"), []byte("\n\n")} {
+		if bytes.Contains(data, end) {
+			return true
+		}
+		// An end split between tail and data.
+		for k := 1; k < len(end); k++ {
+			if bytes.HasSuffix(tail, end[:k]) && bytes.HasPrefix(data, end[k:]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lastBytes is the last n bytes of tail followed by data.
+func lastBytes(tail, data []byte, n int) []byte {
+	if len(data) >= n {
+		return data[len(data)-n:]
+	}
+	b := append(append([]byte(nil), tail...), data...)
+	return b[max(len(b)-n, 0):]
+}
+
+// promote moves the connection to the checked pool, once a request on it
+// passed the checks; nothing when it is checked already, or closed.
+func (c *limitedConn) promote() {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.state != connUnchecked {
+		return
+	}
+	c.l.unchecked.Remove(c.elem)
+	c.elem, c.state = nil, connChecked
+	c.l.checked++
+	c.watch.Store(false)
+}
+
+// Close closes the connection and gives its place back, once.
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	switch c.state {
+	case connUnchecked:
+		c.l.unchecked.Remove(c.elem)
+		c.elem = nil
+	case connChecked:
+		c.l.checked--
+		if c.idleElem != nil {
+			c.l.idle.Remove(c.idleElem)
+			c.idleElem = nil
+		}
+		select {
+		case c.l.room <- struct{}{}:
+		default: // Accept has been told already; it counts again
+		}
+	}
+	c.state = connClosed
 	return err
 }
 

@@ -85,15 +85,20 @@ type sniffedConn struct {
 }
 
 func (c *sniffedConn) Read(p []byte) (int, error) {
-	c.mu.Lock()
-	if len(c.first) > 0 && len(p) > 0 {
-		n := copy(p, c.first)
-		c.first = c.first[n:]
-		c.mu.Unlock()
+	if n := c.takeFirst(p); n > 0 {
 		return n, nil
 	}
-	c.mu.Unlock()
 	return c.Conn.Read(p)
+}
+
+// takeFirst copies into p what is left of the sniffed bytes; 0 once they
+// have all been read (or p is empty).
+func (c *sniffedConn) takeFirst(p []byte) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := copy(p, c.first)
+	c.first = c.first[n:]
+	return n
 }
 
 // DefaultMaxStreams is the streams one yamux connection may have open at

@@ -28,4 +28,35 @@
 // Every refusal it makes is a JSON-RPC error body (application/json) with
 // data.reason and data.server, under the HTTP status the transport's
 // specification gives.
+//
+// # Goroutines
+//
+// Each session runs on a goroutine of its own, and Handler.Close waits for
+// every one of them (Handler.active):
+//   - a 2025 HTTP session, started by Handler.admit for its initialize
+//     request, outlives that request: it ends when the client deletes it,
+//     when it has been idle too long, when it is evicted to make room, or
+//     on Close;
+//   - the session of one 2026-07-28 request (Handler.serveOne), and of
+//     mcpmux's own tools/list, lives as long as its POST: the POST's
+//     handler ends it and waits for it (served.end) before it returns.
+//
+// Two timers act on a session's state and nobody waits for them: each takes
+// the lock of what it acts on and acts only if that is still as it left it,
+// so stopping one is enough. An HTTP session's idle timer (armed by
+// transport.leave when its last request ends, stopped when another comes)
+// ends a session that stayed idle; a POST's header timer (armed by
+// stream.startSoon, stopped by the first event) sends the response's
+// headers when no event came within headerDelay.
+//
+// # Locks
+//
+// Locks nest in one order: the Handler's, then a transport's (to find the
+// idlest session); a transport's, then its streams'. When a final event
+// placed under its own stream's lock retires another stream (tryPlace), it
+// takes that stream's lock by TryLock only, so it never waits for it. A
+// session's memo saves and touches its record in the
+// Store under its own lock (for a FileStore, a file written and renamed).
+// Nothing else blocks or writes under a lock, and every unlock is deferred;
+// TestLocks reads the source to keep it so.
 package streamable

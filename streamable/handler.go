@@ -74,6 +74,9 @@ type Config struct {
 	// Store keeps each session for a later daemon, which makes it again
 	// when its client comes back; nil keeps nothing.
 	Store Store
+	// Streams bounds the GET streams and the listens, with the web
+	// listener's other long-lived streams; nil bounds nothing.
+	Streams *Streams
 	// Logger gets refusals at Warn and sessions at Debug; nil discards.
 	Logger *slog.Logger
 }
@@ -364,13 +367,22 @@ func (h *Handler) get(rw http.ResponseWriter, r *http.Request, server string, ep
 		c.writeHeader()
 		return
 	}
+	// The session's oldest stream is ended when it holds its bound of them.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	release, ok := h.cfg.Streams.Acquire("http session "+t.id, cancel)
+	if !ok {
+		h.refuse(rw, r, server, errTooManyStreams)
+		return
+	}
+	defer release()
 	if resume == "" {
 		from = st.undelivered() // what never reached the client
 	}
 	st.attach(c, from) // a connection already there is let go
 	t.trimReplay()
 	st.start(c)
-	st.hold(r.Context(), c)
+	st.hold(ctx, c)
 }
 
 // delete ends the session a request names.

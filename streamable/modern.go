@@ -3,7 +3,9 @@ package streamable
 import (
 	"encoding/base64"
 	"encoding/json"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -179,9 +181,31 @@ func (h *Handler) postModern(rw http.ResponseWriter, r *http.Request, server str
 		return
 	}
 	defer h.active.Done()
-	p := newReply(rw, r, h.cfg.WriteTimeout, b.msg.ID, b.msg.Method == "subscriptions/listen")
+	listen := b.msg.Method == "subscriptions/listen"
+	var ended chan struct{} // closed when the client's newer listens end this one
+	if listen {
+		ended = make(chan struct{})
+		release, ok := h.cfg.Streams.Acquire(listenClient(r, b.msg), func() { close(ended) })
+		if !ok {
+			h.refuse(rw, r, server, errTooManyStreams)
+			return
+		}
+		defer release()
+	}
+	p := newReply(rw, r, h.cfg.WriteTimeout, b.msg.ID, listen)
 	served := h.serveOne(ep, b.frame, p.put, session.Peer{Transport: "http", Addr: r.RemoteAddr, OneRequest: true})
-	h.holdModern(r, server, p, served)
+	h.holdModern(r, server, p, served, ended)
+}
+
+// listenClient is the client a listen is counted to: the peer's address
+// without its port, and the name the client gives itself.
+func listenClient(r *http.Request, m *jsonrpc.Message) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	name, _ := stringAt(m.Frame, m.ParamsPath, "_meta", protocol.MetaClientInfo, "name")
+	return "peer " + host + " client " + strconv.Quote(name)
 }
 
 // checkModern runs the binding's checks of a POST: one message, its
@@ -220,12 +244,13 @@ func (h *Handler) enterModern() bool {
 }
 
 // serveOne serves frame on a session of its own, sending what comes back to
-// put; the channel is closed when the session has ended. Close on the
-// returned transport ends it early.
+// put. The session lasts until its end (served.end, which every caller
+// runs, and which waits for it) or the handler's; done is closed once it
+// has ended.
 func (h *Handler) serveOne(ep Endpoint, frame []byte, put func(outbox.Frame), peer session.Peer) *served {
 	t := newOneShot(frame, put)
 	s := &served{t: t, done: make(chan struct{})}
-	go func() { // owned by s.wait, which every caller runs
+	go func() { // owned by served.end, which every caller runs
 		defer close(s.done)
 		ep.Serve(h.ctx, t, peer)
 		t.Close()
@@ -247,10 +272,10 @@ func (s *served) end() {
 }
 
 // holdModern holds a modern POST until its answer is complete, the client
-// leaves, or the session ends; meanwhile the status waits up to holdStatus
-// for the first message, and an open SSE stream gets a keepalive now and
-// then.
-func (h *Handler) holdModern(r *http.Request, server string, p *reply, s *served) {
+// leaves, the session ends, or ended is closed (a listen the client's
+// newer ones ended); meanwhile the status waits up to holdStatus for the
+// first message, and an open SSE stream gets a keepalive now and then.
+func (h *Handler) holdModern(r *http.Request, server string, p *reply, s *served, ended <-chan struct{}) {
 	defer s.end()
 	hold := time.NewTimer(holdStatus)
 	defer hold.Stop()
@@ -264,6 +289,11 @@ func (h *Handler) holdModern(r *http.Request, server string, p *reply, s *served
 			return // the client left: the session's end cancels the request
 		case <-s.done:
 			f := errShuttingDown
+			p.refuse(f.status, f.err.WithServer(server))
+			return
+		case <-ended:
+			f := errListenEnded
+			h.log.Warn("ended a listen: "+f.err.Message, "peer", r.RemoteAddr, "server", Clip(server))
 			p.refuse(f.status, f.err.WithServer(server))
 			return
 		case <-hold.C:

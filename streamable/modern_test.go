@@ -102,8 +102,14 @@ type modernServer struct {
 
 func startModern(t *testing.T) *modernServer {
 	t.Helper()
+	return startModernConfig(t, streamable.Config{})
+}
+
+// startModernConfig is startModern with the Handler's configuration.
+func startModernConfig(t *testing.T, cfg streamable.Config) *modernServer {
+	t.Helper()
 	ms := &modernServer{ep: newModernEndpoint()}
-	h := streamable.New(streamable.Config{})
+	h := streamable.New(cfg)
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		h.Serve(rw, r, "demo", ms.ep)
 	}))
@@ -341,4 +347,57 @@ func TestModernListen(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the listen's session did not end when the client closed it")
 	}
+}
+
+// TestModernListensBounded: a client (its peer and the name it gives
+// itself) holds at most its bound of listens, a newer one ending its
+// oldest; the listens of every client together are bounded, one more
+// refused 503 too_many_streams; and short requests are served throughout.
+func TestModernListensBounded(t *testing.T) {
+	streams := streamable.NewStreams(6, 3)
+	ms := startModernConfig(t, streamable.Config{Streams: streams})
+	ms.ep.ended = make(chan time.Time, 64) // before any request
+	listen := func(client string) *http.Response {
+		t.Helper()
+		body := strings.Replace(modernRequest(`"L"`, "subscriptions/listen", `"notifications":{}`), `"name":"t"`, `"name":"`+client+`"`, 1)
+		resp := ms.post(t, t.Context(), "subscriptions/listen", body)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	var a []*http.Response
+	for range 5 {
+		resp := listen("a")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Contains(t, readEvents(t, resp, 1)[0].data, "acknowledged")
+		a = append(a, resp)
+	}
+	for i, resp := range a[:2] {
+		done := make(chan error, 1)
+		go func() { // waited for below
+			_, err := io.Copy(io.Discard, resp.Body)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "listen %d ends cleanly", i)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("listen %d was not ended by the client's newer ones", i)
+		}
+	}
+	assert.Equal(t, 3, streams.Open(), "the client's three newest")
+
+	for range 3 {
+		resp := listen("b")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		readEvents(t, resp, 1)
+	}
+	assert.Equal(t, 6, streams.Open())
+	resp := listen("c")
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	_, reason, _ := rpcError(t, resp)
+	assert.Equal(t, "too_many_streams", reason)
+
+	short := ms.post(t, t.Context(), "echo", modernRequest("1", "echo", `"x":1`))
+	defer short.Body.Close()
+	assert.Equal(t, http.StatusOK, short.StatusCode, "a short request has room")
 }

@@ -34,16 +34,18 @@ func refused(status int, code int, reason, format string) *refusal {
 
 // Refusals of the 2025 binding that do not depend on the request.
 var (
-	errNoSessionID   = refused(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonNoSession, "missing Mcp-Session-Id: send initialize first")
-	errNoSession     = refused(http.StatusNotFound, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonNoSession, "no such session: it ended, or never was; initialize again")
-	errNotAcceptable = refused(http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Accept must allow application/json and text/event-stream")
-	errNotSSE        = refused(http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Accept must allow text/event-stream")
-	errContentType   = refused(http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Content-Type must be application/json")
-	errFull          = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonTooManySessions, "the server has its maximum of sessions")
-	errShuttingDown  = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonShuttingDown, "mcpmux is shutting down")
-	errHTTPFull      = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonTooManySessions, "mcpmux has its maximum of HTTP sessions (max_http_sessions), each with a request in flight")
-	errEventID       = refused(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Last-Event-ID is not one of this session's")
-	errMethod        = refused(http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "method not allowed: GET, POST or DELETE")
+	errNoSessionID    = refused(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonNoSession, "missing Mcp-Session-Id: send initialize first")
+	errNoSession      = refused(http.StatusNotFound, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonNoSession, "no such session: it ended, or never was; initialize again")
+	errNotAcceptable  = refused(http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Accept must allow application/json and text/event-stream")
+	errNotSSE         = refused(http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Accept must allow text/event-stream")
+	errContentType    = refused(http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Content-Type must be application/json")
+	errFull           = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonTooManySessions, "the server has its maximum of sessions")
+	errShuttingDown   = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonShuttingDown, "mcpmux is shutting down")
+	errHTTPFull       = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonTooManySessions, "mcpmux has its maximum of HTTP sessions (max_http_sessions), each with a request in flight")
+	errEventID        = refused(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "Last-Event-ID is not one of this session's")
+	errTooManyStreams = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonTooManyStreams, "mcpmux has its maximum of long-lived streams (http_max_streams): listens, GET streams and WebSockets")
+	errListenEnded    = refused(http.StatusServiceUnavailable, jsonrpc.CodeInternalError, jsonrpc.ReasonTooManyStreams, "this client opened more listens than http_max_listens: its oldest is ended")
+	errMethod         = refused(http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonInvalidRequest, "method not allowed: GET, POST or DELETE")
 )
 
 // refuse writes a refusal and logs it, what the client sent cut short.

@@ -324,15 +324,8 @@ func (t *transport) tryPlace(f outbox.Frame) bool {
 	if st.conn != nil && (!final || eventSize(f.Data) > responseBuffer) {
 		return false
 	}
-	if final {
-		old := t.retiring()
-		if old != nil && !old.mu.TryLock() {
-			return false
-		}
-		t.finishWith(st, old)
-		if old != nil {
-			old.mu.Unlock()
-		}
+	if final && !t.tryFinish(st) {
+		return false
 	}
 	var no uint64
 	if f.Data != nil {
@@ -342,6 +335,21 @@ func (t *transport) tryPlace(f outbox.Frame) bool {
 	if final {
 		st.endLocked()
 	}
+	return true
+}
+
+// tryFinish finishes st, with the stream that retires (if any) locked by
+// TryLock; false, having done nothing, when that lock is taken. The caller
+// holds t's lock and st's.
+func (t *transport) tryFinish(st *stream) bool {
+	old := t.retiring()
+	if old != nil {
+		if !old.mu.TryLock() {
+			return false
+		}
+		defer old.mu.Unlock()
+	}
+	t.finishWith(st, old)
 	return true
 }
 

@@ -52,7 +52,14 @@ const (
 	DefaultMaxJunkLines    = 10
 	DefaultBannerBytes     = 64 << 10
 	DefaultStderrTailLines = 20
+
+	DefaultWriteStallTimeout = time.Minute
 )
+
+// None, as Config.StdinGrace or Config.TermGrace, is no wait at all; as
+// Config.MaxJunkLines or Config.BannerBytes, nothing tolerated; as
+// Config.WriteStallTimeout, no check. (Their zero value is the default.)
+const None = -1
 
 // inheritedEnv are the variables every server gets from the daemon's
 // environment, when set there.
@@ -97,11 +104,11 @@ type Config struct {
 	StderrTailLines int
 
 	// StdinGrace is how long the server gets to exit after its stdin is
-	// closed, before SIGTERM; 0 means DefaultStdinGrace, negative means no
-	// wait.
+	// closed, before SIGTERM; 0 means DefaultStdinGrace, None (or any
+	// negative) no wait.
 	StdinGrace time.Duration
 	// TermGrace is how long the server gets after SIGTERM, before SIGKILL;
-	// 0 means DefaultTermGrace, negative means no wait.
+	// 0 means DefaultTermGrace, None (or any negative) no wait.
 	TermGrace time.Duration
 
 	// MaxMessageBytes bounds one stdout line; 0 means
@@ -110,11 +117,11 @@ type Config struct {
 	MaxMessageBytes int
 	// MaxJunkLines is how many stdout lines in a row that are not JSON-RPC
 	// messages are tolerated; one more kills the server (ReasonJunkOutput).
-	// 0 means DefaultMaxJunkLines; negative tolerates none.
+	// 0 means DefaultMaxJunkLines; None (or any negative) tolerates none.
 	MaxJunkLines int
 	// BannerBytes is how many bytes of such lines are tolerated before the
 	// server's first message (a startup banner) without counting as junk;
-	// 0 means DefaultBannerBytes, negative none.
+	// 0 means DefaultBannerBytes, None (or any negative) none.
 	BannerBytes int
 	// WriteQueueBytes is the soft bound on bytes queued for stdin: above it
 	// WaitWritable blocks, and Send refuses (SendLaterWait waits for) what
@@ -122,8 +129,8 @@ type Config struct {
 	// or a message of the largest allowed size can never be queued.
 	WriteQueueBytes int
 	// WriteStallTimeout: a server that has bytes waiting and accepts none
-	// of them for this long is stalled and killed (ReasonStalled). 0 turns
-	// the check off.
+	// of them for this long is stalled and killed (ReasonStalled). 0 means
+	// DefaultWriteStallTimeout; None (or any negative) turns the check off.
 	WriteStallTimeout time.Duration
 
 	// Reaper is the argv prefix that starts a reaper (RunReaper), such as
@@ -159,8 +166,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max message bytes %d is negative", c.MaxMessageBytes)
 	case c.WriteQueueBytes < 0:
 		return fmt.Errorf("write queue bytes %d is negative", c.WriteQueueBytes)
-	case c.WriteStallTimeout < 0:
-		return fmt.Errorf("write stall timeout %v is negative", c.WriteStallTimeout)
 	case len(c.Reaper) > 0 && !filepath.IsAbs(c.Reaper[0]):
 		return fmt.Errorf("reaper %q is not an absolute path", c.Reaper[0])
 	}
@@ -212,6 +217,11 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StderrTailLines == 0 {
 		c.StderrTailLines = DefaultStderrTailLines
+	}
+	if c.WriteStallTimeout == 0 {
+		c.WriteStallTimeout = DefaultWriteStallTimeout
+	} else if c.WriteStallTimeout < 0 {
+		c.WriteStallTimeout = 0
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -13,4 +13,21 @@
 // is closed the process has been reaped, its group killed and every goroutine
 // of the Process has returned, and the owner (the hub) decides whether to call
 // Start again. The package is written for Linux and macOS.
+//
+// # Goroutines
+//
+// Start runs a Process's goroutines (Process.run): its stdout reader
+// (readLoop), which hands the Handler each message, one at a time; its
+// stdin writer (writeLoop), which writes what the write queue holds; its
+// stderr reader (stderrLoop), when the Process reads the server's stderr;
+// and its waiter (waitLoop), which owns the other three: it waits for the
+// process, kills what is left of its group, lets the readers drain, waits
+// for them, and closes Done last.
+//
+// A SIGKILL asked of the reaper arms a backstop timer (Process.signal) that
+// kills the group itself if the reaper has not acted within its grace.
+// Nobody waits for it: it takes the Process's lock and acts only while the
+// leader lives, and killGroup stops it. The reaper (RunReaper, a process of
+// its own) watches its parent on macOS from a kqueue goroutine
+// (watchParent), which lives as long as the reaper does.
 package upstream

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -69,10 +70,13 @@ func TestConfigDefaults(t *testing.T) {
 		MaxJunkLines:    DefaultMaxJunkLines,
 		BannerBytes:     DefaultBannerBytes,
 		WriteQueueBytes: 2 * DefaultMaxMessageBytes,
+
+		WriteStallTimeout: DefaultWriteStallTimeout,
 	}, c)
 
-	c = Config{Command: "x", MaxJunkLines: -1, BannerBytes: -1, MaxMessageBytes: 100}.withDefaults()
+	c = Config{Command: "x", MaxJunkLines: -1, BannerBytes: -1, MaxMessageBytes: 100, WriteStallTimeout: None}.withDefaults()
 	assert.Equal(t, 0, c.MaxJunkLines, "negative tolerates none")
 	assert.Equal(t, 0, c.BannerBytes, "negative tolerates none")
+	assert.Equal(t, time.Duration(0), c.WriteStallTimeout, "None turns the check off")
 	assert.Equal(t, 200, c.WriteQueueBytes)
 }

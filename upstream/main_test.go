@@ -8,13 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"go/parser"
-	"go/token"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,10 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/upstream"
 )
@@ -60,7 +56,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(modeEnv); mode != "" {
 		os.Exit(runFakeServer(mode, os.Getenv(argEnv)))
 	}
-	goleak.VerifyTestMain(m)
+	testutil.Main(m)
 }
 
 // runFakeServer is the child side. Modes:
@@ -323,26 +319,6 @@ func echo(answer func(id json.RawMessage, method string) string) int {
 }
 
 // ---- the parent side ----
-
-// TestPackageDoc checks that exactly one file carries the package doc and
-// that it says what the package is.
-func TestPackageDoc(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	require.NoError(t, err)
-	var docs []string
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.PackageClauseOnly|parser.ParseComments)
-		require.NoError(t, err, "parse %s", name)
-		if f.Doc != nil {
-			docs = append(docs, name)
-			assert.True(t, strings.HasPrefix(f.Doc.Text(), "Package upstream "), "doc in %s: %q", name, f.Doc.Text())
-		}
-	}
-	assert.Equal(t, []string{"doc.go"}, docs)
-}
 
 // recorder is the fake Handler: it keeps what it is given.
 type recorder struct {

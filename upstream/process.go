@@ -554,10 +554,7 @@ func (p *Process) StderrTail() []string {
 // to SIGKILL, still waits for Done, and returns ctx's cause wrapped.
 func (p *Process) Stop(ctx context.Context) error {
 	p.end(ReasonStopped)
-	p.mu.Lock()
-	first := !p.stopping
-	p.stopping = true
-	p.mu.Unlock()
+	first := p.markStopping()
 	p.shut() // closes stdin
 
 	if first && !p.await(ctx, p.cfg.StdinGrace) && ctx.Err() == nil {
@@ -579,6 +576,16 @@ func (p *Process) Stop(ctx context.Context) error {
 	}
 	<-p.done // bounded: the leader is gone or SIGKILLed, and the pipes close after drainGrace
 	return err
+}
+
+// markStopping records that Stop was called; true for the first call, which
+// drives the escalation.
+func (p *Process) markStopping() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	first := !p.stopping
+	p.stopping = true
+	return first
 }
 
 // Kill sends SIGKILL to the process group at once (with a reaper: through
@@ -850,9 +857,9 @@ func (p *Process) exitFrom(waitErr error) Exit {
 		e.Err = waitErr
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.reason != "" {
 		e.Reason, e.Detail = p.reason, p.detail
 	}
-	p.mu.Unlock()
 	return e
 }

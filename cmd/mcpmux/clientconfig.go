@@ -74,14 +74,14 @@ func printHTTPClientConfig(cmd *cobra.Command, env setupEnv, client *editors.Cli
 	if err := client.TakesHTTP(); err != nil {
 		return err
 	}
-	if cfg.Listen.HTTP == "" {
+	if cfg.Listen.Web.Addr == "" {
 		return fmt.Errorf("--http: the daemon has no web listener: set http = \"127.0.0.1:7878\" in [listen] of %s (and restart the daemon)", path)
 	}
-	url, err := editors.ServerURL(cfg.Listen.HTTP, name)
+	url, err := editors.ServerURL(cfg.Listen.Web.Addr, name)
 	if err != nil {
 		return err
 	}
-	token, err := editors.Token(cfg.Listen.HTTPToken, env.getenv)
+	token, err := editors.Token(cfg.Listen.Web.Token, env.getenv)
 	if err != nil {
 		return err
 	}
@@ -92,10 +92,10 @@ func printHTTPClientConfig(cmd *cobra.Command, env setupEnv, client *editors.Cli
 func configuredServer(cfg *config.Config, name string) error {
 	names := make([]string, len(cfg.Servers))
 	for i, s := range cfg.Servers {
-		if s.Name == name {
+		if s.Name() == name {
 			return nil
 		}
-		names[i] = s.Name
+		names[i] = s.Name()
 	}
 	if len(names) == 0 {
 		return fmt.Errorf("no server named %q: %s has no [servers.NAME] tables", name, cfg.Path)

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"io"
-	"maps"
 	"os"
 	"slices"
 	"strings"
 
-	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -48,10 +45,13 @@ func completeServerNames(cmd *cobra.Command, args []string, toComplete string) (
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 	}
+	// A config that does not load for another reason (a wrong value, a
+	// folder that is gone) still completes its names.
+	o, _ := config.Skim(path)
 	var out []cobra.Completion
-	for _, s := range configuredServers(path) {
-		if strings.HasPrefix(s.name, toComplete) {
-			out = append(out, cobra.CompletionWithDesc(s.name, s.command))
+	for _, s := range o.Servers {
+		if strings.HasPrefix(s.Name, toComplete) {
+			out = append(out, cobra.CompletionWithDesc(s.Name, strings.Join(s.Command, " ")))
 		}
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
@@ -67,45 +67,4 @@ func completeTargets(_ *cobra.Command, _ []string, toComplete string) ([]cobra.C
 		}
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
-}
-
-// namedServer is a server of the config as completion shows it.
-type namedServer struct{ name, command string }
-
-// configuredServers reads the names of the [servers.NAME] tables, sorted,
-// leniently: a config that does not load for another reason (a wrong value,
-// a folder that is gone) still completes its names. Nothing when the file
-// cannot be read or is not TOML.
-func configuredServers(path string) []namedServer {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, config.MaxFileSize))
-	if err != nil {
-		return nil
-	}
-	var doc struct {
-		Servers map[string]struct {
-			Command any `toml:"command"`
-			Args    any `toml:"args"`
-		} `toml:"servers"`
-	}
-	if toml.Unmarshal(data, &doc) != nil {
-		return nil
-	}
-	out := make([]namedServer, 0, len(doc.Servers))
-	for _, name := range slices.Sorted(maps.Keys(doc.Servers)) {
-		s := doc.Servers[name]
-		words := []string{}
-		args, _ := s.Args.([]any)
-		for _, w := range append([]any{s.Command}, args...) {
-			if w, ok := w.(string); ok {
-				words = append(words, w)
-			}
-		}
-		out = append(out, namedServer{name, strings.Join(words, " ")})
-	}
-	return out
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
@@ -40,9 +39,8 @@ func newConnectCmd() *cobra.Command {
 				}
 				return t.bridgeTarget(), nil
 			},
-			Status: func(ctx context.Context, dir string) (st daemon.Status, err error) {
-				err = control(ctx, dir, http.MethodGet, "/status", &st)
-				return st, err
+			Status: func(ctx context.Context, dir string) (daemon.Status, error) {
+				return daemon.NewClient(dir).Status(ctx)
 			},
 			StateDir:    func() (string, error) { return stateDir(os.Getenv) },
 			SameConfig:  func(a, b string) bool { return canonicalConfig(a) == canonicalConfig(b) },

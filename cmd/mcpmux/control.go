@@ -1,72 +1,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/daemon"
-	"github.com/mcpmux/mcpmux/socket"
 )
-
-// controlClient talks to the daemon whose socket_dir is dir.
-func controlClient(dir string) (*http.Client, string) {
-	path := filepath.Join(dir, daemon.ControlSocket)
-	return &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{
-			// socket.Dial checks the folder and the listener's uid before
-			// a byte is sent: another user's daemon is refused.
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return socket.Dial(ctx, path)
-			},
-		},
-	}, path
-}
-
-// control sends one request to the daemon and decodes its JSON answer.
-func control(ctx context.Context, dir, method, urlPath string, out any) error {
-	c, path := controlClient(dir)
-	req, err := http.NewRequestWithContext(ctx, method, "http://mcpmux"+urlPath, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return noDaemon(path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fmt.Errorf("read the daemon's answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return daemonError(resp.Status, body)
-	}
-	return json.Unmarshal(body, out)
-}
-
-// daemonError is the error of a refused control request: the daemon's own
-// words when it gave them.
-func daemonError(status string, body []byte) error {
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(body, &e) == nil && e.Error != "" {
-		return errors.New(e.Error)
-	}
-	return fmt.Errorf("the daemon answered %s", status)
-}
 
 func newStatusCmd() *cobra.Command {
 	var asJSON, verbose bool
@@ -83,8 +27,8 @@ func newStatusCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		var st daemon.Status
-		if err := control(cmd.Context(), t.dir, http.MethodGet, "/status", &st); err != nil {
+		st, err := daemon.NewClient(t.dir).Status(cmd.Context())
+		if err != nil {
 			return err
 		}
 		out := cmd.OutOrStdout()
@@ -195,26 +139,12 @@ func newLogsCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		c, path := controlClient(t.dir)
-		c.Timeout = 0 // following has no end
-		u := "http://mcpmux/servers/" + args[0] + "/logs"
-		if follow {
-			u += "?follow=1"
-		}
-		req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, u, nil)
+		logs, err := daemon.NewClient(t.dir).Logs(cmd.Context(), args[0], follow)
 		if err != nil {
 			return err
 		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return noDaemon(path, err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			return daemonError(resp.Status, body)
-		}
-		_, err = io.Copy(cmd.OutOrStdout(), resp.Body)
+		defer logs.Close()
+		_, err = io.Copy(cmd.OutOrStdout(), logs)
 		if cmd.Context().Err() != nil {
 			return nil // interrupted while following
 		}
@@ -235,8 +165,8 @@ func newReloadCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		var res daemon.ReloadResult
-		if err := control(cmd.Context(), cfg.Listen.SocketDir, http.MethodPost, "/reload", &res); err != nil {
+		res, err := daemon.NewClient(cfg.Listen.SocketDir).Reload(cmd.Context())
+		if err != nil {
 			return err
 		}
 		out := cmd.OutOrStdout()
@@ -271,8 +201,7 @@ func newRestartCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		var reply map[string]string
-		if err := control(cmd.Context(), t.dir, http.MethodPost, "/servers/"+args[0]+"/restart", &reply); err != nil {
+		if err := daemon.NewClient(t.dir).Restart(cmd.Context(), args[0]); err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(cmd.OutOrStdout(), "restarting %s\n", args[0])

@@ -117,7 +117,7 @@ func (t *target) bridgeTarget() *bridge.Target {
 	}
 	bt.Loaded, bt.Autostart = true, t.cfg.Daemon.Autostart
 	for _, s := range t.cfg.Servers {
-		bt.Servers = append(bt.Servers, s.Name)
+		bt.Servers = append(bt.Servers, s.Name())
 	}
 	if path := t.cfg.Path; path != "" {
 		bt.Serve = func(log string) (*exec.Cmd, error) {

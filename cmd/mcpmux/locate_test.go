@@ -56,7 +56,7 @@ func TestBrokenConfigKeepsClients(t *testing.T) {
 
 	broken := strings.Replace(good, "stdin_grace", "stdin_grac", 1)
 	require.NoError(t, os.WriteFile(path, []byte(broken), 0o600))
-	wantWarning := path + ":7: servers.idle.stdin_grac: unknown key"
+	wantWarning := path + ":7: servers.idle.stdin_grac: unknown key (did you mean stdin_grace?)"
 	out, errOut, err := runCLIErr(t.Context(), "status", "--json", "--config", path)
 	require.NoError(t, err, "status with a broken config: %s", errOut)
 	var st daemon.Status

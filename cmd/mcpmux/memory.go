@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux"
 )
 
@@ -91,23 +90,24 @@ func (m serverMemory) RememberDescription(era string, result []byte) error {
 // folder, and the same era it is opened in, give the same key. (A server
 // of both eras describes itself per era; "auto", the default, adds nothing,
 // so the keys of such servers stay what they were.)
-func startKey(sc config.Server) string {
+func startKey(c mux.Config) string {
 	h := sha256.New()
-	for _, part := range append([]string{sc.Command, sc.Cwd}, sc.Args...) {
+	for _, part := range append([]string{c.Upstream.Command, c.Upstream.Dir}, c.Upstream.Args...) {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
-	if sc.Protocol != "" && sc.Protocol != mux.ProtocolAuto {
-		h.Write([]byte("protocol=" + sc.Protocol))
+	if c.Protocol != "" && c.Protocol != mux.ProtocolAuto {
+		h.Write([]byte("protocol=" + c.Protocol))
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:20]
 }
 
-// memory is the router's memory of sc; nil without a state folder.
-func (env daemonEnv) memory(sc config.Server) mux.Memory {
+// memory is the router's memory of the server c configures; nil without a
+// state folder.
+func (env daemonEnv) memory(c mux.Config) mux.Memory {
 	if env.state == "" {
 		return nil
 	}
-	return serverMemory{dir: filepath.Join(env.state, "servers", startKey(sc))}
+	return serverMemory{dir: filepath.Join(env.state, "servers", startKey(c))}
 }

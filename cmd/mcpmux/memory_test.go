@@ -5,14 +5,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 // TestStartKeyEra: the same command opened in another era is remembered
 // apart (a server of both eras describes itself per era); "auto" keeps the
 // key the command alone gives.
 func TestStartKeyEra(t *testing.T) {
-	base := config.Server{Command: "/bin/server", Args: []string{"-x"}}
+	base := mux.Config{Upstream: upstream.Config{Command: "/bin/server", Args: []string{"-x"}}}
 	auto := base
 	auto.Protocol = "auto"
 	modern := base

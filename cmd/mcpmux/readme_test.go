@@ -27,6 +27,10 @@ func readmeBlock(t *testing.T, name string) string {
 func TestReadmeConfigExampleLoads(t *testing.T) {
 	cfg, err := config.Parse([]byte(readmeBlock(t, "config-example")), "README.md", t.TempDir())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"memory"}, serverNames(cfg), "its servers")
-	assert.Equal(t, []string{"-y", "@modelcontextprotocol/server-memory"}, cfg.Servers[0].Args, "memory's args")
+	var names []string
+	for _, s := range cfg.Servers {
+		names = append(names, s.Name())
+	}
+	assert.Equal(t, []string{"memory"}, names, "its servers")
+	assert.Equal(t, []string{"-y", "@modelcontextprotocol/server-memory"}, cfg.Servers[0].Hub.Upstream.Args, "memory's args")
 }

@@ -267,7 +267,7 @@ func runConfig(cfg *config.Config, env daemonEnv, log *slog.Logger) (daemon.Conf
 			return r, nil
 		},
 	}
-	if cfg.Listen.HTTP != "" {
+	if cfg.Listen.Web.Addr != "" {
 		web, err := webConfig(cfg.Listen, env, log)
 		if err != nil {
 			return dc, err
@@ -278,34 +278,42 @@ func runConfig(cfg *config.Config, env daemonEnv, log *slog.Logger) (daemon.Conf
 	return dc, nil
 }
 
-// servers are the [servers.NAME] tables, with the session limits of lc.
+// servers are the [servers.NAME] tables, with the session limits of lc
+// and what the daemon takes from its own process (env). The daemon sets
+// each router's logger, session ids and version.
 func servers(cfg *config.Config, lc config.Listen, env daemonEnv) []daemon.Server {
-	out := make([]daemon.Server, len(cfg.Servers))
-	for i, sc := range cfg.Servers {
-		out[i] = daemon.Server{Hub: hubConfig(lc, sc, env), Share: sc.Share}
+	out := slices.Clone(cfg.Servers)
+	for i := range out {
+		h := &out[i].Hub
+		h.Session = lc.Session
+		h.Upstream.Environ = env.environ
+		h.Upstream.StderrInherit = env.stderr
+		h.Upstream.Reaper = env.reaper
+		h.Memory = env.memory(*h)
 	}
 	return out
 }
 
 func notLoopback(lc config.Listen) error {
-	return fmt.Errorf("[listen] http = %q is not a loopback address; set http_allow_remote = true to serve beyond this machine", lc.HTTP)
+	return fmt.Errorf("[listen] http = %q is not a loopback address; set http_allow_remote = true to serve beyond this machine", lc.Web.Addr)
 }
 
 // webConfig is the web listener of [listen] http. The token is http_token,
 // or the one kept in the state folder (made on first use).
 func webConfig(lc config.Listen, env daemonEnv, log *slog.Logger) (socket.WebConfig, error) {
 	// The address first: a refused one must not leave a token behind.
-	if err := socket.CheckWebAddr(lc.HTTP, lc.HTTPAllowRemote); errors.Is(err, socket.ErrNotLoopback) {
+	web := lc.Web
+	if err := socket.CheckWebAddr(web.Addr, web.AllowRemote); errors.Is(err, socket.ErrNotLoopback) {
 		return socket.WebConfig{}, notLoopback(lc)
 	}
-	token, where := lc.HTTPToken, "http_token in the config file"
-	if token == "" {
+	where := "http_token in the config file"
+	if web.Token == "" {
 		path, err := httpTokenPath(env.environ)
 		if err != nil {
 			return socket.WebConfig{}, fmt.Errorf("[listen] http: %w", err)
 		}
 		var created bool
-		if token, created, err = socket.LoadOrCreateToken(path); err != nil {
+		if web.Token, created, err = socket.LoadOrCreateToken(path); err != nil {
 			return socket.WebConfig{}, fmt.Errorf("[listen] http: %w", err)
 		}
 		where = path
@@ -313,20 +321,12 @@ func webConfig(lc config.Listen, env daemonEnv, log *slog.Logger) (socket.WebCon
 			log.Info("generated the web token", "token_file", path)
 		}
 	}
-	if lc.HTTPAllowRemote {
-		log.Warn("the web listener accepts connections from other machines (http_allow_remote = true)", "addr", lc.HTTP)
+	if web.AllowRemote {
+		log.Warn("the web listener accepts connections from other machines (http_allow_remote = true)", "addr", web.Addr)
 	}
 	log.Info("web token", "token_from", where)
-	return socket.WebConfig{
-		Addr:            lc.HTTP,
-		Token:           token,
-		Origins:         lc.HTTPOrigins,
-		AllowRemote:     lc.HTTPAllowRemote,
-		HTTPSessionIdle: lc.HTTPSessionIdle,
-		HTTPSessionDir:  httpSessionDir(env.state),
-		MaxInflight:     lc.MaxInflight,
-		MaxConnections:  lc.HTTPMaxConnections,
-	}, nil
+	web.HTTPSessionDir = httpSessionDir(env.state)
+	return web, nil
 }
 
 // httpSessionDir is where the Streamable HTTP sessions are kept for the

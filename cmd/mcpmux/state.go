@@ -11,7 +11,7 @@ import (
 // stateDir is the state folder, where an auto-started daemon logs and
 // where mcpmux keeps what it learns: $XDG_STATE_HOME/mcpmux when
 // XDG_STATE_HOME is set to an absolute path, else .local/state/mcpmux in
-// the account's home folder (homeOf: the passwd entry's before $HOME). The
+// the account's home folder (config.Home: the account's before $HOME). The
 // clients that start `mcpmux connect` often strip the environment, so the
 // fallback must not hang on what they strip.
 func stateDir(getenv func(string) string) (string, error) {

@@ -45,7 +45,7 @@ The token is never printed: give clients the new one with
 		if err != nil {
 			return err
 		}
-		if t.cfg != nil && t.cfg.Listen.HTTPToken != "" {
+		if t.cfg != nil && t.cfg.Listen.Web.Token != "" {
 			return fmt.Errorf("the token is http_token in [listen] of %s: change it there, then restart the daemon", t.path)
 		}
 		path, err := editors.TokenPath(env.getenv)

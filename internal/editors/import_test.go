@@ -307,7 +307,8 @@ args = ["mcp-server-time", "--local-timezone=Europe/Paris"]
 			require.NoError(t, err, "output:\n%s", got)
 			var servers []importedAs
 			for _, s := range cfg.Servers {
-				servers = append(servers, importedAs{s.Name, s.Command, s.Args, s.Env, s.Cwd, s.Share})
+				u := s.Hub.Upstream
+				servers = append(servers, importedAs{s.Name(), u.Command, u.Args, u.Env, u.Dir, s.Share})
 			}
 			assert.Equal(t, tt.servers, servers, "output:\n%s", got)
 		})
@@ -346,9 +347,9 @@ func TestImportProjectFiles(t *testing.T) {
 			continue
 		}
 		assert.Equal(t, "project", s.Share, "%s: output:\n%s", tt.file, got)
-		assert.Equal(t, []string{"--root", "{project}"}, s.Args, tt.file)
-		assert.Equal(t, map[string]string{"INDEX": "{project}/.index"}, s.Env, tt.file)
-		assert.Empty(t, s.Cwd, "the project's root is its folder")
+		assert.Equal(t, []string{"--root", "{project}"}, s.Hub.Upstream.Args, tt.file)
+		assert.Equal(t, map[string]string{"INDEX": "{project}/.index"}, s.Hub.Upstream.Env, tt.file)
+		assert.Empty(t, s.Hub.Upstream.Dir, "the project's root is its folder")
 		assert.Contains(t, got, `# share = "project" (a `, tt.file)
 		assert.NotContains(t, got, "# check:", "%s: nothing left to check:\n%s", tt.file, got)
 	}

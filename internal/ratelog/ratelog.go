@@ -7,6 +7,15 @@
 // The handlers a Handler derives (WithAttrs, WithGroup) share its counts, so
 // the records of every logger made from one Handler are limited together:
 // the daemon makes one and hands it to every connection.
+//
+// # Goroutines
+//
+// Each key's interval ends by a timer, armed when its first record passes
+// (state.admit) and again when an interval ends with records held back
+// (state.take). Nobody waits for it: it takes the key's interval under the
+// lock, writes the held-back count (outside the lock) if there is one, and
+// otherwise forgets the key. A Handler has no Close: a key's last timer
+// fires at most two intervals after its last record.
 package ratelog
 
 import (

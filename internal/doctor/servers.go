@@ -1,4 +1,4 @@
-package main
+package doctor
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 
 // checkServers reports each server the daemon runs: its state, and for one
 // that is not well its last exit, its last stderr line and what to try.
-func (d *doctor) checkServers() {
+func (d *checkup) checkServers() {
 	if d.st == nil {
 		return
 	}
@@ -18,7 +18,7 @@ func (d *doctor) checkServers() {
 	}
 }
 
-func (d *doctor) checkServer(s mux.Status) {
+func (d *checkup) checkServer(s mux.Status) {
 	name := s.Name
 	switch s.State {
 	case mux.StateReady:
@@ -26,38 +26,38 @@ func (d *doctor) checkServer(s mux.Status) {
 		if s.Restarts > 0 {
 			line += fmt.Sprintf(", restarted %d %s (last exit: %s)", s.Restarts, plural(s.Restarts, "time", "times"), s.LastExit)
 		}
-		d.r.add(markOK, "%s", line)
+		d.add(OK, "%s", line)
 	case mux.StateIdle:
-		d.r.add(markOK, "server %s: idle: not running until a session wants it (start = \"lazy\", or stopped after idle_timeout)", name)
+		d.add(OK, "server %s: idle: not running until a session wants it (start = \"lazy\", or stopped after idle_timeout)", name)
 	case mux.StateStarting:
 		if s.Restarts == 0 && s.LastExit == "" {
-			d.r.add(markNote, "server %s: starting; sessions wait for it up to start_timeout (a slow starter: see `mcpmux logs %s`)", name, name)
+			d.add(Note, "server %s: starting; sessions wait for it up to start_timeout (a slow starter: see `mcpmux logs %s`)", name, name)
 			return
 		}
-		d.r.add(markWarn, "server %s: starting again, after %d %s (last exit: %s)%s", name, s.Restarts, plural(s.Restarts, "restart", "restarts"), s.LastExit, serverHint(s))
+		d.add(Warn, "server %s: starting again, after %d %s (last exit: %s)%s", name, s.Restarts, plural(s.Restarts, "restart", "restarts"), s.LastExit, serverHint(s))
 	case mux.StateBackoff:
-		d.r.add(markWarn, "server %s: exited, and is restarted after a pause (%d %s so far; last exit: %s)%s", name, s.Restarts, plural(s.Restarts, "restart", "restarts"), s.LastExit, serverHint(s))
+		d.add(Warn, "server %s: exited, and is restarted after a pause (%d %s so far; last exit: %s)%s", name, s.Restarts, plural(s.Restarts, "restart", "restarts"), s.LastExit, serverHint(s))
 	case mux.StateFailed:
-		d.r.add(markFail, "server %s: failed: it crashed too often and is not restarted until `mcpmux restart %s` (last exit: %s)%s", name, name, s.LastExit, serverHint(s))
+		d.add(Fail, "server %s: failed: it crashed too often and is not restarted until `mcpmux restart %s` (last exit: %s)%s", name, name, s.LastExit, serverHint(s))
 	case "isolated":
-		d.r.add(markOK, "server %s: a process of its own for each session (share = \"isolated\"): %d %s", name, s.Sessions, plural(s.Sessions, "session", "sessions"))
+		d.add(OK, "server %s: a process of its own for each session (share = \"isolated\"): %d %s", name, s.Sessions, plural(s.Sessions, "session", "sessions"))
 	case "project":
 		d.checkProjects(s)
 	default:
-		d.r.add(markNote, "server %s: %s", name, s.State)
+		d.add(Note, "server %s: %s", name, s.State)
 	}
 }
 
 // checkProjects reports a server with one process per project: how many
 // run, and each one that does not stay up.
-func (d *doctor) checkProjects(s mux.Status) {
-	d.r.add(markOK, "server %s: one process per project (share = \"project\"): %d running", s.Name, len(s.Instances))
+func (d *checkup) checkProjects(s mux.Status) {
+	d.add(OK, "server %s: one process per project (share = \"project\"): %d running", s.Name, len(s.Instances))
 	for _, in := range s.Instances {
 		switch in.State {
 		case mux.StateFailed:
-			d.r.add(markFail, "server %s, project %s: failed (last exit: %s); `mcpmux logs %s` has the rest", s.Name, d.tilde(in.Project), in.LastExit, s.Name)
+			d.add(Fail, "server %s, project %s: failed (last exit: %s); `mcpmux logs %s` has the rest", s.Name, d.tilde(in.Project), in.LastExit, s.Name)
 		case mux.StateBackoff:
-			d.r.add(markWarn, "server %s, project %s: exited, and is restarted after a pause (last exit: %s); `mcpmux logs %s` has the rest", s.Name, d.tilde(in.Project), in.LastExit, s.Name)
+			d.add(Warn, "server %s, project %s: exited, and is restarted after a pause (last exit: %s); `mcpmux logs %s` has the rest", s.Name, d.tilde(in.Project), in.LastExit, s.Name)
 		}
 	}
 }

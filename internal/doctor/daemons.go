@@ -1,4 +1,4 @@
-package main
+package doctor
 
 import (
 	"cmp"
@@ -14,13 +14,13 @@ import (
 	"github.com/mcpmux/mcpmux/socket"
 )
 
-// candidateSocketDirs are the folders where a daemon of uid may serve
+// SocketDirs are the folders where a daemon of uid may serve
 // without a socket_dir: the default folders of this mcpmux (the runtime
 // folder, the one in /tmp, the one under the home folder when /tmp's is
 // taken) and the one of older versions, whose default followed
 // XDG_RUNTIME_DIR. A daemon found in one of them that is not the config's
 // own folder was started with another config or in another environment.
-func candidateSocketDirs(getenv func(string) string, uid int) []string {
+func SocketDirs(getenv func(string) string, uid int) []string {
 	id := strconv.Itoa(uid)
 	dirs := []string{filepath.Join("/run/user", id, "mcpmux"), filepath.Join("/tmp", "mcpmux-"+id)}
 	for _, home := range []string{config.Home(uid), getenv("HOME")} {
@@ -40,8 +40,8 @@ func candidateSocketDirs(getenv func(string) string, uid int) []string {
 
 // checkOtherDaemons looks for daemons of this user in the other folders
 // and says which of them serve this config, or may.
-func (d *doctor) checkOtherDaemons(ctx context.Context) {
-	for _, dir := range d.env.socketDirs() {
+func (d *checkup) checkOtherDaemons(ctx context.Context) {
+	for _, dir := range d.in.Dirs {
 		if filepath.Clean(dir) == filepath.Clean(d.dir) {
 			continue
 		}
@@ -61,22 +61,22 @@ func (d *doctor) checkOtherDaemons(ctx context.Context) {
 
 // otherDaemon reports the daemon st found on dir, which is not this
 // config's socket folder.
-func (d *doctor) otherDaemon(dir string, st daemon.Status) {
+func (d *checkup) otherDaemon(dir string, st daemon.Status) {
 	where := d.tilde(dir)
 	switch shared := d.sharedNames(st); {
-	case st.Config == d.path && d.st != nil:
-		d.r.add(markWarn, "a second daemon serves this config, from %s (pid %d, up %s): clients started in another environment reach it, and each of its servers is a second copy; stop it (`kill %d`)", where, st.Pid, st.Uptime, st.Pid)
-	case st.Config == d.path:
-		d.r.add(markWarn, "this config's daemon serves from %s (pid %d, up %s), not from %s where its clients look (started with another socket_dir, or by an older mcpmux); stop it (`kill %d`) and let the next `mcpmux connect` start one", where, st.Pid, st.Uptime, d.tilde(d.dir), st.Pid)
+	case st.Config == d.in.Config && d.st != nil:
+		d.add(Warn, "a second daemon serves this config, from %s (pid %d, up %s): clients started in another environment reach it, and each of its servers is a second copy; stop it (`kill %d`)", where, st.Pid, st.Uptime, st.Pid)
+	case st.Config == d.in.Config:
+		d.add(Warn, "this config's daemon serves from %s (pid %d, up %s), not from %s where its clients look (started with another socket_dir, or by an older mcpmux); stop it (`kill %d`) and let the next `mcpmux connect` start one", where, st.Pid, st.Uptime, d.tilde(d.dir), st.Pid)
 	case st.Config == "" && len(shared) > 0:
-		d.r.add(markWarn, "another daemon serves %s too, from %s (pid %d), and does not say which config (an older mcpmux): if it is this one's, stop it (`kill %d`)", strings.Join(shared, ", "), where, st.Pid, st.Pid)
+		d.add(Warn, "another daemon serves %s too, from %s (pid %d), and does not say which config (an older mcpmux): if it is this one's, stop it (`kill %d`)", strings.Join(shared, ", "), where, st.Pid, st.Pid)
 	default:
-		d.r.add(markNote, "another daemon serves from %s (pid %d, config %s)", where, st.Pid, d.tilde(cmp.Or(st.Config, "not said")))
+		d.add(Note, "another daemon serves from %s (pid %d, config %s)", where, st.Pid, d.tilde(cmp.Or(st.Config, "not said")))
 	}
 }
 
 // sharedNames are the servers st serves that this config has too.
-func (d *doctor) sharedNames(st daemon.Status) []string {
+func (d *checkup) sharedNames(st daemon.Status) []string {
 	if d.cfg == nil {
 		return nil
 	}

@@ -1,0 +1,104 @@
+//go:build unix
+
+package socket
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestHeadersEnd(t *testing.T) {
+	for _, tt := range []struct {
+		tail, data string
+		want       bool
+	}{
+		{"", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", true},
+		{"", "GET / HTTP/1.1\nHost: x\n\n", true},
+		{"", "GET / HTTP/1.1\r\nHost: x\r\n", false},
+		{"x\r\n", "\r\n", true},
+		{"\r\n\r", "\n", true},
+		{"x\r", "\n\r\n", true},
+		{"x\n", "\n", true},
+		{"x\r\n", "X-A: b\r\n", false},
+	} {
+		assert.Equal(t, tt.want, headersEnd([]byte(tt.tail), []byte(tt.data)), "%q + %q", tt.tail, tt.data)
+	}
+	assert.Equal(t, "abc", string(lastBytes([]byte("xa"), []byte("bc"), 3)))
+	assert.Equal(t, "cde", string(lastBytes([]byte("ab"), []byte("cde"), 3)))
+	assert.Equal(t, "ab", string(lastBytes(nil, []byte("ab"), 3)))
+}
+
+// TestEvictionPassesOverWholeRequests: with the unchecked budget full, the
+// connection closed for a new one is the oldest whose headers have not
+// all come, not an older one whose whole request waits to be read.
+func TestEvictionPassesOverWholeRequests(t *testing.T) {
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := newLimitListener(tl, 10, 2, nil)
+	defer l.Close()
+	dial := func(send string) (client, server net.Conn) {
+		c, err := net.Dial("tcp", tl.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		_, err = c.Write([]byte(send))
+		require.NoError(t, err)
+		s, err := l.Accept()
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		return c, s
+	}
+	whole, ws := dial("GET / HTTP/1.1\r\nHost: x\r\n\r\n") // never read: it waits in the kernel
+	partial, ps := dial("GET / HTTP/1.1\r\n")
+	buf := make([]byte, 64)
+	require.Eventually(t, func() bool { return peekInput(ws, buf) == 27 && peekInput(ps, buf) == 16 },
+		5*time.Second, time.Millisecond, "the bytes reached the server's side")
+	dial("GET / HTTP/1.1\r\n")
+
+	require.NoError(t, partial.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = partial.Read(make([]byte, 1))
+	var ne net.Error
+	require.Error(t, err)
+	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the partial one was closed: %v", err)
+	require.NoError(t, whole.SetReadDeadline(time.Now().Add(200*time.Millisecond)))
+	_, err = whole.Read(make([]byte, 1))
+	assert.True(t, errors.As(err, &ne) && ne.Timeout(), "the whole one is still open: %v", err)
+	checked, unchecked := l.counts()
+	assert.Equal(t, []int{0, 2}, []int{checked, unchecked})
+}
+
+// TestEvictionOfWholeRequestsAtTwiceTheBudget: connections whose whole
+// request waits are not closed for new ones up to twice the budget; past
+// it the oldest is.
+func TestEvictionOfWholeRequestsAtTwiceTheBudget(t *testing.T) {
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := newLimitListener(tl, 10, 2, nil)
+	defer l.Close()
+	const req = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+	buf := make([]byte, 64)
+	var clients []net.Conn
+	for i := range 5 {
+		c, err := net.Dial("tcp", tl.Addr().String())
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.Write([]byte(req))
+		require.NoError(t, err)
+		s, err := l.Accept()
+		require.NoError(t, err)
+		defer s.Close()
+		require.Eventually(t, func() bool { return peekInput(s, buf) == len(req) }, 5*time.Second, time.Millisecond)
+		clients = append(clients, c)
+		_, unchecked := l.counts()
+		assert.Equal(t, min(i+1, 4), unchecked, "after %d", i+1)
+	}
+	require.NoError(t, clients[0].SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = clients[0].Read(make([]byte, 1))
+	var ne net.Error
+	require.Error(t, err)
+	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the oldest was closed at twice the budget: %v", err)
+}
