@@ -65,39 +65,65 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 	lc := &limitedConn{Conn: c, l: l}
 	lc.watch.Store(true)
-	l.mu.Lock()
-	var oldest *limitedConn
-	if l.unchecked.Len() >= l.budget {
-		oldest = l.evictableLocked()
-		if oldest != nil {
-			l.unchecked.Remove(oldest.elem)
-			oldest.elem, oldest.state = nil, connEvicted
-		}
-	}
-	lc.elem = l.unchecked.PushBack(lc)
-	l.mu.Unlock()
-	if oldest != nil {
-		oldest.Conn.Close() // its server goroutine's read fails; its Close then has nothing to release
-		if l.evicted != nil {
-			l.evicted(oldest)
+	if pool := l.admit(lc); pool != nil {
+		if oldest := l.evict(l.evictable(pool)); oldest != nil {
+			oldest.Conn.Close() // its server goroutine's read fails; its Close then has nothing to release
+			if l.evicted != nil {
+				l.evicted(oldest)
+			}
 		}
 	}
 	return lc, nil
 }
 
-// evictableLocked is the unchecked connection to close for a new one: the
-// oldest whose request's headers are not all there; else none, or the
-// oldest at twice the budget.
-func (l *limitListener) evictableLocked() *limitedConn {
-	for e := l.unchecked.Front(); e != nil; e = e.Next() {
-		if c := e.Value.(*limitedConn); !c.headersIn(l.peekBuf[:]) {
+// admit adds lc to the unchecked pool. When the pool was full already, it
+// returns the connections that were in it, oldest first, for Accept to
+// choose the one to close.
+func (l *limitListener) admit(lc *limitedConn) []*limitedConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var pool []*limitedConn
+	if l.unchecked.Len() >= l.budget {
+		pool = make([]*limitedConn, 0, l.unchecked.Len())
+		for e := l.unchecked.Front(); e != nil; e = e.Next() {
+			pool = append(pool, e.Value.(*limitedConn))
+		}
+	}
+	lc.elem = l.unchecked.PushBack(lc)
+	return pool
+}
+
+// evictable is the connection of pool (the unchecked ones, oldest first) to
+// close for a new one: the oldest whose request's headers are not all
+// there; else none, or the oldest at twice the budget. It peeks at the
+// connections' input, so it runs without the lock; only Accept's goroutine
+// calls it, the one user of l.peekBuf.
+func (l *limitListener) evictable(pool []*limitedConn) *limitedConn {
+	for _, c := range pool {
+		if !c.headersIn(l.peekBuf[:]) {
 			return c
 		}
 	}
-	if l.unchecked.Len() < 2*l.budget {
+	if len(pool) < 2*l.budget {
 		return nil
 	}
-	return l.unchecked.Front().Value.(*limitedConn)
+	return pool[0]
+}
+
+// evict takes c out of the unchecked pool to be closed; nil when c is nil,
+// or was checked or closed since it was chosen.
+func (l *limitListener) evict(c *limitedConn) *limitedConn {
+	if c == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.state != connUnchecked || c.elem == nil {
+		return nil
+	}
+	l.unchecked.Remove(c.elem)
+	c.elem, c.state = nil, connEvicted
+	return c
 }
 
 // waitRoom waits until fewer than max checked connections are open;
@@ -196,31 +222,41 @@ type limitedConn struct {
 func (c *limitedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.watch.Load() {
-		c.hmu.Lock()
-		if !c.complete {
-			c.complete = headersEnd(c.tail[:c.tailLen], p[:n])
-			c.tailLen = copy(c.tail[:], lastBytes(c.tail[:c.tailLen], p[:n], len(c.tail)))
-		}
-		c.hmu.Unlock()
+		c.note(p[:n])
 	}
 	return n, err
+}
+
+// note looks for the end of the request's headers in data, just read.
+func (c *limitedConn) note(data []byte) {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if !c.complete {
+		c.complete = headersEnd(c.tail[:c.tailLen], data)
+		c.tailLen = copy(c.tail[:], lastBytes(c.tail[:c.tailLen], data, len(c.tail)))
+	}
+}
+
+// seen reports whether the request's headers have all been read, and
+// else the last bytes read.
+func (c *limitedConn) seen() (complete bool, tail []byte) {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	return c.complete, append([]byte(nil), c.tail[:c.tailLen]...)
 }
 
 // headersIn reports whether the headers of the request being received
 // have all come: read already, or waiting in the kernel (peeked into buf).
 func (c *limitedConn) headersIn(buf []byte) bool {
-	c.hmu.Lock()
-	complete, tail := c.complete, append([]byte(nil), c.tail[:c.tailLen]...)
-	c.hmu.Unlock()
+	complete, tail := c.seen()
 	if complete {
 		return true
 	}
 	if n := peekInput(c.Conn, buf); n > 0 && headersEnd(tail, buf[:n]) {
 		return true
 	}
-	c.hmu.Lock()
-	defer c.hmu.Unlock()
-	return c.complete // read meanwhile
+	complete, _ = c.seen() // read meanwhile
+	return complete
 }
 
 // refused puts a connection whose request was refused back among those
