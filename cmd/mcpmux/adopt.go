@@ -45,8 +45,9 @@ the tools it shows, "disabled") stay in it; servers known to lose data when
 shared (server-memory) get max_concurrency = 1, with a comment that says why.
 
 Files it cannot read, and entries it does not understand (servers reached by
-URL, keys it does not know), are left as they are and listed. Codex's
-config.toml is read, not rewritten yet.`,
+URL, keys it does not know), are left as they are and listed. In Codex's
+config.toml, each server's [mcp_servers.NAME] table is written anew (its
+comments go; its other keys stay); the rest of the file stays as it was.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := configPathFlag(cmd, env.getenv)

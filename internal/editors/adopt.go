@@ -117,12 +117,12 @@ func PlanAdoption(in AdoptInput) (*Adoption, error) {
 // their entries to run mcpmux connect; it returns the new text and the
 // entries rewritten, as "entry" or "entry as name".
 func (a *Adoption) adoptFile(in AdoptInput, f File, data []byte, res *Result, taken map[string]*Server) ([]byte, []string, error) {
-	if f.Client.Decode != nil {
-		return nil, nil, fmt.Errorf("adopt does not rewrite %s's files yet: `mcpmux import %s` and `mcpmux client-config NAME --for %s` do it by hand",
-			f.Client.Name, f.Path, f.Client.For)
-	}
 	top, _, err := decodeFile(data, f.Path)
-	if err != nil {
+	var fe *formatError
+	switch {
+	case errors.As(err, &fe):
+		return nil, nil, errors.New("not valid " + fe.Format)
+	case err != nil:
 		return nil, nil, errors.New("not valid JSON")
 	}
 	sources, err := importSources(top, &Result{})
@@ -142,6 +142,7 @@ func (a *Adoption) adoptFile(in AdoptInput, f File, data []byte, res *Result, ta
 	}
 	var edits []edit
 	var names []string
+	var rewrites []EntryRewrite
 	for _, src := range sources {
 		if src.path == nil {
 			for _, orig := range slices.Sorted(maps.Keys(src.entries)) {
@@ -160,21 +161,33 @@ func (a *Adoption) adoptFile(in AdoptInput, f File, data []byte, res *Result, ta
 			if name == "" {
 				continue
 			}
-			start, end, ok := memberSpan(clean, append(slices.Clone(src.path), orig))
-			if !ok {
-				continue
+			command := append(slices.Clone(in.Connect), name)
+			if f.Client.Rewrite != nil {
+				rewrites = append(rewrites, EntryRewrite{Path: append(slices.Clone(src.path), orig), Command: command, Old: src.entries[orig]})
+			} else {
+				start, end, ok := memberSpan(clean, append(slices.Clone(src.path), orig))
+				if !ok {
+					continue
+				}
+				text, err := f.Client.connectEntry(command, src.entries[orig])
+				if err != nil {
+					return nil, nil, err
+				}
+				edits = append(edits, edit{start, end, text})
 			}
-			text, err := f.Client.connectEntry(append(slices.Clone(in.Connect), name), src.entries[orig])
-			if err != nil {
-				return nil, nil, err
-			}
-			edits = append(edits, edit{start, end, text})
 			if name == orig {
 				names = append(names, orig)
 			} else {
 				names = append(names, orig+" as "+name)
 			}
 		}
+	}
+	if f.Client.Rewrite != nil && len(rewrites) > 0 {
+		out, err := f.Client.Rewrite(data, rewrites)
+		if err != nil {
+			return nil, nil, fmt.Errorf("its servers are in mux.toml, but it is not rewritten: %w; `mcpmux client-config NAME --for %s` prints each entry", err, f.Client.For)
+		}
+		return out, names, nil
 	}
 	slices.SortFunc(edits, func(x, y edit) int { return y.start - x.start }) // from the end: offsets before stay
 	out := bytes.Clone(data)
@@ -188,6 +201,13 @@ func (a *Adoption) adoptFile(in AdoptInput, f File, data []byte, res *Result, ta
 // replaces them. The others (timeouts, tools shown, disabled) are the
 // editor's own and stay.
 var runKeys = []string{"args", "command", "cwd", "env", "envFile", "env_vars", "environment", "type"}
+
+// EntryRewrite is one entry of an editor's file that adopt rewrites.
+type EntryRewrite struct {
+	Path    []string        // the members leading to it from the top
+	Command []string        // what it is to run: mcpmux connect NAME
+	Old     json.RawMessage // the entry as it was, as JSON
+}
 
 // connectEntry is the entry, on one line of JSON, that makes the editor
 // run command, with the members of old that are not runKeys.

@@ -82,9 +82,48 @@ var adoptHome = map[string]string{
 `,
 	"proj/.mcp.json": `{"mcpServers": {"search": {"command": "code-search", "args": ["--root", "${CLAUDE_PROJECT_DIR}"]}}}
 `,
-	".codex/config.toml":      "[mcp_servers.time]\ncommand = \"uvx\"\nargs = [\"mcp-server-time\"]\n",
+	".codex/config.toml":      codexBefore,
 	".config/mcpmux/mux.toml": "# my servers\n[servers.clock]\ncommand = \"uvx\"\nargs = [\"mcp-server-time\"]\n",
 }
+
+const codexBefore = `# Codex: ~/.codex/config.toml
+model = "gpt-5-codex"
+
+[mcp_servers.time]
+command = "uvx"
+args = [
+  "mcp-server-time",
+]
+startup_timeout_sec = 20 # the default is 10
+enabled_tools = ["get_current_time"]
+
+[mcp_servers.time.env]
+TZ = "UTC"
+
+# pages
+[mcp_servers.figma]
+url = "https://mcp.figma.com/mcp"
+
+[projects."/home/me/src/app"]
+trust_level = "trusted"
+`
+
+const codexAfter = `# Codex: ~/.codex/config.toml
+model = "gpt-5-codex"
+
+[mcp_servers.time]
+command = "/opt/bin/mcpmux"
+args = ["connect", "time"]
+enabled_tools = ["get_current_time"]
+startup_timeout_sec = 20
+
+# pages
+[mcp_servers.figma]
+url = "https://mcp.figma.com/mcp"
+
+[projects."/home/me/src/app"]
+trust_level = "trusted"
+`
 
 // treeHash hashes every file under dir, with its path.
 func treeHash(t *testing.T, dir string) [32]byte {
@@ -134,6 +173,7 @@ func TestAdopt(t *testing.T) {
 		"Claude Desktop ~/.config/Claude/claude_desktop_config.json: fs, memory",
 		"Cursor ~/.cursor/mcp.json: mem as memory",
 		"VS Code ~/.config/Code/User/mcp.json: time as clock",
+		"Codex ~/.codex/config.toml: time",
 		"opencode ~/.config/opencode/opencode.json: fetch",
 		"Gemini CLI ~/.gemini/settings.json: github",
 		"Zed ~/.config/zed/settings.json: fs",
@@ -143,14 +183,13 @@ func TestAdopt(t *testing.T) {
 	assert.Equal(t, []string{
 		"Cursor ~/.cursor/mcp.json: \"linear\" is a URL server (https://mcp.linear.app/sse); mcpmux serves stdio servers",
 		"Cursor ~/.cursor/mcp.json: \"odd\" left as it is: adopt does not know its autoApprove",
-		"Codex ~/.codex/config.toml: left as it is: adopt does not rewrite Codex's files yet: `mcpmux import " +
-			filepath.Join(home, ".codex", "config.toml") + "` and `mcpmux client-config NAME --for codex` do it by hand",
+		"Codex ~/.codex/config.toml: \"figma\" is a URL server (https://mcp.figma.com/mcp); mcpmux serves stdio servers",
 	}, plan.Left)
 	var added []string
 	for _, s := range plan.Added {
 		added = append(added, s.Name)
 	}
-	assert.Equal(t, []string{"search", "fs", "memory", "fetch", "github", "playwright"}, added)
+	assert.Equal(t, []string{"search", "fs", "memory", "time", "fetch", "github", "playwright"}, added)
 
 	olds := map[string][]byte{}
 	for _, r := range plan.Rewrites {
@@ -161,7 +200,7 @@ func TestAdopt(t *testing.T) {
 	// mux.toml keeps what it had and loads with the new servers.
 	newCfg, err := os.ReadFile(cfgPath)
 	require.NoError(t, err)
-	assert.True(t, strings.HasPrefix(string(newCfg), adoptHome[".config/mcpmux/mux.toml"]+"\n# mcpmux adopt: 6 servers"), "mux.toml:\n%s", newCfg)
+	assert.True(t, strings.HasPrefix(string(newCfg), adoptHome[".config/mcpmux/mux.toml"]+"\n# mcpmux adopt: 7 servers"), "mux.toml:\n%s", newCfg)
 	assert.Contains(t, string(newCfg), "# max_concurrency = 1: server-memory reads and rewrites its whole file on each call")
 	cfg, err = config.Load(cfgPath)
 	require.NoError(t, err, "mux.toml:\n%s", newCfg)
@@ -207,6 +246,10 @@ func TestAdopt(t *testing.T) {
 
 		// Put the old entries' text back in place of the new: the rest
 		// of the file is byte for byte what it was.
+		if strings.HasSuffix(path, ".toml") {
+			assert.Equal(t, codexAfter, string(now), "only the server's table changes, keeping Codex's own keys")
+			continue
+		}
 		top, _, err := decodeFile(old, path)
 		require.NoError(t, err)
 		sources, err := importSources(top, &Result{})

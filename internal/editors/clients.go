@@ -62,6 +62,9 @@ type Client struct {
 	// Print, when not nil, writes the editor's object of servers holding
 	// entry as name, in the editor's own format; nil writes JSON.
 	Print func(w io.Writer, name string, entry any) error
+	// Rewrite, when not nil, rewrites entries of a file in the editor's
+	// own format (adopt); nil replaces each entry's JSON value.
+	Rewrite func(data []byte, entries []EntryRewrite) ([]byte, error)
 }
 
 // Timeout is a key of an editor's entries that holds a timeout, and the
@@ -198,6 +201,7 @@ var Clients = []*Client{
 		StdioEntry: func(command []string) any { return codexStdio{command} },
 		HTTPEntry:  func(url string, headers map[string]string) any { return codexHTTP{url, headers} },
 		Print:      printCodex,
+		Rewrite:    rewriteCodex,
 		Where:      "~/.codex/config.toml (every project) or a trusted project's .codex/config.toml",
 	},
 	{

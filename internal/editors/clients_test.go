@@ -1,6 +1,7 @@
 package editors
 
 import (
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -93,4 +94,31 @@ func TestImportClientShapes(t *testing.T) {
 		require.Error(t, err, tt.name)
 		assert.True(t, strings.HasPrefix(err.Error(), tt.wantErr), "%s\nerror: %s\nwant:  %s...", tt.name, err, tt.wantErr)
 	}
+}
+
+// TestCodexRewrite reads table headers as TOML writes them, and refuses a
+// server written in another form than its own [mcp_servers.NAME] table.
+func TestCodexRewrite(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		want []string
+	}{
+		{"[mcp_servers.time]\n", []string{"mcp_servers", "time"}},
+		{"  [ mcp_servers . \"my server\" ]  # note\n", []string{"mcp_servers", "my server"}},
+		{"[mcp_servers.'a.b'.env]", []string{"mcp_servers", "a.b", "env"}},
+		{"[[profiles]]", []string{"profiles"}},
+		{"args = [\"x\"]", nil},
+		{"[\"x\", \"y\"]", nil},
+		{"# [mcp_servers.x]", nil},
+	} {
+		got, ok := tomlHeader([]byte(tt.line))
+		assert.Equal(t, tt.want != nil, ok, "%q", tt.line)
+		assert.Equal(t, tt.want, got, "%q", tt.line)
+	}
+	entry := EntryRewrite{Path: []string{"mcp_servers", "time"}, Command: []string{"/bin/mcpmux", "connect", "time"}, Old: json.RawMessage(`{"command": "uvx"}`)}
+	_, err := rewriteCodex([]byte("[mcp_servers]\ntime = { command = \"uvx\" }\n"), []EntryRewrite{entry})
+	assert.EqualError(t, err, "no [mcp_servers.time] table")
+	out, err := rewriteCodex([]byte("[mcp_servers.time]\ncommand = \"uvx\"\n"), []EntryRewrite{entry})
+	require.NoError(t, err)
+	assert.Equal(t, "[mcp_servers.time]\ncommand = \"/bin/mcpmux\"\nargs = [\"connect\", \"time\"]\n", string(out))
 }
