@@ -3,14 +3,20 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // hashTree hashes every file under dir, with its path.
@@ -79,4 +85,44 @@ func TestAdoptCommand(t *testing.T) {
 	assert.Contains(t, out, "restored "+cursor+"\n")
 	assert.Equal(t, before, hashTree(t, home), "--undo puts every file back, and no backup stays")
 	assert.Contains(t, run("--undo"), "no backups (FILE.mcpmux-backup) to put back")
+}
+
+// TestAdoptStartsNewServers: with a daemon serving the config, adopt has
+// it start the new servers and says when each is ready.
+func TestAdoptStartsNewServers(t *testing.T) {
+	dir := testutil.ShortDir(t)
+	path := filepath.Join(dir, "mux.toml")
+	require.NoError(t, os.WriteFile(path, []byte("[listen]\nsocket_dir = \"s\"\n"), 0o600))
+	cfg, err := config.Load(path)
+	require.NoError(t, err)
+	served, _, cancel := serveInBackground(t, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}})
+	defer func() {
+		cancel()
+		<-served
+	}()
+	testutil.Eventually(t, 10*time.Second, "the daemon answers", func() (bool, error) {
+		_, err := daemon.NewClient(filepath.Join(dir, "s")).Status(t.Context())
+		return err == nil, nil
+	})
+
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	entry, err := json.Marshal(map[string]any{"command": exe, "env": map[string]string{testutil.FakeServerEnv: "serve"}})
+	require.NoError(t, err)
+	home := filepath.Join(dir, "home")
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".cursor"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".cursor", "mcp.json"), []byte(`{"mcpServers": {"fake": `+string(entry)+`}}`), 0o600))
+
+	var out bytes.Buffer
+	cmd := newAdoptCmdWith(adoptEnv{setupEnv: fakeSetupEnv(t, map[string]string{"HOME": home}, "/opt/bin/mcpmux"), cwd: home})
+	cmd.SetArgs([]string{"--config", path})
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	require.NoError(t, cmd.ExecuteContext(t.Context()))
+	assert.Contains(t, out.String(), "new server: fake\n")
+	assert.Contains(t, out.String(), "starting in the daemon: fake\n")
+	assert.Regexp(t, `ready: fake \(\d+s\)\n`, out.String())
+	cursor, err := os.ReadFile(filepath.Join(home, ".cursor", "mcp.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(cursor), `"fake": {"command":"/opt/bin/mcpmux","args":["connect","--config",`)
 }
