@@ -46,8 +46,9 @@ to mux.toml (an entry that runs the same command, args and env as a server
 there, or as another entry, is that server; a project's file gives share =
 "project"), and rewrites each entry to run "mcpmux connect NAME", keeping
 the rest of each file byte for byte. Each file is backed up beside itself
-first, as FILE.mcpmux-backup; --undo puts every backup back (a mux.toml
-that adopt created stays). The editor's own keys of an entry (its timeouts,
+first, as FILE.mcpmux-backup; --undo puts every backup back, and removes a
+mux.toml that adopt created (marked by mux.toml.mcpmux-created). The
+servers of ~/.claude.json's projects are adopted as share = "project". The editor's own keys of an entry (its timeouts,
 the tools it shows, "disabled") stay in it; servers known to lose data when
 shared (server-memory) get max_concurrency = 1, with a comment that says why.
 

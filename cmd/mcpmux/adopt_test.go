@@ -126,3 +126,45 @@ func TestAdoptStartsNewServers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(cursor), `"fake": {"command":"/opt/bin/mcpmux","args":["connect","--config",`)
 }
+
+// TestAdoptCreatesConfig: with no mux.toml, adopt writes one, and --undo
+// takes it away again with the rest, even after a second adopt.
+func TestAdoptCreatesConfig(t *testing.T) {
+	home := t.TempDir()
+	claude := filepath.Join(home, ".claude.json")
+	text := `{"numStartups": 3, "projects": {"/src/app": {"allowedTools": [], "mcpServers": {"db": {"type": "stdio", "command": "uvx", "args": ["mcp-server-sqlite", "--db-path", "app.db"]}}}}}`
+	require.NoError(t, os.WriteFile(claude, []byte(text), 0o600))
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := newAdoptCmdWith(adoptEnv{setupEnv: fakeSetupEnv(t, map[string]string{"HOME": home}, "/opt/bin/mcpmux"), cwd: filepath.Join(home, "elsewhere")})
+		cmd.SetArgs(args)
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		require.NoError(t, cmd.Execute(), "adopt %v", args)
+		return out.String()
+	}
+	before := hashTree(t, home)
+	out := run()
+	assert.Contains(t, out, "through mcpmux: Claude Code ~/.claude.json: db (project /src/app)\n")
+	cfg, err := os.ReadFile(filepath.Join(home, ".config", "mcpmux", "mux.toml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(cfg), "[servers.db]\ncommand = \"uvx\"\nargs = [\"mcp-server-sqlite\", \"--db-path\", \"app.db\"]\nshare = \"project\"\n")
+	now, err := os.ReadFile(claude)
+	require.NoError(t, err)
+	assert.Equal(t, `{"numStartups": 3, "projects": {"/src/app": {"allowedTools": [], "mcpServers": {"db": {"command":"/opt/bin/mcpmux","args":["connect","db"]}}}}}`, string(now))
+
+	// Another server since: adopt again, then undo both.
+	cursor := filepath.Join(home, ".cursor", "mcp.json")
+	cursorText := `{"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}`
+	require.NoError(t, os.MkdirAll(filepath.Dir(cursor), 0o700))
+	require.NoError(t, os.WriteFile(cursor, []byte(cursorText), 0o600))
+	assert.Contains(t, run(), "new server: time\n")
+	run("--undo")
+	assert.NoFileExists(t, filepath.Join(home, ".config", "mcpmux", "mux.toml"))
+	data, err := os.ReadFile(cursor)
+	require.NoError(t, err)
+	assert.Equal(t, cursorText, string(data))
+	require.NoError(t, os.RemoveAll(filepath.Dir(cursor)))
+	assert.Equal(t, before, hashTree(t, home), "--undo leaves no mux.toml, no backup, no mark")
+}
