@@ -48,7 +48,9 @@ there, or as another entry, is that server; a project's file gives share =
 the rest of each file byte for byte. Each file is backed up beside itself
 first, as FILE.mcpmux-backup; --undo puts every backup back, and removes a
 mux.toml that adopt created (marked by mux.toml.mcpmux-created). The
-servers of ~/.claude.json's projects are adopted as share = "project". The editor's own keys of an entry (its timeouts,
+servers of ~/.claude.json's projects are adopted as share = "project".
+Quit the editors first: some (Claude Code) write their files while they
+run, and would write the old entries back. The editor's own keys of an entry (its timeouts,
 the tools it shows, "disabled") stay in it; servers known to lose data when
 shared (server-memory) get max_concurrency = 1, with a comment that says why.
 

@@ -40,7 +40,7 @@ func hashTree(t *testing.T, dir string) [32]byte {
 func TestAdoptCommand(t *testing.T) {
 	home := t.TempDir()
 	files := map[string]string{
-		".cursor/mcp.json":          "{\n  \"mcpServers\": {\n    \"memory\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-memory\"]}\n  }\n}\n",
+		"dotfiles/cursor-mcp.json":          "{\n  \"mcpServers\": {\n    \"memory\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-memory\"]}\n  }\n}\n",
 		".config/zed/settings.json": "// Zed\n{\n  \"theme\": \"One Dark\",\n  \"context_servers\": {\n    \"time\": {\"command\": \"uvx\", \"args\": [\"mcp-server-time\"]},\n  },\n}\n",
 		".config/mcpmux/mux.toml":   "[servers.fetch]\ncommand = \"uvx\"\nargs = [\"mcp-server-fetch\"]\n",
 	}
@@ -59,10 +59,12 @@ func TestAdoptCommand(t *testing.T) {
 		require.NoError(t, cmd.Execute(), "adopt %v", args)
 		return out.String()
 	}
+	cursor := filepath.Join(home, ".cursor", "mcp.json")
+	require.NoError(t, os.MkdirAll(filepath.Dir(cursor), 0o700))
+	require.NoError(t, os.Symlink(filepath.Join(home, "dotfiles", "cursor-mcp.json"), cursor), "a dotfile kept elsewhere")
 	before := hashTree(t, home)
 	out := run("--dry-run")
 	assert.Equal(t, before, hashTree(t, home), "--dry-run writes nothing")
-	cursor := filepath.Join(home, ".cursor", "mcp.json")
 	assert.Contains(t, out, "through mcpmux: Cursor ~/.cursor/mcp.json: memory\n")
 	assert.Contains(t, out, "through mcpmux: Zed ~/.config/zed/settings.json: time\n")
 	assert.Contains(t, out, "--- "+cursor+"\n+++ "+cursor+"\n@@ -3,1 +3,1 @@\n"+
@@ -80,10 +82,18 @@ func TestAdoptCommand(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(cfg), files[".config/mcpmux/mux.toml"]), "mux.toml keeps what it had:\n%s", cfg)
 	assert.Contains(t, string(cfg), "[servers.memory]\ncommand = \"npx\"")
 	assert.Contains(t, run(), "nothing to adopt", "a second adopt finds every entry through mcpmux")
+	link, err := os.Readlink(cursor)
+	require.NoError(t, err, "the link stays a link")
+	assert.Equal(t, filepath.Join(home, "dotfiles", "cursor-mcp.json"), link)
+	target, err := os.ReadFile(link)
+	require.NoError(t, err)
+	assert.Contains(t, string(target), `"memory": {"command":"/opt/bin/mcpmux","args":["connect","memory"]}`, "its target is rewritten")
 
 	out = run("--undo")
 	assert.Contains(t, out, "restored "+cursor+"\n")
 	assert.Equal(t, before, hashTree(t, home), "--undo puts every file back, and no backup stays")
+	_, err = os.Readlink(cursor)
+	assert.NoError(t, err, "the link is still a link")
 	assert.Contains(t, run("--undo"), "no backups (FILE.mcpmux-backup) to put back")
 }
 

@@ -333,11 +333,21 @@ func (a *Adoption) Apply() error {
 				return err
 			}
 		}
-		if err := writeFile(r.Path, r.New, mode); err != nil {
+		if err := writeFile(resolved(r.Path), r.New, mode); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// resolved is the file path names, through symbolic links (a dotfile kept
+// elsewhere stays a link, its target rewritten); path itself when there
+// is none yet.
+func resolved(path string) string {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		return p
+	}
+	return path
 }
 
 // writeFile replaces path by data at once: written beside it, then renamed.
@@ -389,7 +399,7 @@ func Undo(paths []string) ([]string, error) {
 				}
 			}
 		case backup == nil:
-			err = os.Rename(p+BackupSuffix, p)
+			err = restore(p)
 		default:
 			continue
 		}
@@ -399,6 +409,23 @@ func Undo(paths []string) ([]string, error) {
 		restored = append(restored, p)
 	}
 	return restored, nil
+}
+
+// restore writes the backup of path back into it (through links), then
+// removes the backup.
+func restore(path string) error {
+	data, err := os.ReadFile(path + BackupSuffix)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(path + BackupSuffix)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(resolved(path), data, fi.Mode().Perm()); err != nil {
+		return err
+	}
+	return os.Remove(path + BackupSuffix)
 }
 
 // Diff shows the lines of old that new changes, as one hunk of a unified
