@@ -40,7 +40,7 @@ func hashTree(t *testing.T, dir string) [32]byte {
 func TestAdoptCommand(t *testing.T) {
 	home := t.TempDir()
 	files := map[string]string{
-		"dotfiles/cursor-mcp.json":          "{\n  \"mcpServers\": {\n    \"memory\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-memory\"]}\n  }\n}\n",
+		"dotfiles/cursor-mcp.json":  "{\n  \"mcpServers\": {\n    \"memory\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-memory\"]}\n  }\n}\n",
 		".config/zed/settings.json": "// Zed\n{\n  \"theme\": \"One Dark\",\n  \"context_servers\": {\n    \"time\": {\"command\": \"uvx\", \"args\": [\"mcp-server-time\"]},\n  },\n}\n",
 		".config/mcpmux/mux.toml":   "[servers.fetch]\ncommand = \"uvx\"\nargs = [\"mcp-server-fetch\"]\n",
 	}
