@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpmux/mcpmux/endpoint"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/socket"
@@ -59,6 +61,7 @@ type Daemon struct {
 
 	mu        sync.Mutex
 	servers   map[string]*served
+	endpoints []*servedEndpoint // fixed for the daemon's life
 	inherited map[string]*socket.Listener // passed sockets not taken yet, by path; Run's goroutine only
 }
 
@@ -72,6 +75,14 @@ type served struct {
 	stopHub    context.CancelFunc // ends its router and process
 	intakeDone chan struct{}
 	hubDone    chan struct{}
+}
+
+// servedEndpoint is one endpoint while the daemon serves it.
+type servedEndpoint struct {
+	ep         *endpoint.Endpoint
+	l          *socket.Listener
+	stopIntake context.CancelFunc // ends its socket and sessions
+	intakeDone chan struct{}
 }
 
 // reloadCall is a Reload waiting for Run's goroutine.
@@ -134,6 +145,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, s := range ls.servers {
 		d.start(ctx, s)
 	}
+	for _, e := range ls.endpoints {
+		d.startEndpoint(ctx, e)
+	}
 	d.closeUnused()
 	d.log.Info("mcpmux serving", "version", d.cfg.Version, "socket_dir", d.cfg.SocketDir, "servers", len(ls.servers))
 
@@ -167,9 +181,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 // listeners are what Run opens before it serves anything.
 type listeners struct {
-	control *socket.Listener
-	servers []*served
-	web     *socket.Web
+	control   *socket.Listener
+	servers   []*served
+	endpoints []*servedEndpoint
+	web       *socket.Web
 }
 
 // open takes the control socket, then every server's socket, then the web
@@ -192,6 +207,9 @@ func (d *Daemon) open() (ls listeners, err error) {
 			for _, s := range ls.servers {
 				s.l.Close()
 			}
+			for _, e := range ls.endpoints {
+				e.l.Close()
+			}
 		}
 	}()
 	for _, s := range d.cfg.Servers {
@@ -200,6 +218,13 @@ func (d *Daemon) open() (ls listeners, err error) {
 			return ls, err
 		}
 		ls.servers = append(ls.servers, sv)
+	}
+	for _, e := range d.cfg.Endpoints {
+		se, err := d.listenEndpoint(e)
+		if err != nil {
+			return ls, err
+		}
+		ls.endpoints = append(ls.endpoints, se)
 	}
 	if d.cfg.Web != nil {
 		wc := *d.cfg.Web
@@ -246,6 +271,55 @@ func (d *Daemon) listen(s Server) (*served, error) {
 		cfg.Upstream.MaxMessageBytes = upstream.DefaultMaxMessageBytes
 	}
 	return &served{given: s, srv: mux.NewServer(cfg, s.Share), l: l}, nil
+}
+
+// listenEndpoint opens an endpoint's socket and makes the endpoint.
+func (d *Daemon) listenEndpoint(e Endpoint) (*servedEndpoint, error) {
+	path := filepath.Join(d.cfg.SocketDir, e.Name()+".sock")
+	l, err := d.listenUnix(path, path)
+	if err != nil {
+		return nil, err
+	}
+	cfg := e.Endpoint
+	if cfg.MaxMessageBytes == 0 { // the largest a member's sessions read
+		for _, s := range d.cfg.Servers {
+			if slices.Contains(cfg.Servers, s.Name()) {
+				cfg.MaxMessageBytes = max(cfg.MaxMessageBytes, cmp.Or(s.Hub.Upstream.MaxMessageBytes, upstream.DefaultMaxMessageBytes))
+			}
+		}
+	}
+	sc := e.Session
+	if sc.Budget == nil {
+		sc.Budget = d.budget
+	}
+	ep := endpoint.New(cfg, endpoint.Options{Lookup: d.member, Session: sc, IDs: &d.ids, Version: d.cfg.Version, Logger: d.log})
+	return &servedEndpoint{ep: ep, l: l}, nil
+}
+
+// member finds an endpoint's member server.
+func (d *Daemon) member(name string) (endpoint.Member, bool) {
+	srv, ok := d.server(name)
+	return srv, ok
+}
+
+// startEndpoint runs an endpoint's socket and sessions until ctx is done
+// or its stopIntake.
+func (d *Daemon) startEndpoint(ctx context.Context, e *servedEndpoint) {
+	intakeCtx, stopIntake := context.WithCancel(ctx)
+	e.stopIntake, e.intakeDone = stopIntake, make(chan struct{})
+	d.wg.Go(func() {
+		defer close(e.intakeDone)
+		err := socket.Serve(intakeCtx, e.l, func(ctx context.Context, c net.Conn) {
+			serveUnix(ctx, e.ep, c, unixOpts{maxStreams: d.cfg.MaxStreamsPerConn, log: d.log, connLog: d.connLog,
+				firstByte: d.cfg.FirstByteTimeout, line: d.cfg.LineTimeout})
+		})
+		if err != nil {
+			d.log.Error("listener failed", "endpoint", e.ep.Name(), "error", err)
+		}
+	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.endpoints = append(d.endpoints, e)
 }
 
 // listenUnix takes the socket a service manager passed for path, if it
@@ -306,6 +380,10 @@ func (s *served) stop() {
 // stopAll ends every server at shutdown: all sessions first, then all
 // processes at once, so that their stop escalations overlap.
 func (d *Daemon) stopAll() {
+	for _, e := range d.takeEndpoints() { // their sessions are sessions of the servers too
+		e.stopIntake()
+		<-e.intakeDone
+	}
 	all := d.take(nil)
 	for _, s := range all {
 		s.stopIntake()
@@ -333,6 +411,27 @@ func (d *Daemon) take(names []string) []*served {
 			delete(d.servers, name)
 		}
 	}
+	return out
+}
+
+// takeEndpoints removes every endpoint from the served set and returns them.
+func (d *Daemon) takeEndpoints() []*servedEndpoint {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := d.endpoints
+	d.endpoints = nil
+	return out
+}
+
+// Endpoints are the endpoints served now, by name.
+func (d *Daemon) Endpoints() []*endpoint.Endpoint {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*endpoint.Endpoint, len(d.endpoints))
+	for i, e := range d.endpoints {
+		out[i] = e.ep
+	}
+	slices.SortFunc(out, func(a, b *endpoint.Endpoint) int { return strings.Compare(a.Name(), b.Name()) })
 	return out
 }
 

@@ -62,6 +62,9 @@ func (d *Daemon) reload(ctx context.Context) (ReloadResult, error) {
 	if err == nil {
 		err = validServers(next.Servers)
 	}
+	if err == nil {
+		err = validEndpoints(d.cfg.Endpoints, next.Servers)
+	}
 	if err != nil {
 		d.log.Error("reload refused: the config does not load; the running one stays", "error", err)
 		return res, err

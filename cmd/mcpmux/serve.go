@@ -242,6 +242,7 @@ func runConfig(cfg *config.Config, env daemonEnv, log *slog.Logger) (daemon.Conf
 	dc := daemon.Config{
 		SocketDir:         cfg.Listen.SocketDir,
 		Servers:           servers(cfg, cfg.Listen, env),
+		Endpoints:         endpoints(cfg),
 		MaxStreamsPerConn: cfg.Listen.MaxStreamsPerConn,
 		IdleExit:          cfg.Daemon.IdleExit,
 		FirstByteTimeout:  cfg.Daemon.FirstByteTimeout,
@@ -290,6 +291,16 @@ func servers(cfg *config.Config, lc config.Listen, env daemonEnv) []daemon.Serve
 		h.Upstream.StderrInherit = env.stderr
 		h.Upstream.Reaper = env.reaper
 		h.Memory = env.memory(*h)
+	}
+	return out
+}
+
+// endpoints are the [endpoints.NAME] tables and the endpoint all, with
+// the session limits of [listen].
+func endpoints(cfg *config.Config) []daemon.Endpoint {
+	out := make([]daemon.Endpoint, len(cfg.Endpoints))
+	for i, e := range cfg.Endpoints {
+		out[i] = daemon.Endpoint{Endpoint: e, Session: cfg.Listen.Session}
 	}
 	return out
 }
