@@ -61,7 +61,7 @@ type Daemon struct {
 
 	mu        sync.Mutex
 	servers   map[string]*served
-	endpoints []*servedEndpoint // fixed for the daemon's life
+	endpoints []*servedEndpoint           // fixed for the daemon's life
 	inherited map[string]*socket.Listener // passed sockets not taken yet, by path; Run's goroutine only
 }
 
