@@ -458,8 +458,17 @@ func (d *Daemon) server(name string) (mux.Server, bool) {
 	return s.srv, true
 }
 
-// endpoint finds a server for the web listener.
+// endpoint finds a server, or an endpoint, for the web listener.
 func (d *Daemon) endpoint(name string) (socket.Endpoint, bool) {
-	srv, ok := d.server(name)
-	return srv, ok
+	if srv, ok := d.server(name); ok {
+		return srv, true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range d.endpoints {
+		if e.ep.Name() == name {
+			return e.ep, true
+		}
+	}
+	return nil, false
 }

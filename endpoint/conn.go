@@ -55,9 +55,10 @@ type call struct {
 	m        *member
 	clientID json.RawMessage // nil for an initialize of the endpoint's own
 	tag      uint64
-	fan      *fan // nil: the answer goes to the client as it is
-	idx      int  // the member's place in fan.answers
-	reinit   bool // an initialize sent ahead of a request to a member not yet initialized
+	fan      *fan   // nil: the answer goes to the client as it is
+	idx      int    // the member's place in fan.answers
+	reinit   bool   // an initialize sent ahead of a request to a member not yet initialized
+	token    string // the request's progress token, raw; "" when none
 }
 
 // fan is a client request sent to several members, answered once they all
@@ -384,7 +385,11 @@ func (c *conn) byPrefix(name string) (*member, string) {
 // forward sends a client request to one member under a new id, with the
 // edits given, and its answer back to the client.
 func (c *conn) forward(m *member, msg *jsonrpc.Message, tag uint64, edits ...jsonrpc.Edit) {
-	id, before, err := c.registerOne(m, msg.ID, tag, msg.Method)
+	var token string
+	if span, ok := msg.ParamsPath("_meta", "progressToken"); ok {
+		token = string(msg.Frame[span.Start:span.End])
+	}
+	id, before, err := c.registerOne(m, msg.ID, tag, msg.Method, token)
 	if err != nil {
 		c.fail(msg.ID, tag, err)
 		return
@@ -395,13 +400,13 @@ func (c *conn) forward(m *member, msg *jsonrpc.Message, tag uint64, edits ...jso
 }
 
 // registerOne records a routed call to m.
-func (c *conn) registerOne(m *member, clientID json.RawMessage, tag uint64, method string) (id []byte, before [][]byte, err *jsonrpc.Error) {
+func (c *conn) registerOne(m *member, clientID json.RawMessage, tag uint64, method, token string) (id []byte, before [][]byte, err *jsonrpc.Error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m.gone {
 		return nil, nil, unavailable(m, "it is not served")
 	}
-	return c.newCall(&call{m: m, clientID: clientID, tag: tag}), c.initFirst(m, method), nil
+	return c.newCall(&call{m: m, clientID: clientID, tag: tag, token: token}), c.initFirst(m, method), nil
 }
 
 // routeByURI routes a request about a resource to the member that listed it.

@@ -67,6 +67,10 @@ func (e *Endpoint) Config() Config { return e.cfg }
 // Sessions is the number of client sessions the endpoint serves now.
 func (e *Endpoint) Sessions() int { return int(e.sessions.Load()) }
 
+// Full reports that the endpoint takes no more sessions: never; each
+// member's router refuses its own sessions over its max_sessions.
+func (e *Endpoint) Full() bool { return false }
+
 // MaxMessageBytes bounds a message from a client of the endpoint.
 func (e *Endpoint) MaxMessageBytes() int {
 	if e.cfg.MaxMessageBytes > 0 {

@@ -269,8 +269,14 @@ func (c *conn) requestFromMember(m *member, msg *jsonrpc.Message) {
 // list_changed once until the client lists again, a cancellation of a
 // request of the member's under the id the client saw.
 func (c *conn) notificationFromMember(m *member, msg *jsonrpc.Message) {
-	frame := msg.Frame
+	frame, tag := msg.Frame, uint64(0)
 	switch msg.Method {
+	case "notifications/progress":
+		// With the request it reports on, on transports that place
+		// frames by request (Streamable HTTP).
+		if span, ok := msg.ParamsPath("progressToken"); ok {
+			tag = c.tagOf(m, string(msg.Frame[span.Start:span.End]))
+		}
 	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
 		if !c.change(msg.Method) {
 			return
@@ -286,7 +292,20 @@ func (c *conn) notificationFromMember(m *member, msg *jsonrpc.Message) {
 		}
 		frame = jsonrpc.Splice(frame, jsonrpc.Edit{Span: span, Value: strconv.AppendInt(nil, n, 10)})
 	}
-	c.sess.Send(outbox.Frame{Data: frame})
+	c.sess.Send(outbox.Frame{Data: frame, Tag: tag})
+}
+
+// tagOf is the tag of m's call in flight with the progress token given; 0
+// when there is none.
+func (c *conn) tagOf(m *member, token string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cl := range c.calls {
+		if cl.m == m && cl.token == token {
+			return cl.tag
+		}
+	}
+	return 0
 }
 
 // change notes a list_changed going to the client; false when one went

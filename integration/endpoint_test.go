@@ -125,3 +125,33 @@ func TestEndpointAllThroughConnect(t *testing.T) {
 	assert.Equal(t, []string{"alpha", "beta", "gamma"}, st.Endpoints[0].Servers)
 	assert.Equal(t, 1, st.Endpoints[0].Sessions)
 }
+
+// TestEndpointOverHTTP: Streamable HTTP at /mcp reaches the endpoint all;
+// a call through a prefix is answered on its POST's stream, with its
+// progress there too.
+func TestEndpointOverHTTP(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, demo("alpha", nil)+demo("beta", nil), wsListen)
+	c := newHTTPClient(t, d, "all")
+	c.url = "http://" + d.webAddr() + "/mcp"
+	sid := c.initialize(t)
+
+	evs := c.call(t, sid, request(`1`, "tools/list", nil))
+	last := evs[len(evs)-1].msg
+	require.Equal(t, jsonrpc.KindResult, last.Kind, "tools/list: %s", last.Frame)
+	assert.Contains(t, string(last.Result), `"alpha__echo"`)
+	assert.Contains(t, string(last.Result), `"beta__echo"`)
+
+	evs = c.call(t, sid, request(`2`, "tools/call", map[string]any{"name": "beta__slow",
+		"arguments": map[string]any{"ms": 30, "steps": 2}, "_meta": map[string]any{"progressToken": "p"}}))
+	last = evs[len(evs)-1].msg
+	require.Equal(t, jsonrpc.KindResult, last.Kind, "beta__slow: %s", last.Frame)
+	assert.Equal(t, "2", string(last.ID))
+	var progress int
+	for _, e := range evs[:len(evs)-1] {
+		if e.msg.Method == "notifications/progress" {
+			progress++
+		}
+	}
+	assert.Equal(t, 2, progress, "the call's progress on its own stream")
+}
