@@ -82,10 +82,17 @@ type Config struct {
 	// sent to the servers in clientInfo.
 	Version string
 	// Ready, when not nil, is called once on Run's goroutine as soon as
-	// the control socket is taken (the socket folder is this daemon's), before
-	// any server's socket opens: the place to say where the daemon serves,
-	// so that whoever reaches a server's socket can already read it.
+	// the control socket is taken (the socket folder is this daemon's) and
+	// the daemon's Record is written, before any server's socket opens.
 	Ready func()
+	// StateDir is the state folder, where the daemon keeps what outlives
+	// it: its Record, from the moment it holds the socket folder until Run
+	// returns (only when ConfigFile is set: the record is found by the
+	// file), and the memory of each server whose Hub.Memory is nil. ""
+	// keeps nothing.
+	StateDir string
+	// Autostarted is said in the daemon's Record: mcpmux connect started it.
+	Autostarted bool
 	// ResidentBytes reports the daemon's resident set size for GET /status;
 	// nil reports 0.
 	ResidentBytes func() uint64
@@ -97,8 +104,9 @@ type Config struct {
 type Server struct {
 	// Hub configures its router; Hub.Name is the server's name and names its
 	// socket. The daemon sets Logger when nil, IDs (one counter for all
-	// servers), Version when empty, and Upstream.MaxMessageBytes when 0
-	// (to upstream.DefaultMaxMessageBytes: the sessions read with it too).
+	// servers), Version when empty, Memory when nil (from StateDir, if
+	// set), and Upstream.MaxMessageBytes when 0 (to
+	// upstream.DefaultMaxMessageBytes: the sessions read with it too).
 	Hub mux.Config
 	// Share says how the server's processes are shared: mux.ShareShared
 	// (also ""), mux.ShareIsolated (a process per session) or

@@ -53,6 +53,8 @@ type Daemon struct {
 	budget  *outbox.Budget // MaxQueuedBytes, shared by every session; nil when unbounded
 	started time.Time
 	ran     atomic.Bool
+	// recorded: Run wrote the daemon's record, and removes it when it returns.
+	recorded bool
 
 	reloads chan reloadCall // served by Run's goroutine
 	done    chan struct{}   // closed when Run stops taking reloads
@@ -135,6 +137,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return errors.New("daemon: Run called twice")
 	}
 	defer close(d.done)
+	defer d.unrecord()
 	ctx, stop := context.WithCancel(ctx) // idle exit stops it too
 	defer stop()
 	ls, err := d.open()
@@ -198,8 +201,9 @@ func (d *Daemon) open() (ls listeners, err error) {
 	if err != nil {
 		return ls, err
 	}
+	d.record() // before any server's socket answers
 	if d.cfg.Ready != nil {
-		d.cfg.Ready() // before any server's socket answers
+		d.cfg.Ready()
 	}
 	defer func() {
 		if err != nil {
@@ -262,6 +266,9 @@ func (d *Daemon) listen(s Server) (*served, error) {
 	}
 	if cfg.Version == "" {
 		cfg.Version = d.cfg.Version
+	}
+	if cfg.Memory == nil {
+		cfg.Memory = serverMemory(d.cfg.StateDir, cfg)
 	}
 	cfg.IDs = &d.ids
 	if cfg.Session.Budget == nil {

@@ -396,3 +396,32 @@ func TestReady(t *testing.T) {
 	require.Len(t, calls, 1, "Ready is called once")
 	assert.Equal(t, seen{true, false}, <-calls, "Ready comes with the control socket, before a server's")
 }
+
+// TestRunKeepsItsRecord: with a state folder and a config file, Run writes
+// the daemon's record once it holds the socket folder, keeps the servers'
+// memory there, and removes the record when it returns.
+func TestRunKeepsItsRecord(t *testing.T) {
+	state := t.TempDir()
+	conf := filepath.Join(t.TempDir(), "mux.toml")
+	r := start(t, daemon.Config{Servers: []daemon.Server{fake(t, "a", "a")}, StateDir: state, ConfigFile: conf, Version: "v-test", Autostarted: true})
+	rec, ok := daemon.ReadRecord(state, conf)
+	require.True(t, ok, "the record is written before the control socket answers")
+	assert.Equal(t, [5]any{conf, r.dir, os.Getpid(), "v-test", true}, [5]any{rec.Config, rec.SocketDir, rec.Pid, rec.Version, rec.Autostarted}, "the record")
+
+	dial(t, r.socket("a"))
+	testutil.Until(t, within, "server a's description is remembered", func() bool {
+		found, _ := filepath.Glob(filepath.Join(state, "servers", "*", "description.json"))
+		return len(found) == 1
+	})
+
+	r.stop()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		require.NoError(t, err)
+	case <-time.After(within):
+		t.Fatal("Run did not return after its context ended")
+	}
+	_, ok = daemon.ReadRecord(state, conf)
+	assert.False(t, ok, "the record is removed when Run returns")
+}

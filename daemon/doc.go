@@ -2,9 +2,16 @@
 // on the socket folder), one socket and one router per configured server,
 // the optional web listener, reloads that change the set of servers while
 // it runs, shutdown in dependency order and the exit when idle. It reads no
-// file, flag or environment variable: cmd/mcpmux hands it a Config, and a
+// flag or environment variable: cmd/mcpmux hands it a Config, and a
 // function that loads the configuration again. Client is the other side of
 // the control endpoint, for the commands that ask a running daemon.
+//
+// What serve keeps in files is here too, in folders its caller names. In
+// the state folder (Config.StateDir), Run keeps the daemon's Record of
+// where it serves while it does (the clients that look for the daemon of
+// a config file read it back), and each server's memory across runs (what
+// it was seen doing, by how it starts). LogFile is the log, rotated by
+// size, of a daemon started by mcpmux connect.
 //
 // One goroutine, Run's, changes the set of servers; the control endpoint
 // and the web listener only look servers up, under Daemon.mu.

@@ -48,7 +48,7 @@ func newConnectCmd() *cobra.Command {
 				return daemon.NewClient(dir).Status(ctx)
 			},
 			StateDir:    func() (string, error) { return stateDir(os.Getenv) },
-			SameConfig:  func(a, b string) bool { return canonicalConfig(a) == canonicalConfig(b) },
+			SameConfig:  daemon.SameConfig,
 			NoAutostart: noAutostart,
 			Yamux:       viaYamux,
 			Drain:       drain,

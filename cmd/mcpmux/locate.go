@@ -23,7 +23,7 @@ type target struct {
 	path string         // the config file
 	cfg  *config.Config // nil when the file does not load now
 	dir  string         // the socket folder
-	rec  *daemonRecord  // the record of a live daemon of this file; nil when none
+	rec  *daemon.Record // the record of a live daemon of this file; nil when none
 }
 
 // daemonFlag adds --config to a client command and returns a function
@@ -81,12 +81,12 @@ func locate(ctx context.Context, path string, warn io.Writer) (*target, error) {
 // liveRecord is the record of the daemon of the config file at path when
 // that daemon answers on its control socket; nil when there is none. A
 // socket folder or a listener that is not this user's is an error.
-func liveRecord(ctx context.Context, path string) (*daemonRecord, error) {
+func liveRecord(ctx context.Context, path string) (*daemon.Record, error) {
 	state, err := stateDir(os.Getenv)
 	if err != nil {
 		return nil, nil // no state folder: no records; the file says where
 	}
-	rec, ok := readRecord(state, path)
+	rec, ok := daemon.ReadRecord(state, path)
 	if !ok {
 		return nil, nil
 	}
@@ -100,7 +100,7 @@ func liveRecord(ctx context.Context, path string) (*daemonRecord, error) {
 // warnConfig says on w that the config file does not load, line by line
 // (each problem names the file, its line and its key), and that its daemon
 // goes on with the config it loaded.
-func warnConfig(w io.Writer, path string, err error, rec *daemonRecord) {
+func warnConfig(w io.Writer, path string, err error, rec *daemon.Record) {
 	fmt.Fprintf(w, "mcpmux: warning: %s does not load; the daemon serving it (pid %d) goes on with the config it loaded: fix the file, then run `mcpmux reload`\n",
 		path, rec.Pid)
 	for _, line := range strings.Split(err.Error(), "\n") {

@@ -50,7 +50,7 @@ func TestBrokenConfigKeepsClients(t *testing.T) {
 	served, _, cancel := serveInBackground(t, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}, state: state})
 	defer cancel()
 	testutil.Until(t, 10*time.Second, "the daemon has written its record", func() bool {
-		_, ok := readRecord(state, path)
+		_, ok := daemon.ReadRecord(state, path)
 		return ok
 	})
 
@@ -113,7 +113,7 @@ func TestConnectNotServed(t *testing.T) {
 		assert.NoError(t, <-served)
 	}()
 	testutil.Until(t, 10*time.Second, "the daemon has written its record", func() bool {
-		_, ok := readRecord(state, path)
+		_, ok := daemon.ReadRecord(state, path)
 		return ok
 	})
 	sockets := filepath.Join(dir, "s")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -17,54 +16,6 @@ import (
 	"github.com/mcpmux/mcpmux/socket"
 )
 
-// TestRecords: a record is found by any name of its config file, a record
-// whose process is gone is removed when read, and a daemon removes only
-// its own record.
-func TestRecords(t *testing.T) {
-	state := t.TempDir()
-	dir := t.TempDir()
-	config := filepath.Join(dir, "mux.toml")
-	require.NoError(t, os.WriteFile(config, nil, 0o600))
-	link := filepath.Join(dir, "link.toml")
-	require.NoError(t, os.Symlink(config, link))
-
-	me := daemonRecord{Config: config, SocketDir: "/run/s", Pid: os.Getpid(), Version: "v", Started: time.Unix(1e9, 0).UTC()}
-	require.NoError(t, writeRecord(state, me))
-	for _, name := range []string{config, link, filepath.Join(dir, ".", "mux.toml")} {
-		got, ok := readRecord(state, name)
-		assert.Equal(t, [2]any{true, me}, [2]any{ok, got}, "the record read as %s", name)
-	}
-	assert.Equal(t, []daemonRecord{me}, recordsServing(state, "/run/s"), "records serving /run/s")
-	assert.Empty(t, recordsServing(state, "/elsewhere"), "records serving elsewhere")
-
-	removeRecord(state, config, os.Getpid()+1)
-	_, ok := readRecord(state, config)
-	assert.True(t, ok, "another daemon's exit leaves the record")
-	removeRecord(state, link, os.Getpid())
-	_, ok = readRecord(state, config)
-	assert.False(t, ok, "the daemon's own exit removes it")
-
-	// A process that has exited: its record is stale.
-	cmd := exec.Command("true")
-	require.NoError(t, cmd.Run())
-	require.NoError(t, writeRecord(state, daemonRecord{Config: config, SocketDir: "/run/s", Pid: cmd.Process.Pid}))
-	_, ok = readRecord(state, config)
-	assert.False(t, ok, "a record whose process is gone is not returned")
-	_, err := os.Stat(recordPath(state, config))
-	assert.True(t, os.IsNotExist(err), "and it is removed: %v", err)
-
-	// pruneRecords removes the stale records of other config files and
-	// keeps the live ones.
-	other := filepath.Join(dir, "other.toml")
-	require.NoError(t, writeRecord(state, daemonRecord{Config: other, SocketDir: "/run/t", Pid: cmd.Process.Pid}))
-	require.NoError(t, writeRecord(state, me))
-	pruneRecords(state)
-	_, err = os.Stat(recordPath(state, other))
-	assert.True(t, os.IsNotExist(err), "the stale record is pruned: %v", err)
-	_, ok = readRecord(state, config)
-	assert.True(t, ok, "the live record stays")
-}
-
 // TestServeRecords: serve writes its record once it serves and removes it
 // when it stops.
 func TestServeRecords(t *testing.T) {
@@ -77,10 +28,10 @@ func TestServeRecords(t *testing.T) {
 
 	served, _, cancel := serveInBackground(t, cfg, daemonEnv{state: state, autostarted: true})
 	defer cancel()
-	var rec daemonRecord
+	var rec daemon.Record
 	testutil.Until(t, 10*time.Second, "the record is written", func() bool {
 		var ok bool
-		rec, ok = readRecord(state, path)
+		rec, ok = daemon.ReadRecord(state, path)
 		return ok
 	})
 	assert.Equal(t, [4]any{path, filepath.Join(dir, "s"), os.Getpid(), true}, [4]any{rec.Config, rec.SocketDir, rec.Pid, rec.Autostarted})
@@ -94,7 +45,7 @@ func TestServeRecords(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not return after its context ended")
 	}
-	_, ok := readRecord(state, path)
+	_, ok := daemon.ReadRecord(state, path)
 	assert.False(t, ok, "the record is removed when the daemon stops")
 }
 
@@ -104,7 +55,7 @@ func TestServeRecords(t *testing.T) {
 func TestAlreadyServed(t *testing.T) {
 	state := t.TempDir()
 	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local)
-	require.NoError(t, writeRecord(state, daemonRecord{Config: "/c/mux.toml", SocketDir: "/run/s", Pid: os.Getpid(), Started: started, Autostarted: true}))
+	require.NoError(t, daemon.WriteRecord(state, daemon.Record{Config: "/c/mux.toml", SocketDir: "/run/s", Pid: os.Getpid(), Started: started, Autostarted: true}))
 	inUse := &daemon.InUseError{Path: "/run/s"}
 	tests := []struct {
 		config, dir, want string

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -39,7 +38,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().MarkHidden(autostartedFlag)
 	cmd.Flags().StringVar(&logPath, logFileFlag, "", "log to this file, rotated by size, instead of stderr (auto-start)")
 	cmd.Flags().MarkHidden(logFileFlag)
-	cmd.Flags().Int64Var(&logMax, "log-max", autostartLogMax, "the size at which --log-file rotates")
+	cmd.Flags().Int64Var(&logMax, "log-max", daemon.LogMax, "the size at which --log-file rotates")
 	cmd.Flags().MarkHidden("log-max")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := load()
@@ -51,7 +50,7 @@ func newServeCmd() *cobra.Command {
 			if logMax <= 0 {
 				return fmt.Errorf("--log-max %d: must be positive", logMax)
 			}
-			lf, err := openLogFile(logPath, logMax, autostartLogKeep)
+			lf, err := daemon.OpenLogFile(logPath, logMax, daemon.LogKeep)
 			if err != nil {
 				return err
 			}
@@ -120,12 +119,7 @@ func serve(ctx context.Context, cfg *config.Config, env daemonEnv, log *slog.Log
 		return err
 	}
 	defer release()
-	ready, gone := announce(cfg, env, log)
-	dcfg.Ready = func() {
-		ready()
-		release() // the folder is this daemon's: a connect now waits for it
-	}
-	defer gone()
+	dcfg.Ready = release // the folder is this daemon's: a connect now waits for it
 	d, err := daemon.New(dcfg)
 	if err != nil {
 		return err
@@ -176,48 +170,16 @@ func alreadyServed(e *daemon.InUseError, cfg *config.Config, env daemonEnv) erro
 	if env.state == "" {
 		return e
 	}
-	recs := recordsServing(env.state, cfg.Listen.SocketDir)
+	recs := daemon.RecordsServing(env.state, cfg.Listen.SocketDir)
 	if len(recs) == 0 {
 		return e
 	}
 	r := recs[0]
-	if canonicalConfig(r.Config) == canonicalConfig(cfg.Path) {
+	if daemon.SameConfig(r.Config, cfg.Path) {
 		return fmt.Errorf("%w (%s): it serves this config already; `mcpmux status` shows it, or stop it (kill %d) to run serve yourself",
-			e, r.describe(), r.Pid)
+			e, r.Describe(), r.Pid)
 	}
-	return fmt.Errorf("%w (%s): it serves another config; stop it (kill %d), or give this config another socket_dir", e, r.describe(), r.Pid)
-}
-
-// announce returns what the daemon calls once it serves (ready: write its
-// record in the state folder) and what serve calls when it returns (gone:
-// remove it). Without a state folder or a config file there is no record.
-func announce(cfg *config.Config, env daemonEnv, log *slog.Logger) (ready, gone func()) {
-	if env.state == "" || cfg.Path == "" {
-		return func() {}, func() {}
-	}
-	rec := daemonRecord{
-		Config:      cfg.Path,
-		SocketDir:   cfg.Listen.SocketDir,
-		Pid:         os.Getpid(),
-		Version:     mcpmuxVersion(),
-		Autostarted: env.autostarted,
-	}
-	var wrote bool
-	ready = func() {
-		rec.Started = time.Now().Round(time.Second)
-		pruneRecords(env.state)
-		if err := writeRecord(env.state, rec); err != nil {
-			log.Warn("cannot record where this daemon serves; clients find it from the config file only", "error", err)
-			return
-		}
-		wrote = true
-	}
-	gone = func() {
-		if wrote {
-			removeRecord(env.state, cfg.Path, rec.Pid)
-		}
-	}
-	return ready, gone
+	return fmt.Errorf("%w (%s): it serves another config; stop it (kill %d), or give this config another socket_dir", e, r.Describe(), r.Pid)
 }
 
 // reloadOnHangUp reloads the daemon at every SIGHUP until ctx is done.
@@ -250,6 +212,8 @@ func runConfig(cfg *config.Config, env daemonEnv, log *slog.Logger) (daemon.Conf
 		MaxQueuedBytes:    cfg.Daemon.MaxQueuedBytes,
 		Inherited:         env.inherited,
 		ConfigFile:        cfg.Path,
+		StateDir:          env.state,
+		Autostarted:       env.autostarted,
 		Version:           mcpmuxVersion(),
 		ResidentBytes:     residentBytes,
 		Logger:            log,
@@ -290,7 +254,6 @@ func servers(cfg *config.Config, lc config.Listen, env daemonEnv) []daemon.Serve
 		h.Upstream.Environ = env.environ
 		h.Upstream.StderrInherit = env.stderr
 		h.Upstream.Reaper = env.reaper
-		h.Memory = env.memory(*h)
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -8,19 +8,19 @@ import (
 )
 
 // The auto-started daemon's log file: rotated once it reaches
-// autostartLogMax bytes, with autostartLogKeep older files kept
+// LogMax bytes, with LogKeep older files kept
 // (mcpmux.log.1 the newest of them), so that it takes at most
-// (1+autostartLogKeep) x autostartLogMax of the disk whatever is logged.
+// (1+LogKeep) x LogMax of the disk whatever is logged.
 const (
-	autostartLogMax  = 10 << 20
-	autostartLogKeep = 2
+	LogMax  = 10 << 20
+	LogKeep = 2
 )
 
-// logFile is a log file that rotates itself by size. Each Write goes whole
+// LogFile is a log file that rotates itself by size. Each Write goes whole
 // into the current file; one that would take it past max first moves the
 // files along (path.N-1 to path.N, ..., path to path.1, the oldest
 // dropped) and starts an empty one. It is safe for concurrent use.
-type logFile struct {
+type LogFile struct {
 	path string
 	max  int64
 	keep int
@@ -31,16 +31,16 @@ type logFile struct {
 	err  error // why the last rotation failed; writes then go on in the old file
 }
 
-// openLogFile opens (appending to) or creates the log at path, mode 0600.
-func openLogFile(path string, max int64, keep int) (*logFile, error) {
-	l := &logFile{path: path, max: max, keep: keep}
+// OpenLogFile opens (appending to) or creates the log at path, mode 0600.
+func OpenLogFile(path string, max int64, keep int) (*LogFile, error) {
+	l := &LogFile{path: path, max: max, keep: keep}
 	if err := l.open(); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-func (l *logFile) open() error {
+func (l *LogFile) open() error {
 	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("daemon log: %w", err)
@@ -55,7 +55,7 @@ func (l *logFile) open() error {
 }
 
 // Write implements io.Writer.
-func (l *logFile) Write(p []byte) (int, error) {
+func (l *LogFile) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.size > 0 && l.size+int64(len(p)) > l.max {
@@ -69,7 +69,7 @@ func (l *logFile) Write(p []byte) (int, error) {
 // rotate moves the files along and opens a fresh one; on failure the
 // current file stays in use (a full disk must not lose the daemon's log
 // altogether), and the failure is written into it once. l.mu is held.
-func (l *logFile) rotate() {
+func (l *LogFile) rotate() {
 	for i := l.keep - 1; i >= 1; i-- {
 		os.Rename(l.path+"."+strconv.Itoa(i), l.path+"."+strconv.Itoa(i+1)) // a missing one is fine
 	}
@@ -94,7 +94,7 @@ func (l *logFile) rotate() {
 }
 
 // Close closes the current file.
-func (l *logFile) Close() error {
+func (l *LogFile) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.f.Close()

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"crypto/sha256"
@@ -25,8 +25,8 @@ import (
 // recordsDir is the folder of the records in the state folder.
 const recordsDir = "daemons"
 
-// daemonRecord is one daemon's record.
-type daemonRecord struct {
+// Record is one daemon's record.
+type Record struct {
 	Config      string    `json:"config"`     // the config file, as the daemon was given it (absolute)
 	SocketDir   string    `json:"socket_dir"` // where it serves
 	Pid         int       `json:"pid"`
@@ -34,6 +34,9 @@ type daemonRecord struct {
 	Started     time.Time `json:"started"`
 	Autostarted bool      `json:"autostarted,omitempty"` // started by `mcpmux connect`
 }
+
+// SameConfig reports whether two paths name the same config file.
+func SameConfig(a, b string) bool { return canonicalConfig(a) == canonicalConfig(b) }
 
 // canonicalConfig is the path a config file's record is keyed by: absolute,
 // with symbolic links resolved when they can be, so that every way of
@@ -55,9 +58,9 @@ func recordPath(state, config string) string {
 	return filepath.Join(state, recordsDir, hex.EncodeToString(sum[:])[:20]+".json")
 }
 
-// writeRecord writes r for r.Config, replacing the file in one rename so
+// WriteRecord writes r for r.Config, replacing the file in one rename so
 // that no reader sees half of it.
-func writeRecord(state string, r daemonRecord) error {
+func WriteRecord(state string, r Record) error {
 	path := recordPath(state, r.Config)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("daemon record: %w", err)
@@ -86,9 +89,9 @@ func removeRecord(state, config string, pid int) {
 	}
 }
 
-// readRecord reads the record of the daemon of config. One whose process
+// ReadRecord reads the record of the daemon of config. One whose process
 // is gone is removed and not returned.
-func readRecord(state, config string) (daemonRecord, bool) {
+func ReadRecord(state, config string) (Record, bool) {
 	path := recordPath(state, config)
 	r, ok := readRecordFile(path)
 	if !ok {
@@ -101,26 +104,26 @@ func readRecord(state, config string) (daemonRecord, bool) {
 	return r, true
 }
 
-func readRecordFile(path string) (daemonRecord, bool) {
-	var r daemonRecord
+func readRecordFile(path string) (Record, bool) {
+	var r Record
 	b, err := os.ReadFile(path)
 	if err != nil || json.Unmarshal(b, &r) != nil || r.Pid <= 0 || !filepath.IsAbs(r.SocketDir) {
-		return daemonRecord{}, false
+		return Record{}, false
 	}
 	return r, true
 }
 
-// recordsServing are the records of live daemons that serve in socketDir,
+// RecordsServing are the records of live daemons that serve in socketDir,
 // newest first.
-func recordsServing(state, socketDir string) []daemonRecord {
+func RecordsServing(state, socketDir string) []Record {
 	paths, _ := filepath.Glob(filepath.Join(state, recordsDir, "*.json"))
-	var out []daemonRecord
+	var out []Record
 	for _, p := range paths {
 		if r, ok := readRecordFile(p); ok && r.SocketDir == socketDir && processExists(r.Pid) {
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b daemonRecord) int { return b.Started.Compare(a.Started) })
+	slices.SortFunc(out, func(a, b Record) int { return b.Started.Compare(a.Started) })
 	return out
 }
 
@@ -142,8 +145,8 @@ func processExists(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// describe names the daemon of a record in a few words, for messages.
-func (r daemonRecord) describe() string {
+// Describe names the daemon of a record in a few words, for messages.
+func (r Record) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pid %d", r.Pid)
 	if r.Autostarted {
@@ -156,4 +159,33 @@ func (r daemonRecord) describe() string {
 		fmt.Fprintf(&b, ", config %s", r.Config)
 	}
 	return b.String()
+}
+
+// record writes the daemon's record, once it holds its socket folder; a
+// daemon with no state folder or no config file has none.
+func (d *Daemon) record() {
+	if d.cfg.StateDir == "" || d.cfg.ConfigFile == "" {
+		return
+	}
+	r := Record{
+		Config:      d.cfg.ConfigFile,
+		SocketDir:   d.cfg.SocketDir,
+		Pid:         os.Getpid(),
+		Version:     d.cfg.Version,
+		Started:     time.Now().Round(time.Second),
+		Autostarted: d.cfg.Autostarted,
+	}
+	pruneRecords(d.cfg.StateDir)
+	if err := WriteRecord(d.cfg.StateDir, r); err != nil {
+		d.log.Warn("cannot record where this daemon serves; clients find it from the config file only", "error", err)
+		return
+	}
+	d.recorded = true
+}
+
+// unrecord removes the record that record wrote.
+func (d *Daemon) unrecord() {
+	if d.recorded {
+		removeRecord(d.cfg.StateDir, d.cfg.ConfigFile, os.Getpid())
+	}
 }

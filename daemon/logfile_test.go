@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 func TestLogFileRotatesBySize(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mcpmux.log")
 	require.NoError(t, os.WriteFile(path, []byte(strings.Repeat("x", 3950)+"\n"), 0o600))
-	l, err := openLogFile(path, 4000, 2)
+	l, err := OpenLogFile(path, 4000, 2)
 	require.NoError(t, err)
 	for i := range 300 {
 		_, err := fmt.Fprintf(l, "line %04d %s\n", i, strings.Repeat("y", 89))

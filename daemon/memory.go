@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"crypto/sha256"
@@ -12,23 +12,23 @@ import (
 	"github.com/mcpmux/mcpmux/mux"
 )
 
-// serverMemory is what mcpmux remembers of a server started a given way
+// memoryDir is what mcpmux remembers of a server started a given way
 // (command, arguments, folder), across runs of the daemon: a folder of the
 // state folder, servers/KEY, KEY a digest of how it starts. It is a plain
 // value, so that a reload sees two of the same server as equal.
-type serverMemory struct {
+type memoryDir struct {
 	dir string
 }
 
 // sendsRequestsFile says the server was seen sending requests of its own.
 const sendsRequestsFile = "sends-requests"
 
-func (m serverMemory) SendsRequests() bool {
+func (m memoryDir) SendsRequests() bool {
 	_, err := os.Stat(filepath.Join(m.dir, sendsRequestsFile))
 	return err == nil
 }
 
-func (m serverMemory) RememberRequests() error {
+func (m memoryDir) RememberRequests() error {
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ type description struct {
 	Result json.RawMessage `json:"result"`
 }
 
-func (m serverMemory) Description() (era string, result []byte) {
+func (m memoryDir) Description() (era string, result []byte) {
 	b, err := os.ReadFile(filepath.Join(m.dir, descriptionFile))
 	if err != nil {
 		return "", nil
@@ -61,7 +61,7 @@ func (m serverMemory) Description() (era string, result []byte) {
 
 // RememberDescription writes the file whole or not at all: a daemon that
 // dies halfway leaves the old one.
-func (m serverMemory) RememberDescription(era string, result []byte) error {
+func (m memoryDir) RememberDescription(era string, result []byte) error {
 	b, err := json.Marshal(description{Era: era, Result: result})
 	if err != nil {
 		return err
@@ -103,11 +103,11 @@ func startKey(c mux.Config) string {
 	return hex.EncodeToString(h.Sum(nil))[:20]
 }
 
-// memory is the router's memory of the server c configures; nil without a
-// state folder.
-func (env daemonEnv) memory(c mux.Config) mux.Memory {
-	if env.state == "" {
+// serverMemory is the router's memory of the server hub configures, kept
+// in the state folder state; nil when there is none.
+func serverMemory(state string, hub mux.Config) mux.Memory {
+	if state == "" {
 		return nil
 	}
-	return serverMemory{dir: filepath.Join(env.state, "servers", startKey(c))}
+	return memoryDir{dir: filepath.Join(state, "servers", startKey(hub))}
 }
