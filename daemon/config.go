@@ -130,7 +130,8 @@ func (e Endpoint) Name() string { return e.Endpoint.Name }
 
 // Reloaded is what a reload of the configuration found.
 type Reloaded struct {
-	Servers []Server // the servers to serve from now on
+	Servers   []Server   // the servers to serve from now on
+	Endpoints []Endpoint // the endpoints to serve from now on
 	// Ignored names the changes that only a restart of the daemon applies,
 	// in the words of the configuration ("[listen]"); they are reported.
 	Ignored []string

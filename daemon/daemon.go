@@ -81,6 +81,7 @@ type served struct {
 
 // servedEndpoint is one endpoint while the daemon serves it.
 type servedEndpoint struct {
+	given      Endpoint // as configured, for the reload diff
 	ep         *endpoint.Endpoint
 	l          *socket.Listener
 	stopIntake context.CancelFunc // ends its socket and sessions
@@ -224,7 +225,7 @@ func (d *Daemon) open() (ls listeners, err error) {
 		ls.servers = append(ls.servers, sv)
 	}
 	for _, e := range d.cfg.Endpoints {
-		se, err := d.listenEndpoint(e)
+		se, err := d.listenEndpoint(e, d.cfg.Servers)
 		if err != nil {
 			return ls, err
 		}
@@ -280,27 +281,34 @@ func (d *Daemon) listen(s Server) (*served, error) {
 	return &served{given: s, srv: mux.NewServer(cfg, s.Share), l: l}, nil
 }
 
-// listenEndpoint opens an endpoint's socket and makes the endpoint.
-func (d *Daemon) listenEndpoint(e Endpoint) (*servedEndpoint, error) {
+// listenEndpoint opens an endpoint's socket and makes the endpoint, whose
+// members are among servers.
+func (d *Daemon) listenEndpoint(e Endpoint, servers []Server) (*servedEndpoint, error) {
 	path := filepath.Join(d.cfg.SocketDir, e.Name()+".sock")
 	l, err := d.listenUnix(path, path)
 	if err != nil {
 		return nil, err
 	}
+	sc := e.Session
+	if sc.Budget == nil {
+		sc.Budget = d.budget
+	}
+	ep := endpoint.New(endpointConfig(e, servers), endpoint.Options{Lookup: d.member, Session: sc, IDs: &d.ids, Version: d.cfg.Version, Logger: d.log})
+	return &servedEndpoint{given: e, ep: ep, l: l}, nil
+}
+
+// endpointConfig is e's configuration, reading its clients' messages with
+// the largest limit of its members (among servers).
+func endpointConfig(e Endpoint, servers []Server) endpoint.Config {
 	cfg := e.Endpoint
-	if cfg.MaxMessageBytes == 0 { // the largest a member's sessions read
-		for _, s := range d.cfg.Servers {
+	if cfg.MaxMessageBytes == 0 {
+		for _, s := range servers {
 			if slices.Contains(cfg.Servers, s.Name()) {
 				cfg.MaxMessageBytes = max(cfg.MaxMessageBytes, cmp.Or(s.Hub.Upstream.MaxMessageBytes, upstream.DefaultMaxMessageBytes))
 			}
 		}
 	}
-	sc := e.Session
-	if sc.Budget == nil {
-		sc.Budget = d.budget
-	}
-	ep := endpoint.New(cfg, endpoint.Options{Lookup: d.member, Session: sc, IDs: &d.ids, Version: d.cfg.Version, Logger: d.log})
-	return &servedEndpoint{ep: ep, l: l}, nil
+	return cfg
 }
 
 // member finds an endpoint's member server.
@@ -387,9 +395,8 @@ func (s *served) stop() {
 // stopAll ends every server at shutdown: all sessions first, then all
 // processes at once, so that their stop escalations overlap.
 func (d *Daemon) stopAll() {
-	for _, e := range d.takeEndpoints() { // their sessions are sessions of the servers too
-		e.stopIntake()
-		<-e.intakeDone
+	for _, e := range d.takeEndpoints(nil) { // their sessions are sessions of the servers too
+		e.stop()
 	}
 	all := d.take(nil)
 	for _, s := range all {
@@ -421,13 +428,27 @@ func (d *Daemon) take(names []string) []*served {
 	return out
 }
 
-// takeEndpoints removes every endpoint from the served set and returns them.
-func (d *Daemon) takeEndpoints() []*servedEndpoint {
+// takeEndpoints removes the endpoints that keep reports false for (all
+// of them when keep is nil) from the served set and returns them.
+func (d *Daemon) takeEndpoints(keep func(*servedEndpoint) bool) []*servedEndpoint {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := d.endpoints
-	d.endpoints = nil
+	var out, kept []*servedEndpoint
+	for _, e := range d.endpoints {
+		if keep != nil && keep(e) {
+			kept = append(kept, e)
+		} else {
+			out = append(out, e)
+		}
+	}
+	d.endpoints = kept
 	return out
+}
+
+// stop ends an endpoint's socket and sessions.
+func (e *servedEndpoint) stop() {
+	e.stopIntake()
+	<-e.intakeDone
 }
 
 // Endpoints are the endpoints served now, by name.

@@ -31,6 +31,7 @@ type member struct {
 // client's session, and the endpoint side of each member's pipe.
 type conn struct {
 	e       *Endpoint
+	cfg     Config // the endpoint as configured when the session began
 	sess    *session.Session
 	peer    session.Peer
 	sep     string
@@ -84,17 +85,19 @@ type srvReq struct {
 }
 
 func newConn(e *Endpoint, sess *session.Session, peer session.Peer) *conn {
-	return &conn{
-		e: e, sess: sess, peer: peer, sep: e.cfg.separator(), stop: make(chan struct{}),
+	c := &conn{
+		e: e, cfg: e.Config(), sess: sess, peer: peer, stop: make(chan struct{}),
 		calls: map[int64]*call{}, byClient: map[string][]int64{}, srvReqs: map[int64]srvReq{},
 		changed: map[string]bool{}, uris: map[string]*member{}, templates: map[string]*member{},
 		fans: map[*fan]struct{}{},
 	}
+	c.sep = c.cfg.separator()
+	return c
 }
 
 // open starts a session of each member's router, in wg.
 func (c *conn) open(ctx context.Context, wg *sync.WaitGroup) {
-	for _, name := range c.e.cfg.Servers {
+	for _, name := range c.cfg.Servers {
 		m := &member{name: name, gone: true}
 		c.members = append(c.members, m)
 		srv, ok := c.e.opts.Lookup(name)
@@ -106,7 +109,7 @@ func (c *conn) open(ctx context.Context, wg *sync.WaitGroup) {
 		m.p = newPipe(func(frame []byte) { c.fromMember(m, frame) })
 		peer := session.Peer{
 			Transport: "endpoint",
-			Addr:      fmt.Sprintf("endpoint %s session %d (%s %s)", c.e.cfg.Name, c.sess.ID(), c.peer.Transport, c.peer.Addr),
+			Addr:      fmt.Sprintf("endpoint %s session %d (%s %s)", c.cfg.Name, c.sess.ID(), c.peer.Transport, c.peer.Addr),
 			Dir:       c.peer.Dir,
 		}
 		wg.Go(func() {
@@ -159,7 +162,7 @@ func (c *conn) reply(tag uint64, frame []byte) {
 // fail answers a client request with an error of the endpoint's.
 func (c *conn) fail(id json.RawMessage, tag uint64, e *jsonrpc.Error) {
 	if e.Server == "" {
-		e = e.WithServer(c.e.cfg.Name)
+		e = e.WithServer(c.cfg.Name)
 	}
 	c.reply(tag, e.Response(id))
 }
@@ -356,10 +359,10 @@ func (c *conn) routeByName(msg *jsonrpc.Message, tag uint64, kind string) {
 	switch {
 	case !ok || m == nil:
 		c.fail(msg.ID, tag, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: fmt.Sprintf("unknown %s %q: the names of endpoint %s are SERVER%sNAME, its servers %s", what, name, c.e.cfg.Name, c.sep, strings.Join(c.e.cfg.Servers, ", ")),
+			Message: fmt.Sprintf("unknown %s %q: the names of endpoint %s are SERVER%sNAME, its servers %s", what, name, c.cfg.Name, c.sep, strings.Join(c.cfg.Servers, ", ")),
 			Reason:  reason})
 		return
-	case kind == "tools" && !c.e.cfg.Visible(name):
+	case kind == "tools" && !c.cfg.Visible(name):
 		c.fail(msg.ID, tag, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name), Reason: reason})
 		return
 	}
@@ -415,7 +418,7 @@ func (c *conn) routeByURI(msg *jsonrpc.Message, tag uint64) {
 	m := c.ownerOf(uri)
 	if m == nil {
 		c.fail(msg.ID, tag, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: fmt.Sprintf("unknown resource %q: no server of endpoint %s (%s) listed it", uri, c.e.cfg.Name, strings.Join(c.e.cfg.Servers, ", ")),
+			Message: fmt.Sprintf("unknown resource %q: no server of endpoint %s (%s) listed it", uri, c.cfg.Name, strings.Join(c.cfg.Servers, ", ")),
 			Reason:  jsonrpc.ReasonUnknownResource})
 		return
 	}

@@ -36,7 +36,8 @@ const DefaultMaxMessageBytes = 16 << 20
 
 // Endpoint serves its servers as one MCP server to each of its sessions.
 type Endpoint struct {
-	cfg  Config
+	name string
+	cfg  atomic.Pointer[Config] // as configured now; a session keeps the one it began with
 	opts Options
 	log  *slog.Logger
 
@@ -55,14 +56,23 @@ func New(cfg Config, opts Options) *Endpoint {
 	if opts.Lookup == nil {
 		opts.Lookup = func(string) (Member, bool) { return nil, false }
 	}
-	return &Endpoint{cfg: cfg, opts: opts, log: log.With("endpoint", cfg.Name)}
+	e := &Endpoint{name: cfg.Name, opts: opts, log: log.With("endpoint", cfg.Name)}
+	e.cfg.Store(&cfg)
+	return e
 }
 
 // Name is the endpoint's name.
-func (e *Endpoint) Name() string { return e.cfg.Name }
+func (e *Endpoint) Name() string { return e.name }
 
-// Config is the endpoint as configured.
-func (e *Endpoint) Config() Config { return e.cfg }
+// Config is the endpoint as configured now.
+func (e *Endpoint) Config() Config { return *e.cfg.Load() }
+
+// Reconfigure changes the endpoint (its name stays) for the sessions that
+// begin from now on; those already begun keep theirs.
+func (e *Endpoint) Reconfigure(cfg Config) {
+	cfg.Name = e.name
+	e.cfg.Store(&cfg)
+}
 
 // Sessions is the number of client sessions the endpoint serves now.
 func (e *Endpoint) Sessions() int { return int(e.sessions.Load()) }
@@ -73,8 +83,8 @@ func (e *Endpoint) Full() bool { return false }
 
 // MaxMessageBytes bounds a message from a client of the endpoint.
 func (e *Endpoint) MaxMessageBytes() int {
-	if e.cfg.MaxMessageBytes > 0 {
-		return e.cfg.MaxMessageBytes
+	if n := e.Config().MaxMessageBytes; n > 0 {
+		return n
 	}
 	return DefaultMaxMessageBytes
 }
@@ -88,7 +98,7 @@ func (e *Endpoint) Serve(ctx context.Context, t session.Transport, peer session.
 	cfg := e.opts.Session
 	cfg.ID = e.opts.IDs.Add(1)
 	cfg.Peer = peer
-	cfg.Server = e.cfg.Name
+	cfg.Server = e.name
 	cfg.Logger = e.log
 	sess := session.New(cfg, t)
 	ctx, cancel := context.WithCancel(ctx)

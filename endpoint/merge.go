@@ -381,7 +381,7 @@ func (c *conn) describe(f *fan) []byte {
 	out := map[string]any{
 		"protocolVersion": version,
 		"capabilities":    caps,
-		"serverInfo":      map[string]any{"name": "mcpmux", "title": "mcpmux endpoint " + c.e.cfg.Name, "version": c.e.opts.Version},
+		"serverInfo":      map[string]any{"name": "mcpmux", "title": "mcpmux endpoint " + c.cfg.Name, "version": c.e.opts.Version},
 	}
 	if len(instructions) > 0 {
 		out["instructions"] = strings.Join(instructions, "\n\n")
@@ -454,7 +454,7 @@ func (c *conn) item(method string, m *member, item json.RawMessage) (json.RawMes
 			return nil, false
 		}
 		full := m.name + c.sep + name
-		if method == "tools/list" && !c.e.cfg.Visible(full) {
+		if method == "tools/list" && !c.cfg.Visible(full) {
 			return nil, false
 		}
 		quoted, _ := json.Marshal(full)
