@@ -90,14 +90,14 @@ func PlanAdoption(in AdoptInput) (*Adoption, error) {
 			continue
 		}
 		newText, names, err := a.adoptFile(in, f, data, res, taken)
-		if err != nil {
-			a.Left = append(a.Left, fmt.Sprintf("%s: left as it is: %v", where, err))
-			continue
-		}
 		for _, s := range res.Skipped {
 			a.Left = append(a.Left, where+": "+s)
 		}
 		res.Skipped = nil
+		if err != nil {
+			a.Left = append(a.Left, fmt.Sprintf("%s: left as it is: %v", where, err))
+			continue
+		}
 		if len(names) > 0 {
 			a.Adopted = append(a.Adopted, where+": "+strings.Join(names, ", "))
 			a.Rewrites = append(a.Rewrites, Rewrite{Path: f.Path, Old: data, New: newText})
