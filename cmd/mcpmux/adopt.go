@@ -72,56 +72,67 @@ comments go; its other keys stay); the rest of the file stays as it was.`,
 		if err != nil {
 			return err
 		}
-		out := cmd.OutOrStdout()
 		if undo {
-			restored, err := editors.Undo(editors.AdoptedFiles(env.getenv, env.goos, env.cwd, path))
-			for _, p := range restored {
-				fmt.Fprintf(out, "restored %s\n", p)
-			}
-			if err == nil && len(restored) == 0 {
-				fmt.Fprintf(out, "no backups (FILE%s) to put back\n", editors.BackupSuffix)
-			}
-			return err
+			return undoAdoption(cmd.OutOrStdout(), env, path)
 		}
-		in, err := adoptInput(env, path, isDefault)
-		if err != nil {
-			return err
-		}
-		plan, err := editors.PlanAdoption(in)
-		if err != nil {
-			return err
-		}
-		for _, l := range plan.Adopted {
-			fmt.Fprintf(out, "through mcpmux: %s\n", l)
-		}
-		for _, l := range plan.Left {
-			fmt.Fprintf(out, "left: %s\n", l)
-		}
-		for _, s := range plan.Added {
-			fmt.Fprintf(out, "new server: %s\n", s.Name)
-		}
-		if len(plan.Rewrites) == 0 {
-			fmt.Fprintln(out, "nothing to adopt")
-			return nil
-		}
-		if dryRun {
-			for _, r := range plan.Rewrites {
-				fmt.Fprint(out, "\n"+editors.Diff(r.Path, r.Old, r.New))
-			}
-			return nil
-		}
-		if err := plan.Apply(); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "wrote %d files, each backed up beside itself (FILE%s); mcpmux adopt --undo puts them back\n",
-			len(plan.Rewrites), editors.BackupSuffix)
-		var names []string
-		for _, s := range plan.Added {
-			names = append(names, s.Name)
-		}
-		return warmUp(cmd.Context(), out, path, names, adoptWait)
+		return adopt(cmd.Context(), cmd.OutOrStdout(), env, path, isDefault, dryRun)
 	}
 	return cmd
+}
+
+// undoAdoption puts back every file adopt rewrote, from its backup.
+func undoAdoption(out io.Writer, env adoptEnv, path string) error {
+	restored, err := editors.Undo(editors.AdoptedFiles(env.getenv, env.goos, env.cwd, path))
+	for _, p := range restored {
+		fmt.Fprintf(out, "restored %s\n", p)
+	}
+	if err == nil && len(restored) == 0 {
+		fmt.Fprintf(out, "no backups (FILE%s) to put back\n", editors.BackupSuffix)
+	}
+	return err
+}
+
+// adopt plans the adoption of the editors' servers into the config at
+// path and says what it finds; then it writes it and warms the new servers
+// up, or, with dryRun, prints the changes.
+func adopt(ctx context.Context, out io.Writer, env adoptEnv, path string, isDefault, dryRun bool) error {
+	in, err := adoptInput(env, path, isDefault)
+	if err != nil {
+		return err
+	}
+	plan, err := editors.PlanAdoption(in)
+	if err != nil {
+		return err
+	}
+	for _, l := range plan.Adopted {
+		fmt.Fprintf(out, "through mcpmux: %s\n", l)
+	}
+	for _, l := range plan.Left {
+		fmt.Fprintf(out, "left: %s\n", l)
+	}
+	for _, s := range plan.Added {
+		fmt.Fprintf(out, "new server: %s\n", s.Name)
+	}
+	if len(plan.Rewrites) == 0 {
+		fmt.Fprintln(out, "nothing to adopt")
+		return nil
+	}
+	if dryRun {
+		for _, r := range plan.Rewrites {
+			fmt.Fprint(out, "\n"+editors.Diff(r.Path, r.Old, r.New))
+		}
+		return nil
+	}
+	if err := plan.Apply(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %d files, each backed up beside itself (FILE%s); mcpmux adopt --undo puts them back\n",
+		len(plan.Rewrites), editors.BackupSuffix)
+	var names []string
+	for _, s := range plan.Added {
+		names = append(names, s.Name)
+	}
+	return warmUp(ctx, out, path, names, adoptWait)
 }
 
 // adoptWait is how long adopt waits for its new servers to be ready.
