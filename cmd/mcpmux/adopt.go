@@ -15,6 +15,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/internal/editors"
+	"github.com/mcpmux/mcpmux/internal/service"
 )
 
 // `mcpmux adopt` moves the servers of the editors' files on this machine
@@ -186,7 +187,7 @@ func adoptInput(env adoptEnv, path string, isDefault bool) (editors.AdoptInput, 
 	if err != nil {
 		return in, err
 	}
-	if err := stableExecutable(exe); err != nil {
+	if err := service.Stable(exe); err != nil {
 		return in, err
 	}
 	in.Connect = []string{exe, "connect"}
