@@ -106,7 +106,7 @@ func (c *conn) open(ctx context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		m.gone = false
-		m.p = newPipe(func(frame []byte) { c.fromMember(m, frame) })
+		m.p = newPipe(func(frame []byte) { c.fromMember(m, frame) }, c.sess.Flush)
 		peer := session.Peer{
 			Transport: "endpoint",
 			Addr:      fmt.Sprintf("endpoint %s session %d (%s %s)", c.cfg.Name, c.sess.ID(), c.peer.Transport, c.peer.Addr),
@@ -154,9 +154,17 @@ func (c *conn) WaitRoom(context.Context) error { return nil }
 // Flush has nothing to do: what goes to the client is sent at once.
 func (c *conn) Flush() {}
 
-// reply sends an answer to the client as the last frame for tag.
+// reply sends an answer to the client as the last frame for tag, at once.
 func (c *conn) reply(tag uint64, frame []byte) {
-	c.sess.Send(outbox.Frame{Data: frame, Tag: tag, Last: true})
+	c.queue(outbox.Frame{Data: frame, Tag: tag, Last: true})
+	c.sess.Flush()
+}
+
+// queue queues a frame for the client until the next Flush: what a
+// member's router hands over together goes to the client in one write,
+// written by the router's goroutine when the client takes it at once.
+func (c *conn) queue(f outbox.Frame) {
+	c.sess.SendLater(f)
 }
 
 // fail answers a client request with an error of the endpoint's.
@@ -269,6 +277,7 @@ func (c *conn) fanOut(method string, clientID json.RawMessage, tag uint64, targe
 	}
 	if done {
 		c.finish(f)
+		c.sess.Flush()
 	}
 }
 

@@ -120,10 +120,10 @@ func (c *conn) answerFromMember(m *member, msg *jsonrpc.Message) {
 			c.finish(cl.fan)
 		}
 	case s.initErr != nil:
-		c.reply(cl.tag, errorResponse(cl.clientID, s.initErr))
+		c.queue(outbox.Frame{Data: errorResponse(cl.clientID, s.initErr), Tag: cl.tag, Last: true})
 		c.sess.End()
 	default:
-		c.reply(cl.tag, msg.ReplaceID(cl.clientID))
+		c.queue(outbox.Frame{Data: msg.ReplaceID(cl.clientID), Tag: cl.tag, Last: true})
 		c.sess.End()
 	}
 }
@@ -219,6 +219,7 @@ func (c *conn) memberGone(m *member, err error) {
 	for _, f := range fans {
 		c.finish(f)
 	}
+	c.sess.Flush()
 }
 
 // dropMember marks m gone and takes its calls: the routed ones, and the
@@ -262,7 +263,7 @@ func (c *conn) requestFromMember(m *member, msg *jsonrpc.Message) {
 		c.srvReqs[c.nextSrvReq] = srvReq{m: m, id: slices.Clone(msg.ID)}
 		return c.nextSrvReq
 	}()
-	c.sess.Send(outbox.Frame{Data: msg.WithID(strconv.AppendInt(nil, n, 10))})
+	c.queue(outbox.Frame{Data: msg.WithID(strconv.AppendInt(nil, n, 10))})
 }
 
 // notificationFromMember passes a member's notification to the client: a
@@ -292,7 +293,7 @@ func (c *conn) notificationFromMember(m *member, msg *jsonrpc.Message) {
 		}
 		frame = jsonrpc.Splice(frame, jsonrpc.Edit{Span: span, Value: strconv.AppendInt(nil, n, 10)})
 	}
-	c.sess.Send(outbox.Frame{Data: frame, Tag: tag})
+	c.queue(outbox.Frame{Data: frame, Tag: tag})
 }
 
 // tagOf is the tag of m's call in flight with the progress token given; 0
@@ -333,7 +334,8 @@ func (c *conn) takeSrvReq(m *member, id []byte) (int64, bool) {
 	return 0, false
 }
 
-// finish answers a fan's client request from what its members answered.
+// finish queues the answer to a fan's client request, from what its
+// members answered; the caller flushes.
 func (c *conn) finish(f *fan) {
 	var result []byte
 	switch f.method {
@@ -344,7 +346,7 @@ func (c *conn) finish(f *fan) {
 	default:
 		result = c.merge(f)
 	}
-	c.reply(f.tag, jsonrpc.Response(f.clientID, result))
+	c.queue(outbox.Frame{Data: jsonrpc.Response(f.clientID, result), Tag: f.tag, Last: true})
 	c.sess.End()
 }
 

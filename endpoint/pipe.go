@@ -20,11 +20,12 @@ type pipe struct {
 	in      chan []byte // endpoint → router
 	closed  chan struct{}
 	once    sync.Once
-	deliver func(frame []byte) // router → endpoint; never blocks for long
+	deliver func(frame []byte) // router → endpoint; never blocks
+	flush   func()             // after each run of frames delivered
 }
 
-func newPipe(deliver func([]byte)) *pipe {
-	return &pipe{in: make(chan []byte, pipeDepth), closed: make(chan struct{}), deliver: deliver}
+func newPipe(deliver func([]byte), flush func()) *pipe {
+	return &pipe{in: make(chan []byte, pipeDepth), closed: make(chan struct{}), deliver: deliver, flush: flush}
 }
 
 // ReadFrame returns the next frame the endpoint wrote, or io.EOF once the
@@ -51,12 +52,16 @@ func (p *pipe) WriteFrames(frames []outbox.Frame) error {
 			p.deliver(f.Data)
 		}
 	}
+	p.flush()
 	return nil
 }
 
-// TryWrite writes nothing: frames reach the endpoint on the writer
-// goroutine only, never on the router's.
-func (p *pipe) TryWrite([]outbox.Frame) (ok, more bool) { return false, false }
+// TryWrite hands the frames over at once, on the goroutine of the router
+// that flushes them: delivering never blocks (it only queues frames for
+// the client, and never writes to a member).
+func (p *pipe) TryWrite(frames []outbox.Frame) (ok, more bool) {
+	return p.WriteFrames(frames) == nil, false
+}
 
 // Close ends the pipe; ReadFrame then reports io.EOF.
 func (p *pipe) Close() error {
