@@ -46,13 +46,16 @@ func (c *conn) list(msg *jsonrpc.Message, tag uint64) {
 	} else {
 		c.listed(msg.Method)
 	}
+	// Each member gets the client's request as it is (its _meta too), under
+	// its own id and with its own cursor.
+	idSpan, _ := msg.IDSpan()
+	cursorSpan, _ := msg.ParamsPath("cursor")
 	c.fanOut(msg.Method, msg.ID, tag, targets, func(m *member, id []byte) []byte {
-		var params any
-		if cur := cursors[m.name]; cur != "" {
-			params = map[string]string{"cursor": cur}
+		if !paged {
+			return msg.WithID(id)
 		}
-		frame, _ := jsonrpc.Request(id, msg.Method, params)
-		return frame
+		quoted, _ := json.Marshal(cursors[m.name])
+		return jsonrpc.Splice(msg.Frame, jsonrpc.Edit{Span: idSpan, Value: id}, jsonrpc.Edit{Span: cursorSpan, Value: quoted})
 	})
 }
 
