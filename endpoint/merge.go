@@ -85,10 +85,10 @@ func decodeCursor(s string) (map[string]string, error) {
 	return next, nil
 }
 
-// fromMember takes a frame a member's session wrote, on that session's
-// writer goroutine.
-func (c *conn) fromMember(m *member, frame []byte) {
-	msg, err := jsonrpc.Parse(frame)
+// fromMember takes a frame a member's session wrote. Its tag is the call
+// it is about (0: none), whose client request's tag it gets in turn.
+func (c *conn) fromMember(m *member, f frame) {
+	msg, err := jsonrpc.Parse(f.data)
 	if err != nil {
 		return
 	}
@@ -96,9 +96,9 @@ func (c *conn) fromMember(m *member, frame []byte) {
 	case jsonrpc.KindResult, jsonrpc.KindError:
 		c.answerFromMember(m, msg)
 	case jsonrpc.KindRequest:
-		c.requestFromMember(m, msg)
+		c.requestFromMember(m, msg, c.tagOf(m, f.tag))
 	case jsonrpc.KindNotification:
-		c.notificationFromMember(m, msg)
+		c.notificationFromMember(m, msg, c.tagOf(m, f.tag))
 	}
 }
 
@@ -258,7 +258,7 @@ func (c *conn) dropMember(m *member) (routed []*call, fans []*fan) {
 
 // requestFromMember passes a member's request (sampling, elicitation,
 // roots, ping) to the client under an id of the endpoint's.
-func (c *conn) requestFromMember(m *member, msg *jsonrpc.Message) {
+func (c *conn) requestFromMember(m *member, msg *jsonrpc.Message, tag uint64) {
 	n := func() int64 {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -266,21 +266,15 @@ func (c *conn) requestFromMember(m *member, msg *jsonrpc.Message) {
 		c.srvReqs[c.nextSrvReq] = srvReq{m: m, id: slices.Clone(msg.ID)}
 		return c.nextSrvReq
 	}()
-	c.queue(outbox.Frame{Data: msg.WithID(strconv.AppendInt(nil, n, 10))})
+	c.queue(outbox.Frame{Data: msg.WithID(strconv.AppendInt(nil, n, 10)), Tag: tag})
 }
 
 // notificationFromMember passes a member's notification to the client: a
 // list_changed once until the client lists again, a cancellation of a
 // request of the member's under the id the client saw.
-func (c *conn) notificationFromMember(m *member, msg *jsonrpc.Message) {
-	frame, tag := msg.Frame, uint64(0)
+func (c *conn) notificationFromMember(m *member, msg *jsonrpc.Message, tag uint64) {
+	frame := msg.Frame
 	switch msg.Method {
-	case "notifications/progress":
-		// With the request it reports on, on transports that place
-		// frames by request (Streamable HTTP).
-		if span, ok := msg.ParamsPath("progressToken"); ok {
-			tag = c.tagOf(m, string(msg.Frame[span.Start:span.End]))
-		}
 	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
 		if !c.change(msg.Method) {
 			return
@@ -299,15 +293,17 @@ func (c *conn) notificationFromMember(m *member, msg *jsonrpc.Message) {
 	c.queue(outbox.Frame{Data: frame, Tag: tag})
 }
 
-// tagOf is the tag of m's call in flight with the progress token given; 0
-// when there is none.
-func (c *conn) tagOf(m *member, token string) uint64 {
+// tagOf is the client's tag of the request that m's call n came from: a
+// frame about the call goes with it, on transports that place frames by
+// request (an HTTP POST's stream). 0 when n is 0 or no longer in flight.
+func (c *conn) tagOf(m *member, n uint64) uint64 {
+	if n == 0 {
+		return 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, cl := range c.calls {
-		if cl.m == m && cl.token == token {
-			return cl.tag
-		}
+	if cl := c.calls[int64(n)]; cl != nil && cl.m == m {
+		return cl.tag
 	}
 	return 0
 }
