@@ -31,7 +31,8 @@ type fake struct {
 	name    string
 	tools   []string
 	prompts []string
-	paged   bool   // tools/list in pages: the first tool, then the rest
+	uris    []string // its resources
+	paged   bool     // tools/list in pages: the first tool, then the rest
 	initErr string // answer initialize with this upstream_unavailable error
 	hold    bool   // never answer tools/call
 
@@ -107,6 +108,19 @@ func (f *fake) answer(msg *jsonrpc.Message, name string) []byte {
 			out["nextCursor"] = next
 		}
 		return result(out)
+	case "resources/list":
+		list := []map[string]any{}
+		for _, u := range f.uris {
+			list = append(list, map[string]any{"uri": u, "name": u})
+		}
+		return result(map[string]any{"resources": list})
+	case "resources/templates/list":
+		return result(map[string]any{"resourceTemplates": []map[string]any{{"uriTemplate": f.name + "://t/{id}", "name": "t"}}})
+	case "resources/read", "resources/subscribe", "completion/complete":
+		uri, _ := msg.ParamsString("uri")
+		ref, _ := msg.ParamsString("ref", "name")
+		f.record(msg.Method + " " + uri + ref)
+		return result(map[string]any{"served_by": f.name})
 	case "prompts/list":
 		list := []map[string]any{}
 		for _, p := range f.prompts {
@@ -388,6 +402,33 @@ func TestEndpointFailedServerStaysLocal(t *testing.T) {
 	assert.Contains(t, string(r), "good ran t")
 }
 
+// TestEndpointMemberSessionEnds: a member whose session ends (its server
+// removed, say) fails its calls in flight with upstream_unavailable, and
+// the endpoint goes on with the others.
+func TestEndpointMemberSessionEnds(t *testing.T) {
+	a := &fake{name: "a", tools: []string{"slow"}, hold: true}
+	b := &fake{name: "b", tools: []string{"t"}}
+	c := serve(t, endpoint.Config{Name: "all", Servers: []string{"a", "b"}}, a, b)
+	c.initialize()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__slow"}}`)
+	testutil.Until(t, 5*time.Second, "the call reaches a", func() bool { return a.sawAny("tools/call slow") })
+	a.mu.Lock()
+	a.t.Close()
+	a.mu.Unlock()
+	m := c.next()
+	require.Equal(t, "1", string(m["id"]))
+	_, why, _ := reason(t, m["error"])
+	assert.Equal(t, jsonrpc.ReasonUpstreamUnavailable, why)
+	assert.Contains(t, string(m["error"]), `"server":"a"`)
+
+	r, e := c.call(2, "tools/list", `{}`)
+	require.Nil(t, e)
+	assert.Equal(t, []string{"b__t"}, names(t, r, "tools"))
+	_, e = c.call(3, "tools/call", `{"name":"a__slow"}`)
+	_, why, _ = reason(t, e)
+	assert.Equal(t, jsonrpc.ReasonUpstreamUnavailable, why)
+}
+
 // TestEndpointProgressCancelAndServerRequests: progress and cancellation
 // cross as on a plain session, and a server's own request reaches the
 // client and its answer the server.
@@ -423,6 +464,47 @@ func TestEndpointProgressCancelAndServerRequests(t *testing.T) {
 	r, e := c.call(2, "ping", `{}`)
 	assert.Nil(t, e)
 	assert.JSONEq(t, `{}`, string(r))
+}
+
+// TestEndpointResourcesAndCompletion: resources are routed by the URI
+// their server listed (or its template's start), completions by their ref.
+func TestEndpointResourcesAndCompletion(t *testing.T) {
+	a := &fake{name: "a", uris: []string{"file:///a.txt"}, prompts: []string{"p"}}
+	b := &fake{name: "b", uris: []string{"mem://b"}}
+	c := serve(t, endpoint.Config{Name: "all", Servers: []string{"a", "b"}}, a, b)
+	c.initialize()
+	r, e := c.call(1, "resources/list", `{}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"file:///a.txt"`, "URIs keep their names")
+	assert.Contains(t, string(r), `"mem://b"`)
+	_, e = c.call(2, "resources/templates/list", `{}`)
+	require.Nil(t, e)
+
+	r, e = c.call(3, "resources/read", `{"uri":"mem://b"}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"served_by":"b"`)
+	r, e = c.call(4, "resources/subscribe", `{"uri":"file:///a.txt"}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"served_by":"a"`)
+	r, e = c.call(5, "resources/read", `{"uri":"b://t/42"}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"served_by":"b"`, "by the start of b's template")
+	_, e = c.call(6, "resources/read", `{"uri":"nope://x"}`)
+	code, why, _ := reason(t, e)
+	assert.Equal(t, [2]any{jsonrpc.CodeInvalidParams, jsonrpc.ReasonUnknownResource}, [2]any{code, why})
+
+	r, e = c.call(7, "completion/complete", `{"ref":{"type":"ref/prompt","name":"a__p"},"argument":{"name":"x","value":""}}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"served_by":"a"`)
+	assert.True(t, a.sawAny("completion/complete p"), "the prompt's prefix removed")
+	r, e = c.call(8, "completion/complete", `{"ref":{"type":"ref/resource","uri":"mem://b"},"argument":{"name":"x","value":""}}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"served_by":"b"`)
+
+	r, e = c.call(9, "logging/setLevel", `{"level":"debug"}`)
+	require.Nil(t, e)
+	assert.JSONEq(t, `{}`, string(r))
+	assert.True(t, a.sawAny("logging/setLevel") && b.sawAny("logging/setLevel"), "to every server")
 }
 
 // TestEndpointOverARouter: the members are real routers, each with its
