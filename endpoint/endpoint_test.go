@@ -308,7 +308,7 @@ func TestEndpointListsAndRoutesByPrefix(t *testing.T) {
 	r, e = c.call(3, "tools/call", `{"name":"b__echo","arguments":{}}`)
 	require.Nil(t, e)
 	assert.Contains(t, string(r), "b ran echo", "routed to b, the prefix removed")
-	r, e = c.call(4, "prompts/get", `{"name":"a__hello"}`)
+	_, e = c.call(4, "prompts/get", `{"name":"a__hello"}`)
 	require.Nil(t, e)
 	assert.Contains(t, a.saw(), "prompts/get hello")
 
