@@ -373,9 +373,7 @@ func (c *conn) describe(f *fan) []byte {
 		}
 	}
 	if version == "" { // no member answered: the client's own
-		c.mu.Lock()
-		version, _ = jsonrpc.StringMember(c.initParams, "protocolVersion")
-		c.mu.Unlock()
+		version, _ = jsonrpc.StringMember(c.clientInit(), "protocolVersion")
 	}
 	// The endpoint's lists change as its members come and go.
 	unite(caps, map[string]any{"tools": map[string]any{"listChanged": true}})
@@ -478,4 +476,11 @@ func (c *conn) own(table map[string]*member, key string, m *member) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	table[key] = m
+}
+
+// clientInit is the client's initialize params; nil before it.
+func (c *conn) clientInit() json.RawMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.initParams
 }

@@ -28,8 +28,9 @@ type bridge interface {
 	// the plain proxy routes it to the session as a server request.
 	ask(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) bool
 	// serve answers a legacy session's request whose state mcpmux keeps
-	// (subscriptions, its log level, tasks) as the bridge has it, for the
-	// server described by info; false when the plain proxy serves it. m
+	// (subscriptions, its log level, tasks) as the bridge has it, or takes
+	// its notification (out is nil then), for the server described by
+	// info; false when the plain proxy serves or forwards it. m
 	// comes by value: a pointer through an interface would move every
 	// request's view to the heap.
 	serve(c *client, m message, info *serverInfo, out sink) bool
@@ -164,6 +165,11 @@ func (b *upBridge) ask(process, *client, int64, idmap.Route, *jsonrpc.Message) b
 // mcpmux's listen, its log level goes up with each of its requests, and
 // the server's tasks are of a kind a 2025 session cannot use.
 func (b *upBridge) serve(c *client, m message, info *serverInfo, out sink) bool {
+	if m.Kind == jsonrpc.KindNotification {
+		// The modern revision has no client notifications but
+		// cancellation (handleCancel's): the rest are the handshake's.
+		return true
+	}
 	switch m.Method {
 	case "resources/subscribe", "resources/unsubscribe":
 		uri, ok := m.paramString(pURI)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -366,4 +367,22 @@ func TestServerOfBothErasIsOpenedLegacy(t *testing.T) {
 	eventually(t, "ready", func() bool { return hm.Status().State == StateReady })
 	assert.Equal(t, "modern", hm.Status().Era)
 	assert.Empty(t, hm.srv.messages("initialize"))
+}
+
+// A listen mcpmux serves for a legacy server is acknowledged once the
+// server has answered its subscribe, so that a call the client makes on
+// seeing the acknowledgement cannot reach a server that runs requests
+// concurrently before the subscribe is in place.
+func TestListenAcknowledgedAfterSubscribe(t *testing.T) {
+	h := newHarness(t, nil)
+	m0 := h.connect()
+	m0.send(modern(`"L"`, "subscriptions/listen", `{"notifications":{"resourceSubscriptions":["file:///held"]}}`, "M", `{}`))
+	eventually(t, "the subscribe upstream", func() bool { return len(h.srv.messages("resources/subscribe")) == 1 })
+	// The subscribe is held unanswered: nothing may have been sent yet.
+	m0.conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	frame, err := m0.r.Read()
+	require.Error(t, err, "the listen was acknowledged before the server answered its subscribe: %s", frame)
+	require.True(t, h.srv.releaseHeld(), "the subscribe was held")
+	ack := m0.recv()
+	assert.Equal(t, "notifications/subscriptions/acknowledged", ack.Method, "%s", ack.Frame)
 }

@@ -326,6 +326,10 @@ func (p *fakeProc) answer(m *jsonrpc.Message) {
 	case "task":
 		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"task":{"taskId":"t-`+string(m.ID)+`","status":"working"}}`)))
 	case "tasks/get", "resources/subscribe", "resources/unsubscribe", "logging/setLevel":
+		if method == "resources/subscribe" && strings.Contains(string(m.Params), "file:///held") {
+			p.srv.hold(m) // answered by releaseHeld
+			return
+		}
 		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{}`)))
 	default:
 		p.reply((&jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no " + m.Method}).Response(m.ID))

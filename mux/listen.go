@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -214,14 +215,40 @@ func (c *client) listen(m *message, mr *modernReq, out sink) {
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "a listen with id " + string(m.ID) + " is already open on this session", Reason: jsonrpc.ReasonDuplicateID})
 		return
 	}
-	ack, _ := json.Marshal(map[string]any{"notifications": l.filter, "_meta": map[string]json.RawMessage{protocol.MetaSubscriptionID: l.id}})
-	n, _ := jsonrpc.Notification("notifications/subscriptions/acknowledged", json.RawMessage(ack))
-	c.sendAbout(l.tag, n)
+	// The acknowledgement says the subscriptions are in place: it goes once
+	// the server has answered each subscribe it needed, so that what the
+	// client does next (a call that changes the resource) cannot reach a
+	// server that runs requests at once before the subscribe.
 	proc := c.h.life.current()
 	for _, uri := range l.filter.ResourceSubscriptions {
 		if first, _ := c.h.subs.add(uri, l.holder); first {
-			c.h.fire(proc, "resources/subscribe", map[string]string{"uri": uri})
+			c.h.subscribeUp(proc, uri)
 		}
+	}
+	ack, _ := json.Marshal(map[string]any{"notifications": l.filter, "_meta": map[string]json.RawMessage{protocol.MetaSubscriptionID: l.id}})
+	n, _ := jsonrpc.Notification("notifications/subscriptions/acknowledged", json.RawMessage(ack))
+	c.sendAbout(l.tag, n)
+}
+
+// subscribeWait bounds how long a listen's acknowledgement waits for the
+// server's answer to one of its subscribes.
+const subscribeWait = 5 * time.Second
+
+// subscribeUp subscribes the server to uri for a listen mcpmux serves and
+// waits, within subscribeWait, for its answer; a failure is logged, and the
+// listen is served all the same (the server may still send its updates).
+func (h *Hub) subscribeUp(proc process, uri string) {
+	if proc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeWait)
+	defer cancel()
+	m, err := h.call(ctx, proc, "resources/subscribe", map[string]string{"uri": uri})
+	switch {
+	case err != nil:
+		h.log.Debug("a listen's subscribe", "uri", uri, "err", err)
+	case m.Kind == jsonrpc.KindError:
+		h.log.Debug("a listen's subscribe refused", "uri", uri, "error", string(m.Error))
 	}
 }
 

@@ -368,9 +368,7 @@ func (c *client) handleNotification(m *jsonrpc.Message) {
 		c.sess.Logger().Debug("dropped a notification sent before initialize", "method", m.Method)
 		return
 	case eraLegacy:
-		if info := c.h.describedServer(); info != nil && info.era == eraModern {
-			// The modern revision has no client notifications but
-			// cancellation: the rest are the handshake's.
+		if info := c.h.describedServer(); info != nil && c.h.bridgeOf(pairOf(eraLegacy, info.era)).serve(c, viewOf(m), info, nil) {
 			return
 		}
 	}

@@ -171,6 +171,111 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect memory
 			wantHint: "# put this in .vscode/mcp.json (one workspace) or the user mcp.json (command \"MCP: Open User Configuration\"), merged into \"servers\"\n",
 		},
 		{
+			name: "codex", vars: homeOnly, args: []string{"memory", "--for", "codex"},
+			want: `# Codex: run this
+codex mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect memory
+
+# or put this in ~/.codex/config.toml:
+[mcp_servers.memory]
+command = "/opt/mcp mux/bin/mcpmux"
+args = ["connect", "memory"]
+`,
+		},
+		{
+			name: "opencode", vars: homeOnly, args: []string{"memory", "--for", "opencode"},
+			want: `{
+  "mcp": {
+    "memory": {
+      "type": "local",
+      "command": [
+        "/opt/mcp mux/bin/mcpmux",
+        "connect",
+        "memory"
+      ],
+      "enabled": true
+    }
+  }
+}
+`,
+			wantHint: "# put this in opencode.json in the project (one project) or ~/.config/opencode/opencode.json (every project), merged into \"mcp\"\n",
+		},
+		{
+			name: "zed", vars: homeOnly, args: []string{"memory", "--for", "zed"},
+			want: `{
+  "context_servers": {
+    "memory": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in Zed's settings.json (~/.config/zed/settings.json; command \"zed: open settings file\"), merged into \"context_servers\"\n",
+		},
+		{
+			name: "codex with another config", vars: homeOnly, args: []string{"time", "--for", "codex", "--config", otherCfg},
+			want: `# Codex: run this
+codex mcp add time -- '/opt/mcp mux/bin/mcpmux' connect --config ` + quotedOther + ` time
+
+# or put this in ~/.codex/config.toml:
+[mcp_servers.time]
+command = "/opt/mcp mux/bin/mcpmux"
+args = ["connect", "--config", "` + otherCfg + `", "time"]
+`,
+		},
+		{
+			name: "gemini", vars: homeOnly, args: []string{"memory", "--for", "gemini"},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in ~/.gemini/settings.json (every project) or .gemini/settings.json (one project), merged into \"mcpServers\"\n",
+		},
+		{
+			name: "windsurf", vars: homeOnly, args: []string{"memory", "--for", "windsurf"},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in ~/.codeium/windsurf/mcp_config.json (Windsurf: Cascade > MCP servers > View raw config), merged into \"mcpServers\"\n",
+		},
+		{
+			name: "jetbrains", vars: homeOnly, args: []string{"memory", "--for", "jetbrains"},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "memory"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in ~/.junie/mcp/mcp.json (Junie, every project) or .junie/mcp/mcp.json (one project), merged into \"mcpServers\"; " +
+				"or, for AI Assistant, in Settings > Tools > AI Assistant > Model Context Protocol (MCP) > Add > As JSON\n",
+		},
+		{
 			name: "default config named with --config", vars: homeOnly, args: []string{"memory", "--for", "cursor", "--config", defaultCfg},
 			want: `{
   "mcpServers": {
@@ -260,6 +365,81 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect --config ` + quotedOt
 				"# put this in ~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project), merged into \"mcpServers\"\n",
 		},
 		{
+			name: "codex --http", vars: withState, args: []string{"memory", "--for", "codex", "--http"},
+			want: `[mcp_servers.memory]
+url = "http://127.0.0.1:7878/servers/memory"
+http_headers = { Authorization = "Bearer tok-from-file" }
+`,
+			wantHint: "# this holds the daemon's token: keep the file it goes in private\n" +
+				"# put this in ~/.codex/config.toml (every project) or a trusted project's .codex/config.toml\n",
+		},
+		{
+			name: "opencode --http", vars: withState, args: []string{"memory", "--for", "opencode", "--http"},
+			want: `{
+  "mcp": {
+    "memory": {
+      "type": "remote",
+      "url": "http://127.0.0.1:7878/servers/memory",
+      "enabled": true,
+      "headers": {
+        "Authorization": "Bearer tok-from-file"
+      }
+    }
+  }
+}
+`,
+			wantHint: "# this holds the daemon's token: keep the file it goes in private\n" +
+				"# put this in opencode.json in the project (one project) or ~/.config/opencode/opencode.json (every project), merged into \"mcp\"\n",
+		},
+		{
+			name: "zed --http", vars: withState, args: []string{"memory", "--for", "zed", "--http"},
+			want: `{
+  "context_servers": {
+    "memory": {
+      "url": "http://127.0.0.1:7878/servers/memory",
+      "headers": {
+        "Authorization": "Bearer tok-from-file"
+      }
+    }
+  }
+}
+`,
+			wantHint: "# this holds the daemon's token: keep the file it goes in private\n" +
+				"# put this in Zed's settings.json (~/.config/zed/settings.json; command \"zed: open settings file\"), merged into \"context_servers\"\n",
+		},
+		{
+			name: "gemini --http", vars: withState, args: []string{"memory", "--for", "gemini", "--http"},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "httpUrl": "http://127.0.0.1:7878/servers/memory",
+      "headers": {
+        "Authorization": "Bearer tok-from-file"
+      }
+    }
+  }
+}
+`,
+			wantHint: "# this holds the daemon's token: keep the file it goes in private\n" +
+				"# put this in ~/.gemini/settings.json (every project) or .gemini/settings.json (one project), merged into \"mcpServers\"\n",
+		},
+		{
+			name: "windsurf --http", vars: withState, args: []string{"memory", "--for", "windsurf", "--http"},
+			want: `{
+  "mcpServers": {
+    "memory": {
+      "serverUrl": "http://127.0.0.1:7878/servers/memory",
+      "headers": {
+        "Authorization": "Bearer tok-from-file"
+      }
+    }
+  }
+}
+`,
+			wantHint: "# this holds the daemon's token: keep the file it goes in private\n" +
+				"# put this in ~/.codeium/windsurf/mcp_config.json (Windsurf: Cascade > MCP servers > View raw config), merged into \"mcpServers\"\n",
+		},
+		{
 			name: "vscode --http with http_token, listening on every address", vars: homeOnly, args: []string{"memory", "--for", "vscode", "--http", "--config", withTokenCfg},
 			want: `{
   "servers": {
@@ -289,7 +469,8 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect --config ` + quotedOt
 			assert.Equal(t, tt.wantHint, hint.String(), "client-config %v: stderr", tt.args)
 			for _, line := range strings.Split(out.String(), "\n") {
 				if strings.Contains(line, "tok-from-file") || strings.Contains(line, "from-config") {
-					assert.True(t, strings.HasPrefix(strings.TrimSpace(line), `"`), "the token only ever in a JSON config, never on a command line: %q", line)
+					assert.True(t, strings.HasPrefix(strings.TrimSpace(line), `"`) || strings.HasPrefix(line, "http_headers = "),
+						"the token only ever in a config file, never on a command line: %q", line)
 				}
 			}
 		})
@@ -305,9 +486,9 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect --config ` + quotedOt
 		{"unknown server", homeOnly, exe, []string{"github", "--for", "cursor"},
 			`no server named "github" in ` + defaultCfg + `; configured: memory, time`},
 		{"unknown editor", homeOnly, exe, []string{"memory", "--for", "emacs"},
-			`--for "emacs": want claude (Claude Code), claude-desktop, cursor or vscode`},
+			`--for "emacs": want claude (Claude Code), claude-desktop, cursor, vscode, codex, opencode, gemini, zed, windsurf or jetbrains`},
 		{"no --for", homeOnly, exe, []string{"memory"},
-			`missing --for: claude (Claude Code), claude-desktop, cursor or vscode`},
+			`missing --for: claude (Claude Code), claude-desktop, cursor, vscode, codex, opencode, gemini, zed, windsurf or jetbrains`},
 		{"two names", homeOnly, exe, []string{"memory", "time", "--for", "cursor"}, "accepts at most 1 arg(s), received 2"},
 		{"missing config", homeOnly, exe, []string{"memory", "--for", "cursor", "--config", filepath.Join(home, "none.toml")},
 			"load config: open " + filepath.Join(home, "none.toml") + ": no such file or directory"},
@@ -320,6 +501,8 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect --config ` + quotedOt
 				" does not exist; the daemon creates it on its first start"},
 		{"--http for Claude Desktop", withState, exe, []string{"memory", "--for", "claude-desktop", "--http"},
 			"--http: Claude Desktop's config file takes commands only"},
+		{"--http for JetBrains", withState, exe, []string{"memory", "--for", "jetbrains", "--http"},
+			"--http: Junie's mcp.json takes commands only"},
 	}
 	for _, tt := range errTests {
 		t.Run(tt.name, func(t *testing.T) {

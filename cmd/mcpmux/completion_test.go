@@ -39,8 +39,8 @@ command = "mail-mcp"
 		{[]string{"client-config", "--config", path, ""}, all},
 		{[]string{"connect", "--config", path, "memory", ""}, noFiles},
 		{[]string{"connect", "--config", filepath.Join(dir, "none.toml"), ""}, noFiles},
-		{[]string{"client-config", "memory", "--for", ""}, "claude\tClaude Code\nclaude-desktop\tClaude Desktop\ncursor\tCursor\nvscode\tVS Code\n" + noFiles},
-		{[]string{"client-config", "memory", "--for", "c"}, "claude\tClaude Code\nclaude-desktop\tClaude Desktop\ncursor\tCursor\n" + noFiles},
+		{[]string{"client-config", "memory", "--for", ""}, "claude\tClaude Code\nclaude-desktop\tClaude Desktop\ncodex\tCodex\ncursor\tCursor\ngemini\tGemini CLI\njetbrains\tJetBrains\nopencode\topencode\nvscode\tVS Code\nwindsurf\tWindsurf\nzed\tZed\n" + noFiles},
+		{[]string{"client-config", "memory", "--for", "c"}, "claude\tClaude Code\nclaude-desktop\tClaude Desktop\ncodex\tCodex\ncursor\tCursor\n" + noFiles},
 	} {
 		out, err := runCLIOut(t, append([]string{"__complete"}, tc.args...)...)
 		require.NoError(t, err, "%q", tc.args)

@@ -21,14 +21,24 @@ func newImportCmd() *cobra.Command {
   Cursor           ~/.cursor/mcp.json, .cursor/mcp.json {"mcpServers": {...}}
   VS Code          .vscode/mcp.json, the user mcp.json  {"servers": {...}}
                    settings.json                        {"mcp": {"servers": {...}}}
+  Codex            ~/.codex/config.toml (TOML)          [mcp_servers.NAME]
+  opencode         opencode.json(c), ~/.config/opencode {"mcp": {NAME: {"type": "local", ...}}}
+  Gemini CLI       ~/.gemini/settings.json, a project's {"mcpServers": {...}}
+  Zed              ~/.config/zed/settings.json          {"context_servers": {...}}
+  Windsurf         ~/.codeium/windsurf/mcp_config.json  {"mcpServers": {...}}
+  JetBrains Junie  ~/.junie/mcp/mcp.json, a project's   {"mcpServers": {...}}
 
 Comments and trailing commas are allowed. Servers reached by URL are listed
 as not imported: mcpmux runs stdio servers. Values that refer to variables
-(${input:...}, ${env:...}) are kept as they are, with a "# check:" comment:
-mcpmux does not expand them.
+(${input:...}, ${env:...}, $NAME, {env:NAME}) are kept as they are, with a
+"# check:" comment: mcpmux does not expand them. An editor's timeouts for a
+server to start (when longer than mcpmux's) and for a request become
+start_timeout and request_timeout, the variables it passed on (Codex's
+env_vars) inherit_env, and the tools it showed or hid a "# check:" comment.
 
-The entries of a project's config (a project's .mcp.json, .vscode/mcp.json or
-.cursor/mcp.json, and the "projects" of ~/.claude.json) get share = "project":
+The entries of a project's config (a project's .mcp.json, .vscode/mcp.json,
+.cursor/mcp.json, .codex/config.toml, opencode.json, .gemini/settings.json or
+.junie/mcp/mcp.json, and the "projects" of ~/.claude.json) get share = "project":
 the editor ran them in the project's folder, so mcpmux runs one per project,
 in its root; ${workspaceFolder} becomes {project}, that root.
 

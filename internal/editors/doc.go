@@ -1,7 +1,11 @@
 // Package editors knows the MCP config files of the editors that run MCP
-// servers (Claude Code, Claude Desktop, Cursor, VS Code): where each keeps
-// them, and the JSON shape it keeps them in. Each editor is one entry of
-// Clients, and the three things mcpmux does with those files read it:
+// servers (Claude Code, Claude Desktop, Cursor, VS Code, Codex, opencode,
+// Gemini CLI, Zed, Windsurf, JetBrains): where each keeps them, and the
+// shape it keeps them in (JSON with comments and trailing commas, or its
+// own format, such as Codex's TOML). Each editor is one entry of Clients,
+// with what is particular to it in its fields (its shapes' Accept and
+// Normalize, its Decode, its entries' makers and Print), and the three
+// things mcpmux does with those files read it, and adopt does them all:
 //
 //   - Import converts the servers of an editor's file into mcpmux
 //     [servers.NAME] tables (mcpmux import);
@@ -9,9 +13,14 @@
 //     editor at a server through mcpmux (mcpmux client-config);
 //   - Check reads the files where they usually are and reports the entries
 //     that run mcpmux connect, and what would keep them from working
-//     (mcpmux doctor).
+//     (mcpmux doctor);
+//   - PlanAdoption imports the servers of every file where doctor looks
+//     into mux.toml and works out each file with its entries rewritten to
+//     run mcpmux connect; an Adoption's Apply writes them, each file backed
+//     up beside itself first, and Undo puts the backups back (mcpmux
+//     adopt). Only adopt writes editors' files.
 //
-// It reads editors' files and never writes them. The rules of mcpmux's own
+// The rules of mcpmux's own
 // config (valid server names, whether an imported table loads) are the
 // config package's; the config doctor checks, and its servers, the caller
 // hands to Check.

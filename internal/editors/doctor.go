@@ -67,9 +67,13 @@ type editorEntry struct {
 // editorEntries reads the stdio servers of an editor's file; servers
 // reached by URL are left out. None, and no error, for a file of the
 // editor that holds no servers (a settings.json without "mcp").
-func editorEntries(data []byte) ([]editorEntry, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(stripJSONC(data), &top); err != nil {
+func editorEntries(data []byte, file string) ([]editorEntry, error) {
+	top, _, err := decodeFile(data, file)
+	var fe *formatError
+	switch {
+	case errors.As(err, &fe):
+		return nil, errors.New("not valid " + fe.Format)
+	case err != nil:
 		return nil, errors.New("not valid JSON")
 	}
 	sources, err := importSources(top, &Result{})
@@ -79,8 +83,8 @@ func editorEntries(data []byte) ([]editorEntry, error) {
 	var out []editorEntry
 	for _, src := range sources {
 		for _, name := range slices.Sorted(maps.Keys(src.entries)) {
-			var e map[string]json.RawMessage
-			if json.Unmarshal(src.entries[name], &e) != nil {
+			e, skip := readEntry(src.entries[name], src.rules)
+			if skip != "" {
 				continue
 			}
 			command, skip := stdioCommand(e)
@@ -143,7 +147,7 @@ func Check(in Checkup) []Finding {
 		}
 		var entries []editorEntry
 		if err == nil {
-			entries, err = editorEntries(data)
+			entries, err = editorEntries(data, f.Path)
 		}
 		if err != nil {
 			d.add(Note, "%s %s: not read: %v", f.Client.Name, d.Tilde(f.Path), err)

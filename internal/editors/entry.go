@@ -41,7 +41,11 @@ func (c *Client) PrintStdio(out, hint io.Writer, name string, command []string) 
 	} else {
 		fmt.Fprintln(hint, "# put this in "+c.Where)
 	}
-	return c.printJSON(out, name, stdioEntry{Type: c.StdioType, Command: command[0], Args: command[1:]})
+	var entry any = stdioEntry{Type: c.StdioType, Command: command[0], Args: command[1:]}
+	if c.StdioEntry != nil {
+		entry = c.StdioEntry(command)
+	}
+	return c.print(out, name, entry)
 }
 
 // TakesHTTP says why the editor cannot reach a server by URL, if it
@@ -62,12 +66,19 @@ func (c *Client) PrintHTTP(out, hint io.Writer, name, url, token string) error {
 	fmt.Fprintln(hint, "# this holds the daemon's token: keep the file it goes in private")
 	fmt.Fprintln(hint, "# put this in "+cmp.Or(c.HTTPWhere, c.Where))
 	headers := map[string]string{"Authorization": "Bearer " + token}
-	return c.printJSON(out, name, httpEntry{Type: c.HTTPType, URL: url, Headers: headers})
+	var entry any = httpEntry{Type: c.HTTPType, URL: url, Headers: headers}
+	if c.HTTPEntry != nil {
+		entry = c.HTTPEntry(url, headers)
+	}
+	return c.print(out, name, entry)
 }
 
-// printJSON writes the editor's object of servers holding entry as name,
-// indented, without HTML escaping.
-func (c *Client) printJSON(w io.Writer, name string, entry any) error {
+// print writes the editor's object of servers holding entry as name: in
+// its own format, else in JSON, indented, without HTML escaping.
+func (c *Client) print(w io.Writer, name string, entry any) error {
+	if c.Print != nil {
+		return c.Print(w, name, entry)
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

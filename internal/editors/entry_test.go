@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pelletier/go-toml/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -74,7 +75,7 @@ func TestClientConfigMatchesEditorSchemas(t *testing.T) {
 		dec.DisallowUnknownFields()
 		require.NoError(t, dec.Decode(v), "%s snippet:\n%s", editor, text)
 	}
-	for _, editor := range []string{"claude", "claude-desktop", "cursor"} {
+	for _, editor := range []string{"claude", "claude-desktop", "cursor", "gemini", "windsurf", "jetbrains"} {
 		var doc struct {
 			MCPServers map[string]stdio `json:"mcpServers"`
 		}
@@ -86,26 +87,69 @@ func TestClientConfigMatchesEditorSchemas(t *testing.T) {
 	}
 	decode(t, "vscode", &vscode)
 	assert.Equal(t, map[string]stdio{"memory": {Type: "stdio", Command: exe, Args: []string{"connect", "memory"}}}, vscode.Servers)
+	var zed struct {
+		ContextServers map[string]stdio `json:"context_servers"`
+	}
+	decode(t, "zed", &zed)
+	assert.Equal(t, map[string]stdio{"memory": {Command: exe, Args: []string{"connect", "memory"}}}, zed.ContextServers)
+	type local struct {
+		Type    string   `json:"type"`
+		Command []string `json:"command"`
+		Enabled bool     `json:"enabled"`
+	}
+	var opencode struct {
+		MCP map[string]local `json:"mcp"`
+	}
+	decode(t, "opencode", &opencode)
+	assert.Equal(t, map[string]local{"memory": {Type: "local", Command: []string{exe, "connect", "memory"}, Enabled: true}}, opencode.MCP)
+
+	// Codex's is TOML, after its command line.
+	var out bytes.Buffer
+	client, err := editors.Lookup("codex")
+	require.NoError(t, err)
+	require.NoError(t, client.PrintStdio(&out, io.Discard, "memory", []string{exe, "connect", "memory"}))
+	text := out.String()
+	text = text[strings.Index(text, "[mcp_servers."):]
+	var codex struct {
+		MCPServers map[string]stdio `toml:"mcp_servers"`
+	}
+	dec := toml.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&codex), "codex snippet:\n%s", text)
+	assert.Equal(t, map[string]stdio{"memory": {Command: exe, Args: []string{"connect", "memory"}}}, codex.MCPServers)
 }
 
 // TestClientLists checks the texts made from Clients: the usage, help and
 // messages of client-config, and the editors doctor names.
 func TestClientLists(t *testing.T) {
-	assert.Equal(t, "claude|claude-desktop|cursor|vscode", editors.ForChoices())
-	assert.Equal(t, "claude, claude-desktop, cursor or vscode", editors.ForValues())
+	assert.Equal(t, "claude|claude-desktop|cursor|vscode|codex|opencode|gemini|zed|windsurf|jetbrains", editors.ForChoices())
+	assert.Equal(t, "claude, claude-desktop, cursor, vscode, codex, opencode, gemini, zed, windsurf or jetbrains", editors.ForValues())
 	assert.Equal(t, `  --for claude          Claude Code: a "claude mcp add" command line, or .mcp.json
                         (with --http, .mcp.json only: no command line carries the token)
   --for claude-desktop  Claude Desktop's claude_desktop_config.json
   --for cursor          Cursor's mcp.json
-  --for vscode          VS Code's mcp.json`, editors.ForHelp())
+  --for vscode          VS Code's mcp.json
+  --for codex           Codex: a "codex mcp add" command line, or ~/.codex/config.toml
+                        (with --http, config.toml only: no command line carries the token)
+  --for opencode        opencode's opencode.json
+  --for gemini          Gemini CLI's settings.json
+  --for zed             Zed's settings.json
+  --for windsurf        Windsurf's mcp_config.json
+  --for jetbrains       JetBrains: Junie's mcp.json, or AI Assistant's MCP settings (Add > As JSON)`, editors.ForHelp())
 	for _, tt := range []struct{ target, want, wantErr string }{
 		{"claude", "Claude Code", ""},
 		{"claude-code", "Claude Code", ""},
 		{"claude-desktop", "Claude Desktop", ""},
 		{"cursor", "Cursor", ""},
 		{"vscode", "VS Code", ""},
-		{"", "", "missing --for: claude (Claude Code), claude-desktop, cursor or vscode"},
-		{"emacs", "", `--for "emacs": want claude (Claude Code), claude-desktop, cursor or vscode`},
+		{"codex", "Codex", ""},
+		{"opencode", "opencode", ""},
+		{"gemini", "Gemini CLI", ""},
+		{"zed", "Zed", ""},
+		{"windsurf", "Windsurf", ""},
+		{"jetbrains", "JetBrains", ""},
+		{"", "", "missing --for: claude (Claude Code), claude-desktop, cursor, vscode, codex, opencode, gemini, zed, windsurf or jetbrains"},
+		{"emacs", "", `--for "emacs": want claude (Claude Code), claude-desktop, cursor, vscode, codex, opencode, gemini, zed, windsurf or jetbrains`},
 	} {
 		c, err := editors.Lookup(tt.target)
 		if tt.wantErr != "" {

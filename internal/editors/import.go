@@ -7,14 +7,17 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux"
 )
 
 // maxImportSize bounds the file import reads: Claude Code's ~/.claude.json
@@ -44,6 +47,7 @@ type Result struct {
 	Kinds   []string // the shapes recognised, such as "VS Code mcp.json"
 	Servers []Server // in output order
 	Skipped []string // why entries were not imported, one line each
+	reuse   bool     // an entry that runs the same as a server taken under another name is that server (adopt)
 }
 
 // Server is one stdio server of an editor's file, ready to be written as
@@ -58,6 +62,11 @@ type Server struct {
 	Checks  map[string][]string // "check:" comments above a line: "command", "args", "cwd" or "env.NAME"
 	CwdNote string              // a cwd line written commented out, when the cwd cannot be used as it is
 	Share   string              // "project" for an entry of a project's config; "" otherwise
+
+	InheritEnv     []string // variables the editor passed on from its own environment
+	StartTimeout   string   // start_timeout, from the editor's timeout for a server to start; "" for none
+	RequestTimeout string   // request_timeout, from the editor's timeout for a request; "" for none
+	MaxConcurrency int      // max_concurrency, for a server known to be unsafe to share; 0 for none
 }
 
 // importSource is one object of servers: name -> entry.
@@ -66,6 +75,14 @@ type importSource struct {
 	origin  string // "" or "project PATH" (Claude Code's ~/.claude.json)
 	project string // what makes its entries a project's, when they are: they get share = "project"
 	entries map[string]json.RawMessage
+	rules   entryRules
+	path    []string // the members leading to entries from the top; nil for a project's (Shape.Each)
+}
+
+// entryRules are what is particular to the entries of one source.
+type entryRules struct {
+	normalize func(e map[string]json.RawMessage) (skip string) // the shape's Normalize
+	timeouts  []Timeout                                        // the editor's Timeouts
 }
 
 // workspaceRefs are the editors' names for the project's folder, which
@@ -74,22 +91,17 @@ var workspaceRefs = []string{"${workspaceFolder}", "${workspaceRoot}", "${PWD}",
 
 const importExpected = `expected a JSON object with "mcpServers" (Claude Desktop, Claude Code, Cursor), ` +
 	`"projects" holding "mcpServers" (Claude Code's ~/.claude.json), "servers" (VS Code's mcp.json) ` +
-	`or "mcp": {"servers": ...} (VS Code's settings.json)`
+	`or "mcp": {"servers": ...} (VS Code's settings.json); also "mcp" holding entries of "type" "local" or "remote" (opencode.json), ` +
+	`"context_servers" (Zed's settings.json), or, in a .toml file, [mcp_servers.NAME] tables (Codex's config.toml)`
 
 // Import finds the MCP servers in an editor's config file (JSON, with
 // comments and trailing commas allowed) and converts those that run over
 // stdio, each into a [servers.NAME] table that loads. file names the file
 // in errors and in the output.
 func Import(data []byte, file string) (*Result, error) {
-	clean := stripJSONC(data)
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(clean, &top); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			line, col := offsetLineCol(clean, int(se.Offset)-1) // Offset is just past the bad byte
-			return nil, fmt.Errorf("import %s:%d:%d: not valid JSON: %v; %s", file, line, col, se, importExpected)
-		}
-		return nil, fmt.Errorf("import %s: not an MCP server list: %s", file, importExpected)
+	top, expected, err := decodeFile(data, file)
+	if err != nil {
+		return nil, fmt.Errorf("import %s%w", file, err)
 	}
 	res := &Result{File: file}
 	sources, err := importSources(top, res)
@@ -97,7 +109,12 @@ func Import(data []byte, file string) (*Result, error) {
 		return nil, fmt.Errorf("import %s: %w", file, err)
 	}
 	if len(res.Kinds) == 0 {
-		return nil, fmt.Errorf("import %s: no MCP servers found: %s", file, importExpected)
+		return nil, fmt.Errorf("import %s: no MCP servers found: %s", file, expected)
+	}
+	if c := fileClient(file); c != nil {
+		for i := range sources {
+			sources[i].rules.timeouts = c.Timeouts
+		}
 	}
 	if scope := projectFile(file); scope != "" {
 		for i := range sources {
@@ -115,24 +132,70 @@ func Import(data []byte, file string) (*Result, error) {
 	return res, nil
 }
 
+// formatError is an editor's file that is not valid in the editor's own
+// format (Client.Decode).
+type formatError struct {
+	Line, Col int    // where, 1-based
+	Format    string // "TOML"
+	Msg       string
+	Expected  string // what import looks for in such a file
+}
+
+func (e *formatError) Error() string {
+	return fmt.Sprintf(":%d:%d: not valid %s: %s; expected %s", e.Line, e.Col, e.Format, e.Msg, e.Expected)
+}
+
+// decodeFile reads an editor's file as its name says it is written: in
+// an editor's own format (Client.Ext), else as JSON with comments and
+// trailing commas. It returns the file's top object and what import looks
+// for in it; an error reads after the file's name.
+func decodeFile(data []byte, file string) (top map[string]json.RawMessage, expected string, err error) {
+	for _, c := range Clients {
+		if c.Decode != nil && strings.HasSuffix(file, c.Ext) {
+			top, err := c.Decode(data)
+			var fe *formatError
+			if errors.As(err, &fe) {
+				fe.Expected = c.Expected
+			}
+			return top, "expected " + c.Expected, err
+		}
+	}
+	clean := stripJSONC(data)
+	if err := json.Unmarshal(clean, &top); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := offsetLineCol(clean, int(se.Offset)-1) // Offset is just past the bad byte
+			return nil, "", fmt.Errorf(":%d:%d: not valid JSON: %v; %s", line, col, se, importExpected)
+		}
+		return nil, "", fmt.Errorf(": not an MCP server list: %s", importExpected)
+	}
+	return top, importExpected, nil
+}
+
 // importSources finds the objects of servers in an editor's config, in
-// the shapes of Clients, and notes their kinds in res.
+// the shapes of Clients, and notes their kinds in res. Shapes that check
+// what they read come first; a shape several editors share is read once.
 func importSources(top map[string]json.RawMessage, res *Result) ([]importSource, error) {
 	var sources []importSource
-	var seen [][]string // a shape several editors share is read once
-	for _, c := range Clients {
-		for _, sh := range c.Shapes {
-			if slices.ContainsFunc(seen, func(p []string) bool { return slices.Equal(p, sh.Path) }) {
-				continue
-			}
-			seen = append(seen, sh.Path)
-			found, err := sh.sources(c, top)
-			if err != nil {
-				return nil, err
-			}
-			if len(found) > 0 {
-				res.Kinds = append(res.Kinds, sh.Kind)
-				sources = append(sources, found...)
+	var seen [][]string
+	for _, checked := range []bool{true, false} {
+		for _, c := range Clients {
+			for _, sh := range c.Shapes {
+				if (sh.Accept != nil) != checked || slices.ContainsFunc(seen, func(p []string) bool { return slices.Equal(p, sh.Path) }) {
+					continue
+				}
+				found, ok, err := sh.sources(c, top)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					continue
+				}
+				seen = append(seen, sh.Path)
+				if len(found) > 0 {
+					res.Kinds = append(res.Kinds, sh.Kind)
+					sources = append(sources, found...)
+				}
 			}
 		}
 	}
@@ -141,38 +204,44 @@ func importSources(top map[string]json.RawMessage, res *Result) ([]importSource,
 
 // sources are the objects of servers of shape sh in the file whose top
 // object is top. A member on the way that is not an object belongs to
-// some other tool: the shape is not there.
-func (sh Shape) sources(c *Client, top map[string]json.RawMessage) ([]importSource, error) {
+// some other tool: the shape is not there. ok is false when the shape's
+// Accept refuses the object it found, which is left to other shapes.
+func (sh Shape) sources(c *Client, top map[string]json.RawMessage) (found []importSource, ok bool, err error) {
 	quoted := make([]string, len(sh.Path))
 	for i, k := range sh.Path {
 		quoted[i] = strconv.Quote(k)
 	}
 	what := strings.Join(quoted, ".")
-	raw, ok := top[sh.Path[0]]
+	raw, there := top[sh.Path[0]]
 	for _, k := range sh.Path[1:] {
 		var obj map[string]json.RawMessage
-		if !ok || json.Unmarshal(raw, &obj) != nil {
-			return nil, nil
+		if !there || json.Unmarshal(raw, &obj) != nil {
+			return nil, sh.Accept == nil, nil
 		}
-		raw, ok = obj[k]
+		raw, there = obj[k]
 	}
+	rules := entryRules{normalize: sh.Normalize, timeouts: c.Timeouts}
 	switch {
-	case !ok:
-		return nil, nil
+	case !there:
+		return nil, sh.Accept == nil, nil
 	case sh.Each != "":
-		return sh.projectSources(c, what, raw)
+		found, err := sh.projectSources(c, what, raw, rules)
+		return found, true, err
 	}
 	entries, err := serverObject(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s %w", what, err)
+	switch {
+	case sh.Accept != nil && (err != nil || !sh.Accept(entries)):
+		return nil, false, nil
+	case err != nil:
+		return nil, true, fmt.Errorf("%s %w", what, err)
 	}
-	return []importSource{{entries: entries}}, nil
+	return []importSource{{entries: entries, rules: rules, path: sh.Path}}, true, nil
 }
 
 // projectSources are the servers of an object of projects (Claude Code's
 // ~/.claude.json keeps its per-project state there, some of it servers).
 // One of another shape belongs to some other tool: it is ignored.
-func (sh Shape) projectSources(c *Client, what string, raw json.RawMessage) ([]importSource, error) {
+func (sh Shape) projectSources(c *Client, what string, raw json.RawMessage, rules entryRules) ([]importSource, error) {
 	var projects map[string]map[string]json.RawMessage
 	if json.Unmarshal(raw, &projects) != nil {
 		return nil, nil
@@ -186,14 +255,19 @@ func (sh Shape) projectSources(c *Client, what string, raw json.RawMessage) ([]i
 		if err != nil {
 			return nil, fmt.Errorf("%s.%q.%q %w", what, p, sh.Each, err)
 		}
-		sources = append(sources, importSource{client: c.Name, origin: "project " + p, project: "that project's entry", entries: entries})
+		sources = append(sources, importSource{client: c.Name, origin: "project " + p, project: "that project's entry", entries: entries, rules: rules})
 	}
 	return sources, nil
 }
 
 // add converts the entry orig of src into res: a server under a name no
 // other has taken, or a line saying why it is skipped.
-func (res *Result) add(src importSource, orig string, taken map[string]*Server) {
+//
+// It returns the name of the server the entry runs as: the new one, one
+// taken before that runs the same thing, or "" when it is skipped. With
+// res.reuse, an entry that runs the same as any server taken before is
+// that server, whatever its name.
+func (res *Result) add(src importSource, orig string, taken map[string]*Server) string {
 	label := strconv.Quote(orig)
 	if src.origin != "" {
 		label += " (" + src.origin + ")"
@@ -204,10 +278,10 @@ func (res *Result) add(src importSource, orig string, taken map[string]*Server) 
 			raw = bytes.ReplaceAll(raw, []byte(ref), []byte("{project}"))
 		}
 	}
-	s, skip := convertEntry(orig, raw)
+	s, skip := convertEntry(raw, src.rules)
 	if skip != "" {
 		res.Skipped = append(res.Skipped, label+" "+skip)
-		return
+		return ""
 	}
 	if src.origin != "" {
 		s.Notes = append(s.Notes, "from "+src.client+"'s "+src.origin)
@@ -216,9 +290,18 @@ func (res *Result) add(src importSource, orig string, taken map[string]*Server) 
 		s.shareByProject(src.project)
 	}
 	name := sanitizeServerName(orig)
+	if res.reuse {
+		for _, n := range slices.Sorted(maps.Keys(taken)) {
+			if sameServer(taken[n], &s) && taken[n].Share == s.Share {
+				return n
+			}
+		}
+	}
 	if prev := taken[name]; prev != nil && sameServer(prev, &s) {
-		res.Skipped = append(res.Skipped, label+" is the same as [servers."+tomlKey(name)+"]")
-		return
+		if !res.reuse {
+			res.Skipped = append(res.Skipped, label+" is the same as [servers."+tomlKey(name)+"]")
+		}
+		return name
 	}
 	if taken[name] != nil && src.origin != "" {
 		name = sanitizeServerName(orig + "-" + filepath.Base(strings.TrimPrefix(src.origin, "project ")))
@@ -232,10 +315,11 @@ func (res *Result) add(src importSource, orig string, taken map[string]*Server) 
 	// The table must load on its own; what does not is reported instead.
 	if _, err := config.Parse([]byte(s.TOML()), "", ""); err != nil {
 		res.Skipped = append(res.Skipped, label+" does not convert: "+strings.ReplaceAll(err.Error(), "\n", "; "))
-		return
+		return ""
 	}
 	res.Servers = append(res.Servers, s)
 	taken[name] = &s
+	return name
 }
 
 // serverObject decodes an object of servers, name -> entry.
@@ -248,14 +332,37 @@ func serverObject(raw json.RawMessage) (map[string]json.RawMessage, error) {
 }
 
 // importKeys are the entry keys import understands; others are listed as ignored.
-var importKeys = []string{"args", "command", "cwd", "disabled", "env", "envFile", "headers", "httpUrl", "serverUrl", "type", "url"}
+var importKeys = []string{"args", "command", "cwd", "disabled", "enabled", "env", "envFile", "env_vars", "headers", "httpUrl", "serverUrl", "type", "url"}
+
+// toolFilters are the editors' keys that show a server's tools, or hide
+// some: import says what they did, as mcpmux shows every tool.
+var toolFilters = map[string]string{
+	"includeTools":   "only these of its tools were offered",
+	"enabled_tools":  "only these of its tools were offered",
+	"excludeTools":   "these of its tools were hidden",
+	"disabled_tools": "these of its tools were hidden",
+	"disabledTools":  "these of its tools were hidden",
+}
+
+// readEntry decodes one server entry, in the shape most editors share.
+func readEntry(raw json.RawMessage, rules entryRules) (e map[string]json.RawMessage, skip string) {
+	if err := json.Unmarshal(raw, &e); err != nil || e == nil {
+		return nil, "is not an object"
+	}
+	if rules.normalize != nil {
+		if skip := rules.normalize(e); skip != "" {
+			return nil, skip
+		}
+	}
+	return e, ""
+}
 
 // convertEntry converts one server entry. skip, when not "", ends a
 // sentence saying why the entry is not imported ("is a URL server ...").
-func convertEntry(name string, raw json.RawMessage) (s Server, skip string) {
-	var e map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &e); err != nil || e == nil {
-		return s, "is not an object"
+func convertEntry(raw json.RawMessage, rules entryRules) (s Server, skip string) {
+	e, skip := readEntry(raw, rules)
+	if skip != "" {
+		return s, skip
 	}
 	command, skip := stdioCommand(e)
 	if skip != "" {
@@ -278,8 +385,77 @@ func convertEntry(name string, raw json.RawMessage) (s Server, skip string) {
 	if cwd, ok := entryText(e, "cwd"); ok && cwd != "" {
 		s.convertCwd(cwd)
 	}
-	s.noteTheRest(e)
+	s.convertInheritEnv(e["env_vars"])
+	for _, t := range rules.timeouts {
+		s.convertTimeout(t, e[t.Key])
+	}
+	s.noteToolFilters(e)
+	s.noteTheRest(e, rules.timeouts)
 	return s, ""
+}
+
+// convertInheritEnv takes the names of the variables the editor passed on
+// from its own environment (Codex's env_vars).
+func (s *Server) convertInheritEnv(v json.RawMessage) {
+	if v == nil {
+		return
+	}
+	var names []string
+	if json.Unmarshal(v, &names) != nil {
+		s.Notes = append(s.Notes, "check: env_vars left out: not a list of variable names")
+		return
+	}
+	for _, n := range names {
+		if !config.ValidEnvName(n) {
+			s.Notes = append(s.Notes, fmt.Sprintf("check: env_vars %q left out: not a valid variable name", n))
+			continue
+		}
+		s.InheritEnv = append(s.InheritEnv, n)
+	}
+}
+
+// convertTimeout takes one of the editor's timeouts, as the mcpmux key it
+// becomes.
+func (s *Server) convertTimeout(t Timeout, v json.RawMessage) {
+	if v == nil {
+		return
+	}
+	n, err := strconv.ParseFloat(string(v), 64)
+	d := time.Duration(n * float64(t.Unit)).Round(time.Millisecond)
+	if err != nil || d <= 0 || n*float64(t.Unit) > float64(math.MaxInt64) {
+		s.Notes = append(s.Notes, fmt.Sprintf("check: %s %s left out: not a positive number", t.Key, v))
+		return
+	}
+	if t.As == "start_timeout" && d <= mux.DefaultStartTimeout {
+		return // mcpmux waits that long already
+	}
+	text := strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	if d%time.Second == 0 {
+		text = strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	if t.As == "start_timeout" {
+		s.StartTimeout = text
+	} else {
+		s.RequestTimeout = text
+	}
+}
+
+// noteToolFilters says which tools the editor showed of the server, as
+// mcpmux shows them all.
+func (s *Server) noteToolFilters(e map[string]json.RawMessage) {
+	for _, k := range slices.Sorted(maps.Keys(toolFilters)) {
+		v, ok := e[k]
+		if !ok {
+			continue
+		}
+		var tools []string
+		if json.Unmarshal(v, &tools) != nil {
+			s.Notes = append(s.Notes, fmt.Sprintf("check: %s is not a list of tool names", k))
+			continue
+		}
+		s.Notes = append(s.Notes, fmt.Sprintf("check: %s: %s: %s; mcpmux offers every tool of the server",
+			k, toolFilters[k], strings.Join(tools, ", ")))
+	}
 }
 
 // entryText is the text of an entry's key ("" and true when absent); ok
@@ -417,7 +593,7 @@ func (s *Server) convertCwd(cwd string) {
 	s.CwdNote = "cwd = " + tomlString(cwd)
 	fi, err := os.Stat(cwd)
 	switch {
-	case strings.Contains(cwd, "${"):
+	case varRef(cwd) != "":
 		s.check("cwd", refCheck(varRef(cwd), "")+"; then uncomment the line")
 	case !filepath.IsAbs(cwd):
 		s.check("cwd", "not an absolute path: make it one, then uncomment the line")
@@ -448,23 +624,31 @@ func (s *Server) shareByProject(scope string) {
 }
 
 // noteTheRest notes what the entry says that mcpmux does not take.
-func (s *Server) noteTheRest(e map[string]json.RawMessage) {
+func (s *Server) noteTheRest(e map[string]json.RawMessage, timeouts []Timeout) {
 	if f, ok := entryText(e, "envFile"); ok && f != "" {
 		s.Notes = append(s.Notes, fmt.Sprintf("check: it read variables from envFile %q: mcpmux has no envFile; copy them into env", f))
 	}
-	if d, _ := entryText(e, "disabled"); d == "true" {
+	d, _ := entryText(e, "disabled")
+	if enabled, _ := entryText(e, "enabled"); d == "true" || enabled == "false" {
 		s.Notes = append(s.Notes, "check: it is disabled in the editor; leave this table out if you do not want it")
 	}
+	if ignored := unknownKeys(e, timeouts); len(ignored) > 0 {
+		s.Notes = append(s.Notes, "ignored, as mcpmux has no equivalent: "+strings.Join(ignored, ", "))
+	}
+}
+
+// unknownKeys are the keys of an entry import does not understand, sorted.
+func unknownKeys(e map[string]json.RawMessage, timeouts []Timeout) []string {
 	var ignored []string
 	for k := range e {
-		if !slices.Contains(importKeys, k) {
+		_, filter := toolFilters[k]
+		timeout := slices.ContainsFunc(timeouts, func(t Timeout) bool { return t.Key == k })
+		if !slices.Contains(importKeys, k) && !filter && !timeout {
 			ignored = append(ignored, k)
 		}
 	}
-	if len(ignored) > 0 {
-		slices.Sort(ignored)
-		s.Notes = append(s.Notes, "ignored, as mcpmux has no equivalent: "+strings.Join(ignored, ", "))
-	}
+	slices.Sort(ignored)
+	return ignored
 }
 
 // jsonText returns a JSON string's value, or the text of a number or a
@@ -488,12 +672,19 @@ func jsonText(raw json.RawMessage) (string, bool) {
 }
 
 // varRefPattern matches a variable reference: ${input:id}, ${env:NAME},
-// ${workspaceFolder}, ${NAME:-default}.
-var varRefPattern = regexp.MustCompile(`\$\{[^}]*\}`)
+// ${workspaceFolder}, ${NAME:-default}; bareVarPattern those of Gemini CLI
+// ($NAME) and opencode ({env:NAME}, {file:PATH}).
+var (
+	varRefPattern  = regexp.MustCompile(`\$\{[^}]*\}`)
+	bareVarPattern = regexp.MustCompile(`\$[A-Za-z_][A-Za-z0-9_]*|\{(env|file):[^}]*\}`)
+)
 
 // varRef returns the first variable reference in s, or "".
 func varRef(s string) string {
 	if m := varRefPattern.FindString(s); m != "" {
+		return m
+	}
+	if m := bareVarPattern.FindString(s); m != "" {
 		return m
 	}
 	if strings.Contains(s, "${") {
@@ -506,7 +697,7 @@ func varRef(s string) string {
 // variable's name when the reference is an env value.
 func refCheck(ref, envKey string) string {
 	msg := fmt.Sprintf("%s is kept as written: mcpmux does not expand ${...}; replace it with the value", ref)
-	inner := strings.TrimSuffix(strings.TrimPrefix(ref, "${"), "}")
+	inner := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(ref, "$"), "{"), "}")
 	inner = strings.TrimPrefix(inner, "env:")
 	if i := strings.Index(inner, ":-"); i >= 0 {
 		inner = inner[:i]

@@ -46,11 +46,7 @@ func (s *Server) TOML() string {
 	b.WriteString("command = " + tomlString(s.Command) + "\n")
 	if len(s.Args) > 0 {
 		checks("args")
-		quoted := make([]string, len(s.Args))
-		for i, a := range s.Args {
-			quoted[i] = tomlString(a)
-		}
-		b.WriteString("args = [" + strings.Join(quoted, ", ") + "]\n")
+		b.WriteString("args = " + tomlStrings(s.Args) + "\n")
 	}
 	if s.Share != "" {
 		b.WriteString("share = " + tomlString(s.Share) + "\n")
@@ -61,6 +57,18 @@ func (s *Server) TOML() string {
 		b.WriteString("cwd = " + tomlString(s.Cwd) + "\n")
 	case s.CwdNote != "":
 		b.WriteString("# " + tomlComment(s.CwdNote) + "\n")
+	}
+	if len(s.InheritEnv) > 0 {
+		b.WriteString("inherit_env = " + tomlStrings(s.InheritEnv) + "\n")
+	}
+	if s.StartTimeout != "" {
+		b.WriteString("start_timeout = " + tomlString(s.StartTimeout) + "\n")
+	}
+	if s.RequestTimeout != "" {
+		b.WriteString("request_timeout = " + tomlString(s.RequestTimeout) + "\n")
+	}
+	if s.MaxConcurrency > 0 {
+		fmt.Fprintf(&b, "max_concurrency = %d\n", s.MaxConcurrency)
 	}
 	if len(s.Env) > 0 {
 		b.WriteString("\n[" + table + ".env]\n")
@@ -82,6 +90,15 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// tomlStrings writes list as a TOML array of strings, on one line.
+func tomlStrings(list []string) string {
+	quoted := make([]string, len(list))
+	for i, a := range list {
+		quoted[i] = tomlString(a)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
 }
 
 // tomlKey writes k as a TOML key: bare when it can be, else quoted.

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/editors"
+)
+
+// `mcpmux adopt` moves the servers of the editors' files on this machine
+// to mcpmux in one go (package editors works it out and writes it).
+
+// adoptEnv is what adopt looks at: the machine and the folder it runs in
+// (for the editors' project files).
+type adoptEnv struct {
+	setupEnv
+	cwd string
+}
+
+func newAdoptCmd() *cobra.Command {
+	env := adoptEnv{setupEnv: hostSetupEnv()}
+	env.cwd, _ = os.Getwd()
+	return newAdoptCmdWith(env)
+}
+
+func newAdoptCmdWith(env adoptEnv) *cobra.Command {
+	var dryRun, undo bool
+	cmd := &cobra.Command{
+		Use:   "adopt [--dry-run] [--undo]",
+		Short: "Move the MCP servers of every editor's config on this machine to mcpmux",
+		Long: `Reads the editors' MCP config files where doctor looks (each editor's
+user files, and the project files of this folder), adds their stdio servers
+to mux.toml (an entry that runs the same command, args and env as a server
+there, or as another entry, is that server; a project's file gives share =
+"project"), and rewrites each entry to run "mcpmux connect NAME", keeping
+the rest of each file byte for byte. Each file is backed up beside itself
+first, as FILE.mcpmux-backup; --undo puts every backup back (a mux.toml
+that adopt created stays). The editor's own keys of an entry (its timeouts,
+the tools it shows, "disabled") stay in it; servers known to lose data when
+shared (server-memory) get max_concurrency = 1, with a comment that says why.
+
+Files it cannot read, and entries it does not understand (servers reached by
+URL, keys it does not know), are left as they are and listed. In Codex's
+config.toml, each server's [mcp_servers.NAME] table is written anew (its
+comments go; its other keys stay); the rest of the file stays as it was.`,
+		Args: cobra.NoArgs,
+	}
+	configPath := configPathFlag(cmd, env.getenv)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the changes as diffs and write nothing")
+	cmd.Flags().BoolVar(&undo, "undo", false, "put back every file adopt rewrote, from its backup")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		path, isDefault, err := configPath()
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if undo {
+			restored, err := editors.Undo(editors.AdoptedFiles(env.getenv, env.goos, env.cwd, path))
+			for _, p := range restored {
+				fmt.Fprintf(out, "restored %s\n", p)
+			}
+			if err == nil && len(restored) == 0 {
+				fmt.Fprintf(out, "no backups (FILE%s) to put back\n", editors.BackupSuffix)
+			}
+			return err
+		}
+		in, err := adoptInput(env, path, isDefault)
+		if err != nil {
+			return err
+		}
+		plan, err := editors.PlanAdoption(in)
+		if err != nil {
+			return err
+		}
+		for _, l := range plan.Adopted {
+			fmt.Fprintf(out, "through mcpmux: %s\n", l)
+		}
+		for _, l := range plan.Left {
+			fmt.Fprintf(out, "left: %s\n", l)
+		}
+		for _, s := range plan.Added {
+			fmt.Fprintf(out, "new server: %s\n", s.Name)
+		}
+		if len(plan.Rewrites) == 0 {
+			fmt.Fprintln(out, "nothing to adopt")
+			return nil
+		}
+		if dryRun {
+			for _, r := range plan.Rewrites {
+				fmt.Fprint(out, "\n"+editors.Diff(r.Path, r.Old, r.New))
+			}
+			return nil
+		}
+		if err := plan.Apply(); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote %d files, each backed up beside itself (FILE%s); mcpmux adopt --undo puts them back\n",
+			len(plan.Rewrites), editors.BackupSuffix)
+		return nil
+	}
+	return cmd
+}
+
+// adoptInput gathers what adoption needs: mux.toml's text and servers,
+// and the command line that reaches a server through this mcpmux.
+func adoptInput(env adoptEnv, path string, isDefault bool) (editors.AdoptInput, error) {
+	in := editors.AdoptInput{Getenv: env.getenv, GOOS: env.goos, Cwd: env.cwd, Config: path}
+	text, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return in, fmt.Errorf("adopt: %w", err)
+	default:
+		cfg, err := config.Load(path)
+		if err != nil {
+			return in, err
+		}
+		in.ConfigText = text
+		for _, s := range cfg.Servers {
+			u := s.Hub.Upstream
+			in.Servers = append(in.Servers, editors.Server{Name: s.Name(), Command: u.Command, Args: u.Args, Env: u.Env, Cwd: u.Dir, Share: s.Share})
+		}
+	}
+	exe, err := env.executable()
+	if err != nil {
+		return in, err
+	}
+	if err := stableExecutable(exe); err != nil {
+		return in, err
+	}
+	in.Connect = []string{exe, "connect"}
+	if !isDefault {
+		in.Connect = append(in.Connect, "--config", path)
+	}
+	return in, nil
+}
