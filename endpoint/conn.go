@@ -65,6 +65,7 @@ type call struct {
 // have.
 type fan struct {
 	method   string
+	paged    bool // a list's later page
 	clientID json.RawMessage
 	tag      uint64
 	left     int
@@ -265,7 +266,12 @@ var initializedFrame = []byte(`{"jsonrpc":"2.0","method":"notifications/initiali
 // fanOut sends a request of the client to each of targets (frameFor makes
 // its frame under the id given) and answers once all have answered.
 func (c *conn) fanOut(method string, clientID json.RawMessage, tag uint64, targets []*member, frameFor func(m *member, id []byte) []byte) {
-	f := &fan{method: method, clientID: clientID, tag: tag, answers: make([]fanAnswer, len(targets))}
+	c.fanOutPaged(method, false, clientID, tag, targets, frameFor)
+}
+
+// fanOutPaged is fanOut for a list, paged when it asks for a later page.
+func (c *conn) fanOutPaged(method string, paged bool, clientID json.RawMessage, tag uint64, targets []*member, frameFor func(m *member, id []byte) []byte) {
+	f := &fan{method: method, paged: paged, clientID: clientID, tag: tag, answers: make([]fanAnswer, len(targets))}
 	c.sess.Begin()
 	sends, done := c.register(f, targets)
 	for _, s := range sends {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,10 +32,11 @@ type fake struct {
 	name    string
 	tools   []string
 	prompts []string
-	uris    []string // its resources
-	paged   bool     // tools/list in pages: the first tool, then the rest
-	initErr string // answer initialize with this upstream_unavailable error
-	hold    bool   // never answer tools/call
+	uris    []string    // its resources
+	paged   bool        // tools/list in pages: the first tool, then the rest
+	initErr string      // answer initialize with an upstream_unavailable error
+	hold    bool        // never answer tools/call
+	broken  atomic.Bool // the same as initErr, from now on
 
 	mu   sync.Mutex
 	seen []string // "method" or "tools/call NAME", and frames of notifications and answers
@@ -76,13 +78,14 @@ func (f *fake) answer(msg *jsonrpc.Message, name string) []byte {
 		b, _ := json.Marshal(v)
 		return jsonrpc.Response(msg.ID, b)
 	}
-	if f.initErr != "" && msg.Method != "initialize" { // as a router does for a session not initialized
+	failed := f.initErr != "" || f.broken.Load()
+	if failed && msg.Method != "initialize" { // as a router does for a session not initialized
 		return (&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not initialized", Reason: jsonrpc.ReasonNotInitialized}).Response(msg.ID)
 	}
 	switch msg.Method {
 	case "initialize":
-		if f.initErr != "" {
-			return (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: f.initErr, Reason: jsonrpc.ReasonUpstreamUnavailable, Server: f.name}).Response(msg.ID)
+		if failed {
+			return (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server " + f.name + " is failed", Reason: jsonrpc.ReasonUpstreamUnavailable, Server: f.name}).Response(msg.ID)
 		}
 		caps := map[string]any{"tools": map[string]any{}}
 		if len(f.prompts) > 0 {
@@ -174,6 +177,12 @@ type client struct {
 // serve starts one client session of an endpoint of the members given.
 func serve(t *testing.T, cfg endpoint.Config, members ...endpoint.Member) *client {
 	t.Helper()
+	return connect(t, newEndpoint(cfg, members...))
+}
+
+// newEndpoint is an endpoint of the members given (a fake by its name,
+// another by its place in cfg.Servers).
+func newEndpoint(cfg endpoint.Config, members ...endpoint.Member) *endpoint.Endpoint {
 	byName := map[string]endpoint.Member{}
 	for i, m := range members {
 		if f, ok := m.(*fake); ok {
@@ -182,10 +191,15 @@ func serve(t *testing.T, cfg endpoint.Config, members ...endpoint.Member) *clien
 			byName[cfg.Servers[i]] = m
 		}
 	}
-	e := endpoint.New(cfg, endpoint.Options{Lookup: func(name string) (endpoint.Member, bool) {
+	return endpoint.New(cfg, endpoint.Options{Lookup: func(name string) (endpoint.Member, bool) {
 		m, ok := byName[name]
 		return m, ok
 	}, Version: "test"})
+}
+
+// connect opens a client session of e.
+func connect(t *testing.T, e *endpoint.Endpoint) *client {
+	t.Helper()
 	ours, theirs := net.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -426,6 +440,30 @@ func TestEndpointMemberSessionEnds(t *testing.T) {
 	assert.Equal(t, []string{"b__t"}, names(t, r, "tools"))
 	_, e = c.call(3, "tools/call", `{"name":"a__slow"}`)
 	_, why, _ = reason(t, e)
+	assert.Equal(t, jsonrpc.ReasonUpstreamUnavailable, why)
+}
+
+// TestEndpointListsWhatIsKnown: a server that cannot answer a list (it
+// failed since) is listed with what the endpoint last heard from it; a
+// call to it gets upstream_unavailable.
+func TestEndpointListsWhatIsKnown(t *testing.T) {
+	a := &fake{name: "a", tools: []string{"t"}}
+	b := &fake{name: "b", tools: []string{"t"}}
+	e := newEndpoint(endpoint.Config{Name: "all", Servers: []string{"a", "b", "c"}}, a, b)
+	first := connect(t, e)
+	first.initialize()
+	r, err := first.call(1, "tools/list", `{}`)
+	require.Nil(t, err)
+	assert.Equal(t, []string{"a__t", "b__t"}, names(t, r, "tools"))
+
+	a.broken.Store(true)
+	second := connect(t, e)
+	second.initialize()
+	r, err = second.call(1, "tools/list", `{}`)
+	require.Nil(t, err)
+	assert.Equal(t, []string{"a__t", "b__t"}, names(t, r, "tools"), "a's tools as last known; c never served, nothing known")
+	_, err = second.call(2, "tools/call", `{"name":"a__t"}`)
+	_, why, _ := reason(t, err)
 	assert.Equal(t, jsonrpc.ReasonUpstreamUnavailable, why)
 }
 

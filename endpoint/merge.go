@@ -35,7 +35,7 @@ var changedOf = map[string]string{
 func (c *conn) list(msg *jsonrpc.Message, tag uint64) {
 	cursor, paged := msg.ParamsString("cursor")
 	var cursors map[string]string
-	targets := c.live()
+	targets := c.members // those that cannot answer answer with what is known of them
 	if paged {
 		var err error
 		if cursors, err = decodeCursor(cursor); err != nil {
@@ -50,7 +50,7 @@ func (c *conn) list(msg *jsonrpc.Message, tag uint64) {
 	// its own id and with its own cursor.
 	idSpan, _ := msg.IDSpan()
 	cursorSpan, _ := msg.ParamsPath("cursor")
-	c.fanOut(msg.Method, msg.ID, tag, targets, func(m *member, id []byte) []byte {
+	c.fanOutPaged(msg.Method, paged, msg.ID, tag, targets, func(m *member, id []byte) []byte {
 		if !paged {
 			return msg.WithID(id)
 		}
@@ -416,16 +416,24 @@ func (c *conn) merge(f *fan) []byte {
 	items := []json.RawMessage{}
 	next := map[string]string{}
 	for _, a := range f.answers {
-		if a.result == nil {
+		result, known := a.result, false
+		switch {
+		case f.paged:
+		case result != nil:
+			c.e.remember(a.m.name, f.method, result)
+		default: // what is known of a member that cannot answer now
+			result, known = c.e.recall(a.m.name, f.method), true
+		}
+		if result == nil {
 			continue
 		}
 		var r map[string]json.RawMessage
 		var list []json.RawMessage
-		if json.Unmarshal(a.result, &r) != nil || json.Unmarshal(r[key], &list) != nil {
+		if json.Unmarshal(result, &r) != nil || json.Unmarshal(r[key], &list) != nil {
 			continue
 		}
 		var cur string
-		if json.Unmarshal(r["nextCursor"], &cur) == nil && cur != "" {
+		if json.Unmarshal(r["nextCursor"], &cur) == nil && cur != "" && !known {
 			next[a.m.name] = cur
 		}
 		for _, item := range list {
