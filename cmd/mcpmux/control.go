@@ -77,6 +77,20 @@ func printShortages(w io.Writer, st daemon.Status) {
 	}
 }
 
+// printEndpoints lists the endpoints the daemon serves, if any.
+func printEndpoints(w io.Writer, st daemon.Status) error {
+	if len(st.Endpoints) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENDPOINT\tSESSIONS\tSERVERS")
+	for _, e := range st.Endpoints {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", e.Name, e.Sessions, strings.Join(e.Servers, ", "))
+	}
+	return tw.Flush()
+}
+
 func printStatus(w io.Writer, st daemon.Status) error {
 	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s, %d goroutines, %.1f MiB resident\n", st.Version, st.Pid, st.Uptime, st.Goroutines, float64(st.RSSBytes)/(1<<20))
 	printConfigLine(w, st)
@@ -93,6 +107,9 @@ func printStatus(w io.Writer, st daemon.Status) error {
 		return err
 	}
 	printShortages(w, st)
+	if err := printEndpoints(w, st); err != nil {
+		return err
+	}
 	for _, s := range st.Servers {
 		if len(s.Instances) == 0 {
 			continue
