@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -29,6 +30,14 @@ func TestAskingToolTakesTurnsAlone(t *testing.T) {
 		require.NoError(t, err, "%s: the first ask", name)
 		require.Equal(t, "A", text, "%s: the first ask", name)
 	}
+
+	// status -v names the kind learned, for the server that learns.
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	out, err := mcpmux(ctx, "status", "-v", "--config", d.path).Output()
+	require.NoError(t, err, "mcpmux status -v")
+	assert.Contains(t, string(out), "\nauto: these requests cause the server's own, and take turns: tools/call ask\n")
+	assert.NotContains(t, string(out), "\nlatest: these requests")
 
 	// Echoes from four other sessions while an ask waits for its answer.
 	echoes := map[string][]time.Duration{}
