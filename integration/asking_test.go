@@ -23,7 +23,7 @@ import (
 // about their time under "latest".
 func TestAskingToolTakesTurnsAlone(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, demo("auto", nil)+demo("latest", nil, `server_requests = "latest"`), "")
+	d := startDaemon(t, demo("auto", nil)+demo("latest", nil, `server_requests = "latest"`)+demo("serial", nil, `server_requests = "serialize"`), "")
 	for _, name := range []string{"latest", "auto"} {
 		a := openSampling(t, d.socket(name))
 		text, err := askAnswering(a, `"seen"`, "A")
@@ -31,13 +31,16 @@ func TestAskingToolTakesTurnsAlone(t *testing.T) {
 		require.Equal(t, "A", text, "%s: the first ask", name)
 	}
 
-	// status -v names the kind learned, for the server that learns.
+	// status -v names the kind learned, for the server that learns, and
+	// the server serialized as a whole.
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	out, err := mcpmux(ctx, "status", "-v", "--config", d.path).Output()
 	require.NoError(t, err, "mcpmux status -v")
 	assert.Contains(t, string(out), "\nauto: these requests cause the server's own, and take turns: tools/call ask\n")
-	assert.NotContains(t, string(out), "\nlatest: these requests")
+	assert.NotContains(t, string(out), "\nlatest: ")
+	assert.NotContains(t, string(out), "\nauto: serialized")
+	assert.Contains(t, string(out), "\nserial: serialized as a whole: every interactive request takes turns\n")
 
 	// Echoes from four other sessions while an ask waits for its answer.
 	echoes := map[string][]time.Duration{}

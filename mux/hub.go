@@ -305,6 +305,10 @@ type Status struct {
 	// ("tools/call NAME", "prompts/get NAME", a method), which take turns
 	// under server_requests = "auto".
 	Asks []string `json:"asks,omitempty"`
+	// Serialized: every interactive request of every session takes turns
+	// (server_requests = "serialize", or "auto" on the word of an older
+	// mcpmux, until it learns which requests ask).
+	Serialized bool `json:"serialized,omitempty"`
 
 	SessionList []SessionStatus  `json:"session_list"`
 	Instances   []InstanceStatus `json:"instances,omitempty"` // share = "project": one per project
@@ -335,7 +339,8 @@ type SessionStatus struct {
 
 // Status reports the hub's state.
 func (h *Hub) Status() Status {
-	s := Status{Name: h.cfg.Name, Inflight: h.flights.len(), Asks: h.flights.asking()}
+	s := Status{Name: h.cfg.Name, Inflight: h.flights.len()}
+	s.Asks, s.Serialized = h.flights.asking()
 	h.life.status(&s)
 	cs := h.sessions.all()
 	s.Sessions = len(cs)

@@ -296,7 +296,8 @@ func TestOnlyAskingKindsTakeTurns(t *testing.T) {
 	b := h.sessionWith("2025-11-25", samplingCaps)
 	others := []*testClient{h.sessionWith("2025-11-25", samplingCaps), h.sessionWith("2025-11-25", samplingCaps)}
 	require.Equal(t, `"first"`, string(callAnswering(t, a, `"first"`, "A").ID))
-	require.Equal(t, []string{"tools/call sample"}, h.hub.flights.asking())
+	assert.Equal(t, []string{"tools/call sample"}, h.hub.Status().Asks)
+	assert.False(t, h.hub.Status().Serialized)
 	assert.Equal(t, int32(1), told.Load(), "the kind is remembered")
 
 	a.send(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"sample"}}`)

@@ -89,11 +89,13 @@ func (f *flights) learn(kind string) bool {
 	return true
 }
 
-// asking is the kinds known to ask, sorted.
-func (f *flights) asking() []string {
+// asking is the kinds known to ask, sorted, and whether every interactive
+// request takes turns.
+func (f *flights) asking() (kinds []string, all bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Sorted(maps.Keys(f.turn.asks))
+	all = f.turn.policy == ServerRequestsSerialize || f.turn.policy == ServerRequestsAuto && f.turn.all
+	return slices.Sorted(maps.Keys(f.turn.asks)), all
 }
 
 // release sends the requests a gate let through. One the server cannot

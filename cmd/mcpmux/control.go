@@ -68,6 +68,9 @@ func printSessions(w io.Writer, st daemon.Status) error {
 		return err
 	}
 	for _, s := range st.Servers {
+		if s.Serialized {
+			fmt.Fprintf(w, "\n%s: serialized as a whole: every interactive request takes turns\n", s.Name)
+		}
 		if len(s.Asks) > 0 {
 			fmt.Fprintf(w, "\n%s: these requests cause the server's own, and take turns: %s\n", s.Name, strings.Join(s.Asks, ", "))
 		}
