@@ -33,10 +33,7 @@ func TestAskingToolTakesTurnsAlone(t *testing.T) {
 
 	// status -v names the kind learned, for the server that learns, and
 	// the server serialized as a whole.
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	out, err := mcpmux(ctx, "status", "-v", "--config", d.path).Output()
-	require.NoError(t, err, "mcpmux status -v")
+	out := statusVerbose(t, d)
 	assert.Contains(t, string(out), "\nauto: these requests cause the server's own, and take turns: tools/call ask\n")
 	assert.NotContains(t, string(out), "\nlatest: ")
 	assert.NotContains(t, string(out), "\nauto: serialized")
@@ -129,6 +126,21 @@ func TestAskingToolTakesTurnsAlone(t *testing.T) {
 	}
 	t.Logf("50 one-second calls at once: latest %v, auto %v", took["latest"], took["auto"])
 	assert.Less(t, took["auto"], took["latest"]*3/2+250*time.Millisecond, "auto against latest")
+
+	// The next daemon knows the kind from the start, from the state folder.
+	d.stop()
+	d = serveConfig(t, d.daemonConfig)
+	assert.Contains(t, statusVerbose(t, d), "\nauto: these requests cause the server's own, and take turns: tools/call ask\n", "after a restart")
+}
+
+// statusVerbose is what `mcpmux status -v` prints.
+func statusVerbose(t *testing.T, d *daemon) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	out, err := mcpmux(ctx, "status", "-v", "--config", d.path).Output()
+	require.NoError(t, err, "mcpmux status -v")
+	return string(out)
 }
 
 // openSampling dials a socket and initializes a session that can take
