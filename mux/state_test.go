@@ -322,3 +322,19 @@ func TestOnlyAskingKindsTakeTurns(t *testing.T) {
 	assert.JSONEq(t, `{"answer":{"from":"B"}}`, string(resB.Result))
 	assert.Equal(t, int32(1), told.Load(), "a kind is remembered once")
 }
+
+// A request's kind is its tool, its prompt, or its method.
+func TestKindOf(t *testing.T) {
+	for frame, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{}}}`: "tools/call ask",
+		`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"a prompt"}}`:          "prompts/get a prompt",
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}`:                    "tools/call",
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x"}}`:       "resources/read",
+		`{"jsonrpc":"2.0","id":1,"method":"completion/complete"}`:                               "completion/complete",
+	} {
+		m, err := jsonrpc.Parse([]byte(frame))
+		require.NoError(t, err)
+		v := viewOf(m)
+		assert.Equal(t, want, kindOf(&v), frame)
+	}
+}
