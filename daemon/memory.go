@@ -5,11 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io/fs"
-	"os"
+	"log/slog"
 	"path/filepath"
 
+	"github.com/mcpmux/mcpmux/internal/statefile"
 	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 // memoryDir is what mcpmux remembers of a server started a given way
@@ -18,29 +19,48 @@ import (
 // value, so that a reload sees two of the same server as equal.
 type memoryDir struct {
 	dir string
+	log *slog.Logger // where a refused file is said
 }
 
 // sendsRequestsFile says the server was seen sending requests of its own.
 const sendsRequestsFile = "sends-requests"
 
 func (m memoryDir) SendsRequests() bool {
-	_, err := os.Stat(filepath.Join(m.dir, sendsRequestsFile))
+	_, err := statefile.Stat(filepath.Join(m.dir, sendsRequestsFile))
+	m.refused(err)
 	return err == nil
 }
 
 func (m memoryDir) RememberRequests() error {
-	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+	if err := m.prepare(); err != nil {
 		return err
 	}
-	err := os.WriteFile(filepath.Join(m.dir, sendsRequestsFile), nil, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return nil
+	return statefile.Mark(filepath.Join(m.dir, sendsRequestsFile))
+}
+
+// prepare makes the server's folder (and the servers folder above it) by
+// statefile's rules: a folder of another user or a symlink is refused.
+func (m memoryDir) prepare() error {
+	if _, err := statefile.PrepareDir(filepath.Dir(m.dir)); err != nil {
+		return err
 	}
+	_, err := statefile.PrepareDir(m.dir)
 	return err
+}
+
+// refused logs a file statefile refused: it is then treated as missing.
+func (m memoryDir) refused(err error) {
+	if m.log != nil && (errors.Is(err, statefile.ErrUnsafe) || errors.Is(err, statefile.ErrTooLarge)) {
+		m.log.Warn("refused a file of what mcpmux remembers of a server; doing without it", "error", err)
+	}
 }
 
 // descriptionFile keeps the server's last initialize or discover result.
 const descriptionFile = "description.json"
+
+// maxDescription bounds a description file: a result is one message of
+// the server, which the daemon reads no larger than this either.
+const maxDescription = upstream.DefaultMaxMessageBytes + 1<<10
 
 type description struct {
 	Era    string          `json:"era"`
@@ -48,8 +68,9 @@ type description struct {
 }
 
 func (m memoryDir) Description() (era string, result []byte) {
-	b, err := os.ReadFile(filepath.Join(m.dir, descriptionFile))
+	b, err := statefile.ReadFile(filepath.Join(m.dir, descriptionFile), maxDescription)
 	if err != nil {
+		m.refused(err)
 		return "", nil
 	}
 	var d description
@@ -66,24 +87,10 @@ func (m memoryDir) RememberDescription(era string, result []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+	if err := m.prepare(); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(m.dir, descriptionFile+".*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(m.dir, descriptionFile))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return statefile.WriteFile(filepath.Join(m.dir, descriptionFile), b)
 }
 
 // startKey names how a server starts: the same command, arguments and
@@ -105,9 +112,9 @@ func startKey(c mux.Config) string {
 
 // serverMemory is the router's memory of the server hub configures, kept
 // in the state folder state; nil when there is none.
-func serverMemory(state string, hub mux.Config) mux.Memory {
+func serverMemory(state string, hub mux.Config, log *slog.Logger) mux.Memory {
 	if state == "" {
 		return nil
 	}
-	return memoryDir{dir: filepath.Join(state, "servers", startKey(hub))}
+	return memoryDir{dir: filepath.Join(state, "servers", startKey(hub)), log: log}
 }
