@@ -20,17 +20,22 @@ const tokenBytes = 32
 // LoadOrCreateToken returns the token kept in the file at path. When there
 // is no file yet it generates one (32 random bytes, hex) and writes it there
 // with mode 0600, creating the folder with mode 0700; created reports that.
+// The folder and the file follow package statefile's rules: a folder of
+// ours open to others is made private, another user's is refused, and a
+// file that is a link, another user's or writable by others is refused
+// (statefile.ErrUnsafe).
 // The file appears whole or not at all, so that two daemons started together
 // agree on one token. A file that others than its owner may read, that is
 // not a regular file, or that holds no token is an error.
 func LoadOrCreateToken(path string) (token string, created bool, err error) {
-	token, err = readToken(path)
-	if !errors.Is(err, fs.ErrNotExist) {
-		return token, false, err
-	}
+	// The folder first: a token in a folder others may write is no token.
 	dir := filepath.Dir(path)
 	if _, err := statefile.PrepareDir(dir); err != nil {
 		return "", false, fmt.Errorf("the folder of the token file: %w", err)
+	}
+	token, err = readToken(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return token, false, err
 	}
 	token = newToken()
 	// Written under a temporary name, then linked into place: link fails
