@@ -104,7 +104,8 @@ func (d *dialer) awaitServing(ctx context.Context, t *Target) (running bool, err
 	if err != nil {
 		return true, fmt.Errorf("a daemon holds %s but does not answer: %w", t.Dir, err)
 	}
-	if !slices.ContainsFunc(st.Servers, func(s mux.Status) bool { return s.Name == name }) {
+	if !slices.ContainsFunc(st.Servers, func(s mux.Status) bool { return s.Name == name }) &&
+		!slices.ContainsFunc(st.Endpoints, func(e daemon.EndpointStatus) bool { return e.Name == name }) {
 		return true, d.notServed(t, st)
 	}
 	// It serves name: its socket is open, or a reload is putting it back.

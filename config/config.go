@@ -14,6 +14,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/endpoint"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/socket"
 )
@@ -29,6 +30,20 @@ type Config struct {
 	Daemon  Daemon
 	Listen  Listen
 	Servers []daemon.Server // the [servers.NAME] tables, sorted by name
+	// Endpoints are the [endpoints.NAME] tables, and the endpoint "all"
+	// (every server) unless the file defines it or names a server so;
+	// sorted by name.
+	Endpoints []endpoint.Config
+}
+
+// Endpoint is the endpoint named name; nil when there is none.
+func (c *Config) Endpoint(name string) *endpoint.Config {
+	for i := range c.Endpoints {
+		if c.Endpoints[i].Name == name {
+			return &c.Endpoints[i]
+		}
+	}
+	return nil
 }
 
 // Daemon is the [daemon] table: how the daemon logs, whether `connect`

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/endpoint"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/socket"
@@ -90,6 +91,12 @@ command = "bin/alpha"
 stderr = "discard"
 max_message_bytes = 4096
 write_queue_bytes = "8kib"
+
+[endpoints.code]
+servers = ["memory", "alpha.v2"]
+allow_tools = ["memory__*", "alpha.v2__read_?"]
+deny_tools = ["*delete*"]
+separator = "."
 `, cwd)
 
 	cfg, err := Parse([]byte(doc), "mux.toml", dir)
@@ -188,6 +195,11 @@ write_queue_bytes = "8kib"
 				DefaultLogLevel:      "warning",
 			}, Share: "isolated"},
 		},
+		Endpoints: []endpoint.Config{
+			{Name: "all", Servers: []string{"alpha.v2", "memory"}},
+			{Name: "code", Servers: []string{"memory", "alpha.v2"}, AllowTools: []string{"memory__*", "alpha.v2__read_?"},
+				DenyTools: []string{"*delete*"}, Separator: "."},
+		},
 	}
 	assert.Equal(t, want, cfg, "full config:\n%s", doc)
 }
@@ -256,7 +268,8 @@ func TestParseConfigDefaults(t *testing.T) {
 		{
 			name: "empty file",
 			doc:  "",
-			want: &Config{Path: "/etc/mcpmux/mux.toml", Daemon: daemonTable, Listen: listen(defaultDir)},
+			want: &Config{Path: "/etc/mcpmux/mux.toml", Daemon: daemonTable, Listen: listen(defaultDir),
+				Endpoints: []endpoint.Config{{Name: "all"}}},
 		},
 		{
 			// Clients strip XDG_RUNTIME_DIR from the environment of the
@@ -266,7 +279,8 @@ func TestParseConfigDefaults(t *testing.T) {
 			doc:        "[servers.memory]\ncommand = \"npx\"\n",
 			want: &Config{
 				Path: "/etc/mcpmux/mux.toml", Daemon: daemonTable, Listen: listen(defaultDir),
-				Servers: []daemon.Server{server("memory", "npx")},
+				Servers:   []daemon.Server{server("memory", "npx")},
+				Endpoints: []endpoint.Config{{Name: "all", Servers: []string{"memory"}}},
 			},
 		},
 		{
@@ -280,7 +294,8 @@ command = "a"
 `,
 			want: &Config{
 				Path: "/etc/mcpmux/mux.toml", Daemon: daemonTable, Listen: listen(defaultDir),
-				Servers: []daemon.Server{server("alpha", "a"), server("beta", "b"), server("zeta", "z")},
+				Servers:   []daemon.Server{server("alpha", "a"), server("beta", "b"), server("zeta", "z")},
+				Endpoints: []endpoint.Config{{Name: "all", Servers: []string{"alpha", "beta", "zeta"}}},
 			},
 		},
 	}
@@ -438,6 +453,16 @@ func TestParseConfigErrors(t *testing.T) {
 		{"server name starting with .", "[servers.\".x\"]\ncommand = \"a\"\n", `1: servers.".x": invalid server name`},
 		{"server name too long", "[servers." + strings.Repeat("a", 65) + "]\ncommand = \"a\"\n", `1: servers.` + strings.Repeat("a", 65) + `: invalid server name`},
 		{"non-ASCII server name", "[servers.\"mémoire\"]\ncommand = \"a\"\n", `1: servers."mémoire": invalid server name`},
+
+		// Endpoints.
+		{"endpoint named as a server", "[servers.fs]\ncommand = \"a\"\n\n[endpoints.fs]\nservers = [\"fs\"]\n", `4: endpoints.fs: the name "fs" is also a server's (servers.fs, line 1): servers and endpoints share one namespace`},
+		{"endpoint without servers", "[servers.fs]\ncommand = \"a\"\n[endpoints.code]\nseparator = \".\"\n", `3: endpoints.code.servers: missing: every endpoint needs its list of servers`},
+		{"endpoint of an unknown server", "[servers.fs]\ncommand = \"a\"\n[endpoints.code]\nservers = [\"fs\", \"git\"]\n", `4: endpoints.code.servers: unknown server "git": the configured servers are fs`},
+		{"endpoint with an empty separator", "[servers.fs]\ncommand = \"a\"\n[endpoints.code]\nservers = [\"fs\"]\nseparator = \"\"\n", `5: endpoints.code.separator: must not be empty (leave it out for "__")`},
+		{"endpoint with an empty glob", "[servers.fs]\ncommand = \"a\"\n[endpoints.code]\nservers = [\"fs\"]\ndeny_tools = [\"\"]\n", `5: endpoints.code.deny_tools: globs must not be empty strings`},
+		{"endpoint name with a space", "[servers.fs]\ncommand = \"a\"\n[endpoints.\"a b\"]\nservers = [\"fs\"]\n", `3: endpoints."a b": invalid endpoint name`},
+		{"unknown endpoint key", "[servers.fs]\ncommand = \"a\"\n[endpoints.code]\nservers = [\"fs\"]\nserver = 1\n", `5: endpoints.code.server: unknown key (did you mean servers?)`},
+		{"endpoints not a table", "endpoints = 1\n", `1: endpoints: must be a table (got an integer)`},
 
 		// TOML itself.
 		{"syntax: missing value", "[servers.x]\ncommand = \n", `2: invalid TOML: `},
@@ -724,4 +749,21 @@ args = ["-y", 2, "@modelcontextprotocol/server-memory"]
 	assert.Error(t, err, "not TOML")
 	_, err = Skim(filepath.Join(dir, "missing.toml"))
 	assert.Error(t, err, "no file")
+}
+
+// TestParseConfigEndpoints checks the implicit endpoint "all" and its
+// redefinition.
+func TestParseConfigEndpoints(t *testing.T) {
+	names := func(doc string) []endpoint.Config {
+		cfg, err := Parse([]byte(doc), "mux.toml", "/etc/mcpmux")
+		require.NoError(t, err, "doc:\n%s", doc)
+		return cfg.Endpoints
+	}
+	two := "[servers.b]\ncommand = \"b\"\n[servers.a]\ncommand = \"a\"\n"
+	assert.Equal(t, []endpoint.Config{{Name: "all", Servers: []string{"a", "b"}}}, names(two), "all: every server, sorted")
+	assert.Equal(t, []endpoint.Config{{Name: "all", Servers: []string{"b"}, DenyTools: []string{"b__x"}}},
+		names(two+"[endpoints.all]\nservers = [\"b\"]\ndeny_tools = [\"b__x\"]\n"), "all redefined")
+	assert.Equal(t, []endpoint.Config{{Name: "all", Servers: []string{"a", "b"}}, {Name: "one", Servers: []string{"b"}}},
+		names(two+"[endpoints.one]\nservers = [\"b\"]\n"), "all beside another, sorted by name")
+	assert.Empty(t, names("[servers.all]\ncommand = \"a\"\n"), "a server named all takes the name")
 }

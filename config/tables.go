@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/endpoint"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/socket"
@@ -276,6 +277,37 @@ func serverKeys(s *daemon.Server) []key {
 	}
 }
 
+// endpointKeys are the keys of an [endpoints.NAME] table, stored in e.
+// known are the configured servers' names.
+func endpointKeys(e *endpoint.Config, known []string) []key {
+	globs := func(dst *[]string) func(d *decoder, p keyPath, l []string) {
+		return func(d *decoder, p keyPath, l []string) {
+			if slices.Contains(l, "") {
+				d.errorf(p, "globs must not be empty strings")
+			}
+			*dst = l
+		}
+	}
+	return []key{
+		list("servers", func(d *decoder, p keyPath, names []string) {
+			for _, n := range names {
+				if !slices.Contains(known, n) {
+					d.errorf(p, "unknown server %q: the configured servers are %s", n, strings.Join(known, ", "))
+				}
+			}
+			e.Servers = names
+		}),
+		list("allow_tools", globs(&e.AllowTools)),
+		list("deny_tools", globs(&e.DenyTools)),
+		text("separator", func(d *decoder, p keyPath, s string) {
+			if s == "" {
+				d.errorf(p, "must not be empty (leave it out for %q)", endpoint.DefaultSeparator)
+			}
+			e.Separator = s
+		}),
+	}
+}
+
 // keyHomes maps each key of the [daemon], [listen] and [servers.NAME]
 // tables to its table, for the message about a key in the wrong one.
 var keyHomes = sync.OnceValue(func() map[string]string {
@@ -310,10 +342,17 @@ func (d *decoder) document(doc map[string]any) *Config {
 			if t, ok := as[map[string]any](d, p, doc[name], "a table"); ok {
 				cfg.Servers = d.servers(p, t)
 			}
+		case "endpoints":
 		default:
-			d.unknown(p, doc[name], []string{"daemon", "listen", "servers"})
+			d.unknown(p, doc[name], []string{"daemon", "listen", "servers", "endpoints"})
 		}
 	}
+	// Endpoints name servers: they are decoded once the servers are known.
+	var endpoints map[string]any
+	if v, ok := doc["endpoints"]; ok {
+		endpoints, _ = as[map[string]any](d, keyPath{"endpoints"}, v, "a table")
+	}
+	cfg.Endpoints = d.endpoints(keyPath{"endpoints"}, endpoints, doc, cfg.Servers)
 	// max_queued_bytes and outbox_max are compared once both are known.
 	p := keyPath{"daemon", "max_queued_bytes"}
 	if q := cfg.Daemon.MaxQueuedBytes; q > 0 && q < cfg.Listen.Session.OutboxMax && valueAt(doc, p) != nil && !d.failed(p) {
@@ -376,6 +415,51 @@ func (d *decoder) servers(path keyPath, t map[string]any) []daemon.Server {
 		if s, ok := d.server(p, name, st); ok {
 			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// endpoints decodes the [endpoints] table t (nil when there is none)
+// against the servers decoded: the endpoints that have no problems, and
+// the implicit endpoint "all" unless t defines it or a server takes the
+// name, sorted by name.
+func (d *decoder) endpoints(path keyPath, t map[string]any, doc map[string]any, servers []daemon.Server) []endpoint.Config {
+	var known []string
+	for _, s := range servers {
+		known = append(known, s.Name())
+	}
+	// A server with problems is not among servers, but its name is taken.
+	written, _ := doc["servers"].(map[string]any)
+	var out []endpoint.Config
+	for _, name := range slices.Sorted(maps.Keys(t)) {
+		p := path.with(name)
+		et, ok := as[map[string]any](d, p, t[name], "an [endpoints.NAME] table")
+		if !ok {
+			continue
+		}
+		bad := d.bad
+		if !ValidServerName(name) {
+			d.errorf(p, "invalid endpoint name: use letters, digits, '.', '_' and '-', "+
+				"starting with a letter or digit, at most %d bytes", MaxServerNameLen)
+		}
+		if _, ok := written[name]; ok {
+			d.errorf(p, "the name %q is also a server's (%s, line %d): servers and endpoints share one namespace",
+				name, keyPath{"servers", name}, d.line(keyPath{"servers", name}))
+		}
+		e := endpoint.Config{Name: name}
+		d.decodeTable(p, et, endpointKeys(&e, known))
+		if _, ok := et["servers"]; !ok {
+			d.errorf(p.with("servers"), "missing: every endpoint needs its list of servers")
+		}
+		if d.bad == bad {
+			out = append(out, e)
+		}
+	}
+	_, defined := t[endpoint.All]
+	_, taken := written[endpoint.All]
+	if !defined && !taken {
+		out = append(out, endpoint.Config{Name: endpoint.All, Servers: known})
+		slices.SortFunc(out, func(a, b endpoint.Config) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return out
 }

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpmux/mcpmux/endpoint"
 	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -37,6 +39,10 @@ type Config struct {
 	SocketDir string
 	// Servers are served from the start, one per name.
 	Servers []Server
+	// Endpoints are served from the start, each at <SocketDir>/NAME.sock
+	// like a server: names are shared by servers and endpoints. Their
+	// members are looked up among the servers at each session's start.
+	Endpoints []Endpoint
 	// Web is the web listener (WebSocket and Streamable HTTP); nil means
 	// none. The daemon sets its Lookup, and its Logger when nil.
 	Web *socket.WebConfig
@@ -111,9 +117,21 @@ type Server struct {
 // Name is the server's name.
 func (s Server) Name() string { return s.Hub.Name }
 
+// Endpoint is one endpoint the daemon serves.
+type Endpoint struct {
+	Endpoint endpoint.Config
+	// Session holds the limits of each client session of the endpoint;
+	// the daemon sets Budget when nil.
+	Session session.Config
+}
+
+// Name is the endpoint's name.
+func (e Endpoint) Name() string { return e.Endpoint.Name }
+
 // Reloaded is what a reload of the configuration found.
 type Reloaded struct {
-	Servers []Server // the servers to serve from now on
+	Servers   []Server   // the servers to serve from now on
+	Endpoints []Endpoint // the endpoints to serve from now on
 	// Ignored names the changes that only a restart of the daemon applies,
 	// in the words of the configuration ("[listen]"); they are reported.
 	Ignored []string
@@ -147,7 +165,28 @@ func (c *Config) Validate() error {
 	if c.SocketDir == "" {
 		return errors.New("daemon: no socket folder")
 	}
-	return validServers(c.Servers)
+	if err := validServers(c.Servers); err != nil {
+		return err
+	}
+	return validEndpoints(c.Endpoints, c.Servers)
+}
+
+func validEndpoints(endpoints []Endpoint, servers []Server) error {
+	seen := make(map[string]bool, len(servers)+len(endpoints))
+	for _, s := range servers {
+		seen[s.Name()] = true
+	}
+	for _, e := range endpoints {
+		name := e.Name()
+		switch {
+		case name == "" || strings.ContainsRune(name, filepath.Separator) || name == "." || name == "..":
+			return fmt.Errorf("daemon: endpoint name %q cannot name a socket", name)
+		case seen[name]:
+			return fmt.Errorf("daemon: endpoint %q: the name is taken by a server or another endpoint", name)
+		}
+		seen[name] = true
+	}
+	return nil
 }
 
 func validServers(servers []Server) error {

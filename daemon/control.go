@@ -28,6 +28,16 @@ type Status struct {
 	HeapBytes  uint64       `json:"heap_bytes"` // live heap
 	RSSBytes   uint64       `json:"rss_bytes"`  // resident set, where the system tells (Linux)
 	Servers    []mux.Status `json:"servers"`
+	// Endpoints are the endpoints served, by name (a daemon of an older
+	// mcpmux leaves them out).
+	Endpoints []EndpointStatus `json:"endpoints"`
+}
+
+// EndpointStatus is one endpoint in GET /status.
+type EndpointStatus struct {
+	Name     string   `json:"name"`
+	Servers  []string `json:"servers"`
+	Sessions int      `json:"sessions"` // client sessions now
 }
 
 // Status sums up the daemon and its servers, by name.
@@ -42,12 +52,16 @@ func (d *Daemon) Status() Status {
 		Goroutines: runtime.NumGoroutine(),
 		HeapBytes:  ms.HeapAlloc,
 		Servers:    []mux.Status{},
+		Endpoints:  []EndpointStatus{},
 	}
 	if d.cfg.ResidentBytes != nil {
 		st.RSSBytes = d.cfg.ResidentBytes()
 	}
 	for _, srv := range d.list() {
 		st.Servers = append(st.Servers, srv.Status())
+	}
+	for _, e := range d.Endpoints() {
+		st.Endpoints = append(st.Endpoints, EndpointStatus{Name: e.Name(), Servers: append([]string{}, e.Config().Servers...), Sessions: e.Sessions()})
 	}
 	return st
 }

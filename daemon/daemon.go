@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpmux/mcpmux/endpoint"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/socket"
@@ -61,6 +63,7 @@ type Daemon struct {
 
 	mu        sync.Mutex
 	servers   map[string]*served
+	endpoints []*servedEndpoint           // fixed for the daemon's life
 	inherited map[string]*socket.Listener // passed sockets not taken yet, by path; Run's goroutine only
 }
 
@@ -74,6 +77,15 @@ type served struct {
 	stopHub    context.CancelFunc // ends its router and process
 	intakeDone chan struct{}
 	hubDone    chan struct{}
+}
+
+// servedEndpoint is one endpoint while the daemon serves it.
+type servedEndpoint struct {
+	given      Endpoint // as configured, for the reload diff
+	ep         *endpoint.Endpoint
+	l          *socket.Listener
+	stopIntake context.CancelFunc // ends its socket and sessions
+	intakeDone chan struct{}
 }
 
 // reloadCall is a Reload waiting for Run's goroutine.
@@ -137,6 +149,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, s := range ls.servers {
 		d.start(ctx, s)
 	}
+	for _, e := range ls.endpoints {
+		d.startEndpoint(ctx, e)
+	}
 	d.closeUnused()
 	d.log.Info("mcpmux serving", "version", d.cfg.Version, "socket_dir", d.cfg.SocketDir, "servers", len(ls.servers))
 
@@ -170,9 +185,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 // listeners are what Run opens before it serves anything.
 type listeners struct {
-	control *socket.Listener
-	servers []*served
-	web     *socket.Web
+	control   *socket.Listener
+	servers   []*served
+	endpoints []*servedEndpoint
+	web       *socket.Web
 }
 
 // open takes the control socket, then every server's socket, then the web
@@ -196,6 +212,9 @@ func (d *Daemon) open() (ls listeners, err error) {
 			for _, s := range ls.servers {
 				s.l.Close()
 			}
+			for _, e := range ls.endpoints {
+				e.l.Close()
+			}
 		}
 	}()
 	for _, s := range d.cfg.Servers {
@@ -204,6 +223,13 @@ func (d *Daemon) open() (ls listeners, err error) {
 			return ls, err
 		}
 		ls.servers = append(ls.servers, sv)
+	}
+	for _, e := range d.cfg.Endpoints {
+		se, err := d.listenEndpoint(e, d.cfg.Servers)
+		if err != nil {
+			return ls, err
+		}
+		ls.endpoints = append(ls.endpoints, se)
 	}
 	if d.cfg.Web != nil {
 		wc := *d.cfg.Web
@@ -253,6 +279,62 @@ func (d *Daemon) listen(s Server) (*served, error) {
 		cfg.Upstream.MaxMessageBytes = upstream.DefaultMaxMessageBytes
 	}
 	return &served{given: s, srv: mux.NewServer(cfg, s.Share), l: l}, nil
+}
+
+// listenEndpoint opens an endpoint's socket and makes the endpoint, whose
+// members are among servers.
+func (d *Daemon) listenEndpoint(e Endpoint, servers []Server) (*servedEndpoint, error) {
+	path := filepath.Join(d.cfg.SocketDir, e.Name()+".sock")
+	l, err := d.listenUnix(path, path)
+	if err != nil {
+		return nil, err
+	}
+	sc := e.Session
+	if sc.Budget == nil {
+		sc.Budget = d.budget
+	}
+	ep := endpoint.New(endpointConfig(e, servers), endpoint.Options{Lookup: d.member, Session: sc, IDs: &d.ids, Version: d.cfg.Version, Logger: d.log})
+	return &servedEndpoint{given: e, ep: ep, l: l}, nil
+}
+
+// endpointConfig is e's configuration, reading its clients' messages with
+// the largest limit of its members (among servers).
+func endpointConfig(e Endpoint, servers []Server) endpoint.Config {
+	cfg := e.Endpoint
+	if cfg.MaxMessageBytes == 0 {
+		for _, s := range servers {
+			if slices.Contains(cfg.Servers, s.Name()) {
+				cfg.MaxMessageBytes = max(cfg.MaxMessageBytes, cmp.Or(s.Hub.Upstream.MaxMessageBytes, upstream.DefaultMaxMessageBytes))
+			}
+		}
+	}
+	return cfg
+}
+
+// member finds an endpoint's member server.
+func (d *Daemon) member(name string) (endpoint.Member, bool) {
+	srv, ok := d.server(name)
+	return srv, ok
+}
+
+// startEndpoint runs an endpoint's socket and sessions until ctx is done
+// or its stopIntake.
+func (d *Daemon) startEndpoint(ctx context.Context, e *servedEndpoint) {
+	intakeCtx, stopIntake := context.WithCancel(ctx)
+	e.stopIntake, e.intakeDone = stopIntake, make(chan struct{})
+	d.wg.Go(func() {
+		defer close(e.intakeDone)
+		err := socket.Serve(intakeCtx, e.l, func(ctx context.Context, c net.Conn) {
+			serveUnix(ctx, e.ep, c, unixOpts{maxStreams: d.cfg.MaxStreamsPerConn, log: d.log, connLog: d.connLog,
+				firstByte: d.cfg.FirstByteTimeout, line: d.cfg.LineTimeout})
+		})
+		if err != nil {
+			d.log.Error("listener failed", "endpoint", e.ep.Name(), "error", err)
+		}
+	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.endpoints = append(d.endpoints, e)
 }
 
 // listenUnix takes the socket a service manager passed for path, if it
@@ -313,6 +395,9 @@ func (s *served) stop() {
 // stopAll ends every server at shutdown: all sessions first, then all
 // processes at once, so that their stop escalations overlap.
 func (d *Daemon) stopAll() {
+	for _, e := range d.takeEndpoints(nil) { // their sessions are sessions of the servers too
+		e.stop()
+	}
 	all := d.take(nil)
 	for _, s := range all {
 		s.stopIntake()
@@ -343,6 +428,41 @@ func (d *Daemon) take(names []string) []*served {
 	return out
 }
 
+// takeEndpoints removes the endpoints that keep reports false for (all
+// of them when keep is nil) from the served set and returns them.
+func (d *Daemon) takeEndpoints(keep func(*servedEndpoint) bool) []*servedEndpoint {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out, kept []*servedEndpoint
+	for _, e := range d.endpoints {
+		if keep != nil && keep(e) {
+			kept = append(kept, e)
+		} else {
+			out = append(out, e)
+		}
+	}
+	d.endpoints = kept
+	return out
+}
+
+// stop ends an endpoint's socket and sessions.
+func (e *servedEndpoint) stop() {
+	e.stopIntake()
+	<-e.intakeDone
+}
+
+// Endpoints are the endpoints served now, by name.
+func (d *Daemon) Endpoints() []*endpoint.Endpoint {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*endpoint.Endpoint, len(d.endpoints))
+	for i, e := range d.endpoints {
+		out[i] = e.ep
+	}
+	slices.SortFunc(out, func(a, b *endpoint.Endpoint) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
+}
+
 // list returns the servers served now, by name.
 func (d *Daemon) list() []mux.Server {
 	d.mu.Lock()
@@ -366,8 +486,17 @@ func (d *Daemon) server(name string) (mux.Server, bool) {
 	return s.srv, true
 }
 
-// endpoint finds a server for the web listener.
+// endpoint finds a server, or an endpoint, for the web listener.
 func (d *Daemon) endpoint(name string) (socket.Endpoint, bool) {
-	srv, ok := d.server(name)
-	return srv, ok
+	if srv, ok := d.server(name); ok {
+		return srv, true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range d.endpoints {
+		if e.ep.Name() == name {
+			return e.ep, true
+		}
+	}
+	return nil, false
 }

@@ -31,7 +31,12 @@
 //     accept loop with the sessions on it (socket.Serve, serveUnix). A
 //     server that reload removes, or the shutdown, stops the socket and its
 //     sessions first, waits, then stops the router (served.stop); Run waits
-//     for the group last.
+//     for the group last;
+//   - for each endpoint, one goroutine that Daemon.startEndpoint adds to
+//     the group: its socket's accept loop with its sessions, each of which
+//     holds a session of every member's router (endpoint.Endpoint.Serve).
+//     The shutdown stops the endpoints' sockets and sessions before any
+//     server's.
 //
 // Reloads run on Run's own goroutine (takeReloads): Daemon.Reload, called
 // by the control endpoint or on a signal, hands each one over and waits for

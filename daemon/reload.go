@@ -62,6 +62,9 @@ func (d *Daemon) reload(ctx context.Context) (ReloadResult, error) {
 	if err == nil {
 		err = validServers(next.Servers)
 	}
+	if err == nil {
+		err = validEndpoints(next.Endpoints, next.Servers)
+	}
 	if err != nil {
 		d.log.Error("reload refused: the config does not load; the running one stays", "error", err)
 		return res, err
@@ -79,6 +82,7 @@ func (d *Daemon) reload(ctx context.Context) (ReloadResult, error) {
 		}
 		s.stop()
 	}
+	d.dropEndpoints(next.Endpoints) // before a server may take a socket one of them had
 	for _, c := range plan.restarted {
 		d.log.Info("reload: server changed; restarting it, sessions kept", "server", c.to.Name())
 		c.s.given = c.to
@@ -96,11 +100,61 @@ func (d *Daemon) reload(ctx context.Context) (ReloadResult, error) {
 			res.Added = append(res.Added, s.Name())
 		}
 	}
+	if err := d.applyEndpoints(ctx, next); err != nil {
+		return res, err
+	}
 	for _, l := range [][]string{res.Added, res.Removed, res.Restarted, res.Replaced} {
 		slices.Sort(l)
 	}
 	d.log.Info("reloaded", "added", res.Added, "removed", res.Removed, "restarted", res.Restarted, "replaced", res.Replaced, "ignored", res.Ignored)
 	return res, nil
+}
+
+// dropEndpoints stops the endpoints that are not among next.
+func (d *Daemon) dropEndpoints(next []Endpoint) {
+	gone := d.takeEndpoints(func(e *servedEndpoint) bool {
+		return slices.ContainsFunc(next, func(n Endpoint) bool { return n.Name() == e.ep.Name() })
+	})
+	for _, e := range gone {
+		d.log.Info("reload: endpoint removed; closing its sessions", "endpoint", e.ep.Name())
+		e.stop()
+	}
+}
+
+// applyEndpoints starts the endpoints of next that are not served, and
+// gives those that changed their new configuration, for their sessions to
+// come (those open keep theirs).
+func (d *Daemon) applyEndpoints(ctx context.Context, next Reloaded) error {
+	served := d.servedEndpoints()
+	for _, e := range next.Endpoints {
+		s, ok := served[e.Name()]
+		switch {
+		case !ok:
+			se, err := d.listenEndpoint(e, next.Servers)
+			if err != nil {
+				d.log.Error("reload: cannot serve an endpoint", "endpoint", e.Name(), "error", err)
+				return err
+			}
+			d.startEndpoint(ctx, se)
+			d.log.Info("reload: endpoint added", "endpoint", e.Name())
+		case !reflect.DeepEqual(s.given, e):
+			s.given = e
+			s.ep.Reconfigure(endpointConfig(e, next.Servers))
+			d.log.Info("reload: endpoint changed; its new sessions see the change", "endpoint", e.Name(), "servers", e.Endpoint.Servers)
+		}
+	}
+	return nil
+}
+
+// servedEndpoints are the endpoints served now, by name.
+func (d *Daemon) servedEndpoints() map[string]*servedEndpoint {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]*servedEndpoint, len(d.endpoints))
+	for _, e := range d.endpoints {
+		out[e.ep.Name()] = e
+	}
+	return out
 }
 
 // reloadPlan is the difference between the servers served and the servers

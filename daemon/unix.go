@@ -8,7 +8,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/socket"
 )
@@ -62,10 +61,18 @@ func (o unixOpts) sniff(ctx context.Context, c net.Conn, name string, peer sessi
 	return first, conn, true
 }
 
+// servable is what a socket serves sessions of: a server's router
+// (mux.Server) or an endpoint.
+type servable interface {
+	Name() string
+	Serve(ctx context.Context, t session.Transport, peer session.Peer) error
+	MaxMessageBytes() int
+}
+
 // serveUnix serves one connection to a server's socket: newline-delimited
 // JSON-RPC, one session; or, when its first byte is 0x00, yamux, each
 // stream one session.
-func serveUnix(ctx context.Context, hub mux.Server, c net.Conn, o unixOpts) {
+func serveUnix(ctx context.Context, hub servable, c net.Conn, o unixOpts) {
 	peer := unixPeer(c)
 	first, conn, ok := o.sniff(ctx, c, hub.Name(), peer)
 	if !ok {

@@ -40,7 +40,10 @@ const (
 	ReasonInvalidRequestState = "invalid_request_state"
 	ReasonMissingCapability   = "missing_capability"
 	ReasonInvalidAnswer       = "invalid_answer"
-	ReasonDaemonGone          = "daemon_gone" // written by `mcpmux connect`: its session with the daemon ended with the request in flight
+	ReasonDaemonGone          = "daemon_gone"      // written by `mcpmux connect`: its session with the daemon ended with the request in flight
+	ReasonUnknownTool         = "unknown_tool"     // a tool no server of an endpoint has by that name, or one its view hides
+	ReasonUnknownPrompt       = "unknown_prompt"   // a prompt no server of an endpoint has by that name
+	ReasonUnknownResource     = "unknown_resource" // a resource URI no server of an endpoint listed
 
 	// Refusals of the web listener, each with its HTTP status.
 	ReasonForbidden      = "forbidden"        // 403: Host or Origin not allowed

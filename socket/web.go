@@ -331,10 +331,21 @@ func refusalKey(r slog.Record) string {
 	return r.Level.String() + " " + r.Message + " " + peer
 }
 
+// AllPath is where the endpoint named AllName is served, besides
+// ServersPath + AllName: the usual MCP path, for one entry that reaches
+// every server.
+const (
+	AllPath = "/mcp"
+	AllName = "all"
+)
+
 // serverOf is the server name a path asks for, "" when it names none:
 // /servers/NAME, or /servers/NAME/mcp (some clients keep a URL's path only
-// when it ends in /mcp, the usual MCP endpoint).
+// when it ends in /mcp, the usual MCP endpoint), or AllPath for AllName.
 func serverOf(path string) string {
+	if path == AllPath {
+		return AllName
+	}
 	name, ok := strings.CutPrefix(path, ServersPath)
 	name = strings.TrimSuffix(name, "/mcp")
 	if !ok || name == "" || strings.Contains(name, "/") {

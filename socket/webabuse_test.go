@@ -91,7 +91,9 @@ func rawRequest(t *testing.T, c net.Conn, br *bufio.Reader) int {
 // checks, each with a request in progress, a new connection is not served
 // until one of them closes; one idle between requests is closed for it.
 func TestWebConnectionCap(t *testing.T) {
-	ws := startWeb(t, func(c *socket.WebConfig) { c.MaxConnections = 2 })
+	// The held bodies must outlast the whole test on a loaded machine: a
+	// body deadline that closed one would make room on its own.
+	ws := startWeb(t, func(c *socket.WebConfig) { c.MaxConnections, c.BodyTimeout = 2, 5*time.Minute })
 	addr := strings.TrimPrefix(ws.url, "ws://")
 	var held []net.Conn
 	for range 2 {

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/internal/editors"
+	"github.com/mcpmux/mcpmux/mux"
 )
 
 // `mcpmux adopt` moves the servers of the editors' files on this machine
@@ -39,10 +46,17 @@ to mux.toml (an entry that runs the same command, args and env as a server
 there, or as another entry, is that server; a project's file gives share =
 "project"), and rewrites each entry to run "mcpmux connect NAME", keeping
 the rest of each file byte for byte. Each file is backed up beside itself
-first, as FILE.mcpmux-backup; --undo puts every backup back (a mux.toml
-that adopt created stays). The editor's own keys of an entry (its timeouts,
+first, as FILE.mcpmux-backup; --undo puts every backup back, and removes a
+mux.toml that adopt created (marked by mux.toml.mcpmux-created). The
+servers of ~/.claude.json's projects are adopted as share = "project".
+Quit the editors first: some (Claude Code) write their files while they
+run, and would write the old entries back. The editor's own keys of an entry (its timeouts,
 the tools it shows, "disabled") stay in it; servers known to lose data when
 shared (server-memory) get max_concurrency = 1, with a comment that says why.
+
+When a daemon serves the config, adopt has it read the config again and
+waits for each new server to be ready (up to 5 minutes, with progress), so
+that first downloads (npx, uvx) happen now and not at an editor's first use.
 
 Files it cannot read, and entries it does not understand (servers reached by
 URL, keys it does not know), are left as they are and listed. In Codex's
@@ -101,9 +115,90 @@ comments go; its other keys stay); the rest of the file stays as it was.`,
 		}
 		fmt.Fprintf(out, "wrote %d files, each backed up beside itself (FILE%s); mcpmux adopt --undo puts them back\n",
 			len(plan.Rewrites), editors.BackupSuffix)
-		return nil
+		var names []string
+		for _, s := range plan.Added {
+			names = append(names, s.Name)
+		}
+		return warmUp(cmd.Context(), out, path, names, adoptWait)
 	}
 	return cmd
+}
+
+// adoptWait is how long adopt waits for its new servers to be ready.
+const adoptWait = 5 * time.Minute
+
+// warmUp has the daemon of the config at path, if one runs, read it again
+// and start the new servers names, and waits up to wait for each to be
+// ready, saying how it goes, so that their first downloads happen now and
+// not at an editor's first use.
+func warmUp(ctx context.Context, out io.Writer, path string, names []string, wait time.Duration) error {
+	if len(names) == 0 {
+		return nil
+	}
+	var client *daemon.Client
+	if t, err := locate(ctx, path, nil); err == nil {
+		client = daemon.NewClient(t.dir)
+	}
+	if client == nil || func() error { _, err := client.Status(ctx); return err }() != nil {
+		fmt.Fprintln(out, "no daemon serves this config: the new servers start with it (mcpmux serve, or an editor's first mcpmux connect)")
+		return nil
+	}
+	if _, err := client.Reload(ctx); err != nil {
+		return fmt.Errorf("adopt: the daemon did not read the config again: %w", err)
+	}
+	fmt.Fprintf(out, "starting in the daemon: %s\n", strings.Join(names, ", "))
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	waiting := slices.Clone(names)
+	for reported := time.Duration(0); ; {
+		st, err := client.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("adopt: %w", err)
+		}
+		elapsed := time.Since(start).Round(time.Second)
+		var stderr []string
+		waiting = slices.DeleteFunc(waiting, func(name string) bool {
+			i := slices.IndexFunc(st.Servers, func(s mux.Status) bool { return s.Name == name })
+			if i < 0 {
+				return false
+			}
+			s := st.Servers[i]
+			switch s.State {
+			case mux.StateReady:
+				fmt.Fprintf(out, "ready: %s (%s)\n", name, elapsed)
+			case mux.StateFailed:
+				fmt.Fprintf(out, "failed: %s: %s (mcpmux logs %s)\n", name, dash(s.LastExit), name)
+			case mux.StateIdle:
+				fmt.Fprintf(out, "not started: %s starts with its first session\n", name)
+			default:
+				if len(s.Stderr) > 0 {
+					stderr = append(stderr, name+": "+s.Stderr[len(s.Stderr)-1])
+				}
+				return false
+			}
+			return true
+		})
+		switch {
+		case len(waiting) == 0:
+			return nil
+		case elapsed >= wait:
+			fmt.Fprintf(out, "still starting after %s: %s (they go on; mcpmux status shows them)\n", elapsed, strings.Join(waiting, ", "))
+			return nil
+		case elapsed-reported >= 10*time.Second:
+			reported = elapsed
+			line := fmt.Sprintf("still starting (%s): %s", elapsed, strings.Join(waiting, ", "))
+			if len(stderr) > 0 {
+				line += "; last stderr: " + strings.Join(stderr, "; ")
+			}
+			fmt.Fprintln(out, line)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // adoptInput gathers what adoption needs: mux.toml's text and servers,

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/endpoint"
 	"github.com/mcpmux/mcpmux/internal/editors"
 )
 
@@ -18,16 +19,17 @@ func newClientConfigCmdWith(env setupEnv) *cobra.Command {
 	var target string
 	var overHTTP bool
 	cmd := &cobra.Command{
-		Use:   "client-config NAME --for " + editors.ForChoices(),
+		Use:   "client-config [NAME] --for " + editors.ForChoices(),
 		Short: "Print the snippet that points an editor at a server through mcpmux",
 		Long: `Prints what to put in an editor's MCP configuration so that it reaches the
-server NAME through mcpmux: a command that runs "mcpmux connect NAME" (with
-the absolute path of this mcpmux, and --config when the config is not in
-its default place), or with --http the URL of the server on the daemon's web
-listener ([listen] http) and its token.
+server or endpoint NAME through mcpmux: a command that runs "mcpmux connect
+NAME" (with the absolute path of this mcpmux, and --config when the config
+is not in its default place), or with --http the URL of the server on the
+daemon's web listener ([listen] http) and its token. Without NAME, the one
+entry "mcpmux" that reaches every server (the endpoint all).
 
 ` + editors.ForHelp(),
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 	}
 	configPath := configPathFlag(cmd, env.getenv)
 	cmd.Flags().StringVar(&target, "for", "", "the editor: "+editors.ForValues())
@@ -45,12 +47,16 @@ listener ([listen] http) and its token.
 		if err != nil {
 			return err
 		}
-		name := args[0]
+		// Without a name: the endpoint all, under one entry named mcpmux.
+		name, entry := endpoint.All, "mcpmux"
+		if len(args) > 0 {
+			name, entry = args[0], args[0]
+		}
 		if err := configuredServer(cfg, name); err != nil {
 			return err
 		}
 		if overHTTP {
-			return printHTTPClientConfig(cmd, env, client, cfg, path, name)
+			return printHTTPClientConfig(cmd, env, client, cfg, path, entry, name)
 		}
 		exe, err := env.executable()
 		if err != nil {
@@ -63,14 +69,18 @@ listener ([listen] http) and its token.
 		if !isDefault {
 			connect = append(connect, "--config", path)
 		}
-		return client.PrintStdio(cmd.OutOrStdout(), cmd.ErrOrStderr(), name, append(connect, name))
+		if len(args) > 0 {
+			connect = append(connect, name)
+		}
+		return client.PrintStdio(cmd.OutOrStdout(), cmd.ErrOrStderr(), entry, connect)
 	}
 	return cmd
 }
 
-// printHTTPClientConfig prints the entry that reaches server name on the
-// web listener of the daemon of cfg, loaded from path.
-func printHTTPClientConfig(cmd *cobra.Command, env setupEnv, client *editors.Client, cfg *config.Config, path, name string) error {
+// printHTTPClientConfig prints the entry that reaches server (or
+// endpoint) name on the web listener of the daemon of cfg, loaded from
+// path.
+func printHTTPClientConfig(cmd *cobra.Command, env setupEnv, client *editors.Client, cfg *config.Config, path, entry, name string) error {
 	if err := client.TakesHTTP(); err != nil {
 		return err
 	}
@@ -85,11 +95,15 @@ func printHTTPClientConfig(cmd *cobra.Command, env setupEnv, client *editors.Cli
 	if err != nil {
 		return err
 	}
-	return client.PrintHTTP(cmd.OutOrStdout(), cmd.ErrOrStderr(), name, url, token)
+	return client.PrintHTTP(cmd.OutOrStdout(), cmd.ErrOrStderr(), entry, url, token)
 }
 
-// configuredServer checks that cfg has a server called name.
+// configuredServer checks that cfg has a server, or an endpoint, called
+// name.
 func configuredServer(cfg *config.Config, name string) error {
+	if cfg.Endpoint(name) != nil {
+		return nil
+	}
 	names := make([]string, len(cfg.Servers))
 	for i, s := range cfg.Servers {
 		if s.Name() == name {

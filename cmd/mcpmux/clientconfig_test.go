@@ -123,6 +123,37 @@ claude mcp add memory -- '/opt/mcp mux/bin/mcpmux' connect memory
 			wantHint: "# put this in ~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project), merged into \"mcpServers\"\n",
 		},
 		{
+			name: "no name: the one entry of the endpoint all", vars: homeOnly, args: []string{"--for", "cursor"},
+			want: `{
+  "mcpServers": {
+    "mcpmux": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in ~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project), merged into \"mcpServers\"\n",
+		},
+		{
+			name: "an endpoint by name", vars: homeOnly, args: []string{"all", "--for", "cursor"},
+			want: `{
+  "mcpServers": {
+    "all": {
+      "command": "/opt/mcp mux/bin/mcpmux",
+      "args": [
+        "connect",
+        "all"
+      ]
+    }
+  }
+}
+`,
+			wantHint: "# put this in ~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project), merged into \"mcpServers\"\n",
+		},
+		{
 			name: "vscode", vars: homeOnly, args: []string{"memory", "--for", "vscode"},
 			want: `{
   "servers": {
@@ -458,7 +489,7 @@ http_headers = { Authorization = "Bearer tok-from-file" }
 			`--for "emacs": want claude (Claude Code), claude-desktop, cursor, vscode, codex, opencode, gemini, zed, windsurf or jetbrains`},
 		{"no --for", homeOnly, exe, []string{"memory"},
 			`missing --for: claude (Claude Code), claude-desktop, cursor, vscode, codex, opencode, gemini, zed, windsurf or jetbrains`},
-		{"no name", homeOnly, exe, []string{"--for", "cursor"}, "accepts 1 arg(s), received 0"},
+		{"two names", homeOnly, exe, []string{"memory", "time", "--for", "cursor"}, "accepts at most 1 arg(s), received 2"},
 		{"missing config", homeOnly, exe, []string{"memory", "--for", "cursor", "--config", filepath.Join(home, "none.toml")},
 			"load config: open " + filepath.Join(home, "none.toml") + ": no such file or directory"},
 		{"a go run build", homeOnly, "/tmp/go-build123/b001/exe/mcpmux", []string{"memory", "--for", "cursor"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/bridge"
 	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/endpoint"
 )
 
 // defaultReconnect is how long connect tries to reach a daemon again after
@@ -20,9 +21,9 @@ func newConnectCmd() *cobra.Command {
 	var drain, reconnect time.Duration
 	var viaYamux, noAutostart bool
 	cmd := &cobra.Command{
-		Use:   "connect NAME",
-		Short: "Bridge stdin/stdout to the shared server NAME (for clients that can only spawn a command)",
-		Args:  cobra.ExactArgs(1),
+		Use:   "connect [NAME]",
+		Short: "Bridge stdin/stdout to the shared server or endpoint NAME (default: the endpoint all, every server)",
+		Args:  cobra.MaximumNArgs(1),
 	}
 	find := daemonFlag(cmd)
 	cmd.Flags().DurationVar(&drain, "drain", 5*time.Second, "after stdin closes, how long to wait for the answers still due")
@@ -30,8 +31,12 @@ func newConnectCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&viaYamux, "yamux", false, "speak yamux on the socket (first byte 0x00) and run the session on one stream")
 	cmd.Flags().BoolVar(&noAutostart, "no-autostart", false, "do not start a daemon when none answers")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		name := endpoint.All
+		if len(args) > 0 {
+			name = args[0]
+		}
 		return bridge.Run(cmd.Context(), bridge.Config{
-			Server: args[0],
+			Server: name,
 			Find: func(ctx context.Context, warn io.Writer) (*bridge.Target, error) {
 				t, err := find(ctx, warn)
 				if err != nil {

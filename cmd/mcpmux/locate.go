@@ -119,6 +119,9 @@ func (t *target) bridgeTarget() *bridge.Target {
 	for _, s := range t.cfg.Servers {
 		bt.Servers = append(bt.Servers, s.Name())
 	}
+	for _, e := range t.cfg.Endpoints { // reached as servers are
+		bt.Servers = append(bt.Servers, e.Name)
+	}
 	if path := t.cfg.Path; path != "" {
 		bt.Serve = func(log string) (*exec.Cmd, error) {
 			exe, err := os.Executable()

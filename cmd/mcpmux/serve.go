@@ -231,6 +231,7 @@ func runConfig(cfg *config.Config, env daemonEnv, log *slog.Logger) (daemon.Conf
 	dc := daemon.Config{
 		SocketDir:         cfg.Listen.SocketDir,
 		Servers:           servers(cfg, cfg.Listen, env),
+		Endpoints:         endpoints(cfg, cfg.Listen),
 		MaxStreamsPerConn: cfg.Listen.MaxStreamsPerConn,
 		IdleExit:          cfg.Daemon.IdleExit,
 		FirstByteTimeout:  cfg.Daemon.FirstByteTimeout,
@@ -248,7 +249,7 @@ func runConfig(cfg *config.Config, env daemonEnv, log *slog.Logger) (daemon.Conf
 			if err != nil {
 				return daemon.Reloaded{}, err
 			}
-			r := daemon.Reloaded{Servers: servers(next, cfg.Listen, env)}
+			r := daemon.Reloaded{Servers: servers(next, cfg.Listen, env), Endpoints: endpoints(next, cfg.Listen)}
 			if !reflect.DeepEqual(next.Listen, cfg.Listen) {
 				r.Ignored = append(r.Ignored, "[listen]")
 			}
@@ -280,6 +281,16 @@ func servers(cfg *config.Config, lc config.Listen, env daemonEnv) []daemon.Serve
 		h.Upstream.Environ = env.environ
 		h.Upstream.StderrInherit = env.stderr
 		h.Upstream.Reaper = env.reaper
+	}
+	return out
+}
+
+// endpoints are the [endpoints.NAME] tables and the endpoint all, with
+// the session limits of lc.
+func endpoints(cfg *config.Config, lc config.Listen) []daemon.Endpoint {
+	out := make([]daemon.Endpoint, len(cfg.Endpoints))
+	for i, e := range cfg.Endpoints {
+		out[i] = daemon.Endpoint{Endpoint: e, Session: lc.Session}
 	}
 	return out
 }

@@ -149,6 +149,9 @@ func (d *checkup) checkEditors() {
 	})
 	if d.cfg != nil {
 		in.Servers = serverNames(d.cfg)
+		for _, e := range d.cfg.Endpoints {
+			in.Endpoints = append(in.Endpoints, e.Name)
+		}
 	}
 	marks := map[editors.Level]Mark{editors.OK: OK, editors.Note: Note, editors.Warn: Warn}
 	for _, f := range editors.Check(in) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -18,8 +19,13 @@ import (
 // run `mcpmux connect NAME` instead, every file backed up beside itself
 // first (FILE.mcpmux-backup), so that Undo puts each back as it was.
 
-// BackupSuffix ends the name of the copy adopt keeps of a file it rewrites.
-const BackupSuffix = ".mcpmux-backup"
+// BackupSuffix ends the name of the copy adopt keeps of a file it
+// rewrites; CreatedSuffix the name of the empty file that says adopt
+// created the file beside it (mux.toml, when there was none).
+const (
+	BackupSuffix  = ".mcpmux-backup"
+	CreatedSuffix = ".mcpmux-created"
+)
 
 // AdoptInput is what PlanAdoption knows of the machine and of mux.toml.
 type AdoptInput struct {
@@ -84,14 +90,14 @@ func PlanAdoption(in AdoptInput) (*Adoption, error) {
 			continue
 		}
 		newText, names, err := a.adoptFile(in, f, data, res, taken)
-		if err != nil {
-			a.Left = append(a.Left, fmt.Sprintf("%s: left as it is: %v", where, err))
-			continue
-		}
 		for _, s := range res.Skipped {
 			a.Left = append(a.Left, where+": "+s)
 		}
 		res.Skipped = nil
+		if err != nil {
+			a.Left = append(a.Left, fmt.Sprintf("%s: left as it is: %v", where, err))
+			continue
+		}
 		if len(names) > 0 {
 			a.Adopted = append(a.Adopted, where+": "+strings.Join(names, ", "))
 			a.Rewrites = append(a.Rewrites, Rewrite{Path: f.Path, Old: data, New: newText})
@@ -144,16 +150,14 @@ func (a *Adoption) adoptFile(in AdoptInput, f File, data []byte, res *Result, ta
 	var names []string
 	var rewrites []EntryRewrite
 	for _, src := range sources {
-		if src.path == nil {
-			for _, orig := range slices.Sorted(maps.Keys(src.entries)) {
-				res.Skipped = append(res.Skipped, fmt.Sprintf("%q (%s) left as it is: adopt rewrites the servers every project shares", orig, src.origin))
-			}
-			continue
-		}
 		for _, orig := range slices.Sorted(maps.Keys(src.entries)) {
 			if e, skip := readEntry(src.entries[orig], src.rules); skip == "" {
 				if unknown := unknownKeys(e, src.rules.timeouts); len(unknown) > 0 {
-					res.Skipped = append(res.Skipped, fmt.Sprintf("%q left as it is: adopt does not know its %s", orig, strings.Join(unknown, ", ")))
+					label := strconv.Quote(orig)
+					if src.origin != "" {
+						label += " (" + src.origin + ")"
+					}
+					res.Skipped = append(res.Skipped, fmt.Sprintf("%s left as it is: adopt does not know its %s", label, strings.Join(unknown, ", ")))
 					continue
 				}
 			}
@@ -175,11 +179,14 @@ func (a *Adoption) adoptFile(in AdoptInput, f File, data []byte, res *Result, ta
 				}
 				edits = append(edits, edit{start, end, text})
 			}
-			if name == orig {
-				names = append(names, orig)
-			} else {
-				names = append(names, orig+" as "+name)
+			label := orig
+			if name != orig {
+				label += " as " + name
 			}
+			if src.origin != "" {
+				label += " (" + src.origin + ")"
+			}
+			names = append(names, label)
 		}
 	}
 	if f.Client.Rewrite != nil && len(rewrites) > 0 {
@@ -302,27 +309,45 @@ func objectMember(data []byte, start, end int, key string) (vstart, vend int, ok
 
 // Apply makes the adoption: each file is backed up beside itself, unless
 // a backup of an earlier adoption is there (it holds the file as it was
-// before any), then written whole, keeping its mode.
+// before any), then written whole, keeping its mode. A file there was
+// none of gets a CreatedSuffix file beside it instead.
 func (a *Adoption) Apply() error {
 	for _, r := range a.Rewrites {
 		mode := fs.FileMode(0o600)
 		if fi, err := os.Stat(r.Path); err == nil {
 			mode = fi.Mode().Perm()
 		}
+		_, created := os.Lstat(r.Path + CreatedSuffix)
 		if r.Old != nil {
-			if _, err := os.Lstat(r.Path + BackupSuffix); errors.Is(err, fs.ErrNotExist) {
+			_, err := os.Lstat(r.Path + BackupSuffix)
+			if errors.Is(err, fs.ErrNotExist) && created != nil { // adopt made it: it has no earlier state to keep
 				if err := writeFile(r.Path+BackupSuffix, r.Old, mode); err != nil {
 					return err
 				}
 			}
-		} else if err := os.MkdirAll(filepath.Dir(r.Path), 0o700); err != nil {
-			return fmt.Errorf("adopt: %w", err)
+		} else {
+			if err := os.MkdirAll(filepath.Dir(r.Path), 0o700); err != nil {
+				return fmt.Errorf("adopt: %w", err)
+			}
+			if err := writeFile(r.Path+CreatedSuffix, nil, 0o600); err != nil {
+				return err
+			}
 		}
-		if err := writeFile(r.Path, r.New, mode); err != nil {
+		if err := writeFile(resolved(r.Path), r.New, mode); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// resolved is the file path names, through symbolic links (a dotfile kept
+// elsewhere stays a link, its target rewritten); path itself when there
+// is none yet.
+func resolved(path string) string {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		return p
+	}
+	return path
 }
 
 // writeFile replaces path by data at once: written beside it, then renamed.
@@ -358,20 +383,49 @@ func AdoptedFiles(getenv func(string) string, goos, cwd, config string) []string
 	return append(paths, config)
 }
 
-// Undo puts back each of paths that has a backup beside it, and returns
-// those it put back.
+// Undo puts back each of paths that has a backup beside it, and removes
+// each that adopt created, and returns those it put back or removed.
 func Undo(paths []string) ([]string, error) {
 	var restored []string
 	for _, p := range paths {
-		if _, err := os.Lstat(p + BackupSuffix); err != nil {
+		_, backup := os.Lstat(p + BackupSuffix)
+		_, created := os.Lstat(p + CreatedSuffix)
+		var err error
+		switch {
+		case created == nil: // there was none before adopt
+			for _, f := range []string{p, p + BackupSuffix, p + CreatedSuffix} {
+				if rerr := os.Remove(f); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+					err = rerr
+				}
+			}
+		case backup == nil:
+			err = restore(p)
+		default:
 			continue
 		}
-		if err := os.Rename(p+BackupSuffix, p); err != nil {
+		if err != nil {
 			return restored, fmt.Errorf("adopt --undo: %w", err)
 		}
 		restored = append(restored, p)
 	}
 	return restored, nil
+}
+
+// restore writes the backup of path back into it (through links), then
+// removes the backup.
+func restore(path string) error {
+	data, err := os.ReadFile(path + BackupSuffix)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(path + BackupSuffix)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(resolved(path), data, fi.Mode().Perm()); err != nil {
+		return err
+	}
+	return os.Remove(path + BackupSuffix)
 }
 
 // Diff shows the lines of old that new changes, as one hunk of a unified

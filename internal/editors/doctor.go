@@ -42,6 +42,7 @@ type Checkup struct {
 	// entry gives neither --config nor MCPMUX_CONFIG; "" when there is none.
 	DefaultConfig string
 	Servers       []string            // the config's servers; nil when it does not load
+	Endpoints     []string            // the config's endpoints, reached as servers are
 	Tilde         func(string) string // writes a path for the report
 }
 
@@ -175,7 +176,7 @@ func (d *checkup) checkEditorFile(f File, entries []editorEntry) {
 			continue
 		}
 		commands[e.command] = true
-		if d.checkConnect(where, e, c) {
+		if d.checkConnect(where, e, &c) {
 			through = append(through, c.name)
 		}
 	}
@@ -191,21 +192,21 @@ func (d *checkup) checkEditorFile(f File, entries []editorEntry) {
 }
 
 // checkConnect reports an entry that runs `mcpmux connect` with another
-// config, with no name, or with a name the config does not have; true
-// when it reaches a server of this config.
-func (d *checkup) checkConnect(where string, e editorEntry, c connectEntry) bool {
+// config, or with a name the config does not have (none is the endpoint
+// all); true when it reaches a server or endpoint of this config.
+func (d *checkup) checkConnect(where string, e editorEntry, c *connectEntry) bool {
 	config := c.config
 	if config == "" {
 		config = d.DefaultConfig
+	}
+	if c.name == "" {
+		c.name = "all" // the endpoint of every server
 	}
 	switch {
 	case filepath.Clean(config) != d.Config:
 		d.add(Note, "%s: %q uses another config, %s", where, e.label, d.Tilde(config))
 		return false
-	case c.name == "":
-		d.add(Warn, "%s: %q runs `mcpmux connect` without a server name", where, e.label)
-		return false
-	case d.Servers != nil && !slices.Contains(d.Servers, c.name):
+	case d.Servers != nil && !slices.Contains(d.Servers, c.name) && !slices.Contains(d.Endpoints, c.name):
 		d.add(Warn, "%s: %q runs `mcpmux connect %s`, and the config has no server %s (it has: %s)", where, e.label, c.name, c.name, strings.Join(d.Servers, ", "))
 		return false
 	}

@@ -110,9 +110,14 @@ func TestCheck(t *testing.T) {
 	}
 	where := "Cursor ~/project/.cursor/mcp.json: "
 	assert.Equal(t, []editors.Finding{
-		{editors.Warn, where + "\"nameless\" runs `mcpmux connect` without a server name"},
+		{editors.Warn, where + "\"nameless\" runs `mcpmux connect all`, and the config has no server all (it has: memory)"},
 		{editors.Warn, where + "starts /no/such/mcpmux, which is not an executable file: `mcpmux client-config NAME --for cursor` prints the entry with this mcpmux"},
 		{editors.OK, where + "memory through mcpmux"},
+	}, editors.Check(in))
+	in.Endpoints = []string{"all"} // `mcpmux connect` with no name reaches it
+	assert.Equal(t, []editors.Finding{
+		{editors.Warn, where + "starts /no/such/mcpmux, which is not an executable file: `mcpmux client-config NAME --for cursor` prints the entry with this mcpmux"},
+		{editors.OK, where + "memory, all through mcpmux"},
 	}, editors.Check(in))
 
 	in.Cwd = filepath.Join(home, "elsewhere")

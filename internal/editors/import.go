@@ -76,7 +76,7 @@ type importSource struct {
 	project string // what makes its entries a project's, when they are: they get share = "project"
 	entries map[string]json.RawMessage
 	rules   entryRules
-	path    []string // the members leading to entries from the top; nil for a project's (Shape.Each)
+	path    []string // the members leading to entries from the top
 }
 
 // entryRules are what is particular to the entries of one source.
@@ -255,7 +255,8 @@ func (sh Shape) projectSources(c *Client, what string, raw json.RawMessage, rule
 		if err != nil {
 			return nil, fmt.Errorf("%s.%q.%q %w", what, p, sh.Each, err)
 		}
-		sources = append(sources, importSource{client: c.Name, origin: "project " + p, project: "that project's entry", entries: entries, rules: rules})
+		sources = append(sources, importSource{client: c.Name, origin: "project " + p, project: "that project's entry", entries: entries, rules: rules,
+			path: slices.Concat(sh.Path, []string{p, sh.Each})})
 	}
 	return sources, nil
 }

@@ -1,0 +1,456 @@
+package endpoint_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/endpoint"
+	"github.com/mcpmux/mcpmux/internal/testutil"
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/outbox"
+	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/upstream"
+)
+
+// fake is a member server played by the test: it answers initialize,
+// tools/list (pages of two when paged), prompts/list and tools/call, and
+// records every request it is sent.
+type fake struct {
+	name    string
+	tools   []string
+	prompts []string
+	paged   bool   // tools/list in pages: the first tool, then the rest
+	initErr string // answer initialize with this upstream_unavailable error
+	hold    bool   // never answer tools/call
+
+	mu   sync.Mutex
+	seen []string // "method" or "tools/call NAME", and frames of notifications and answers
+	t    session.Transport
+}
+
+func (f *fake) Serve(ctx context.Context, t session.Transport, _ session.Peer) error {
+	f.mu.Lock()
+	f.t = t
+	f.mu.Unlock()
+	for {
+		frame, _, err := t.ReadFrame()
+		if err != nil {
+			return nil
+		}
+		msg, err := jsonrpc.Parse(frame)
+		if err != nil {
+			continue
+		}
+		if msg.Kind != jsonrpc.KindRequest {
+			f.record(string(frame))
+			continue
+		}
+		name, _ := msg.ParamsString("name")
+		switch msg.Method {
+		case "tools/call", "prompts/get":
+			f.record(msg.Method + " " + name)
+		default:
+			f.record(msg.Method)
+		}
+		if answer := f.answer(msg, name); answer != nil {
+			f.write(answer)
+		}
+	}
+}
+
+func (f *fake) answer(msg *jsonrpc.Message, name string) []byte {
+	result := func(v any) []byte {
+		b, _ := json.Marshal(v)
+		return jsonrpc.Response(msg.ID, b)
+	}
+	if f.initErr != "" && msg.Method != "initialize" { // as a router does for a session not initialized
+		return (&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not initialized", Reason: jsonrpc.ReasonNotInitialized}).Response(msg.ID)
+	}
+	switch msg.Method {
+	case "initialize":
+		if f.initErr != "" {
+			return (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: f.initErr, Reason: jsonrpc.ReasonUpstreamUnavailable, Server: f.name}).Response(msg.ID)
+		}
+		caps := map[string]any{"tools": map[string]any{}}
+		if len(f.prompts) > 0 {
+			caps["prompts"] = map[string]any{"listChanged": true}
+		}
+		return result(map[string]any{"protocolVersion": "2025-06-18", "capabilities": caps,
+			"serverInfo": map[string]any{"name": f.name}, "instructions": "I am " + f.name + "."})
+	case "tools/list":
+		tools := f.tools
+		var next string
+		cursor, _ := msg.ParamsString("cursor")
+		if f.paged && cursor == "" {
+			tools, next = tools[:1], "page2"
+		} else if f.paged {
+			tools = tools[1:]
+		}
+		list := []map[string]any{}
+		for _, t := range tools {
+			list = append(list, map[string]any{"name": t, "inputSchema": map[string]any{"type": "object"}})
+		}
+		out := map[string]any{"tools": list}
+		if next != "" {
+			out["nextCursor"] = next
+		}
+		return result(out)
+	case "prompts/list":
+		list := []map[string]any{}
+		for _, p := range f.prompts {
+			list = append(list, map[string]any{"name": p})
+		}
+		return result(map[string]any{"prompts": list})
+	case "tools/call":
+		if f.hold {
+			return nil
+		}
+		return result(map[string]any{"content": []any{map[string]any{"type": "text", "text": f.name + " ran " + name}}})
+	}
+	return result(map[string]any{})
+}
+
+func (f *fake) record(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen = append(f.seen, s)
+}
+
+// write sends a frame to the endpoint, as the member's router would.
+func (f *fake) write(frame []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.t.WriteFrames([]outbox.Frame{{Data: frame}})
+}
+
+func (f *fake) saw() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.seen...)
+}
+
+func (f *fake) sawAny(prefix string) bool {
+	for _, s := range f.saw() {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// client is the test's end of one client session of an endpoint.
+type client struct {
+	t    *testing.T
+	conn net.Conn
+	in   chan map[string]json.RawMessage
+}
+
+// serve starts one client session of an endpoint of the members given.
+func serve(t *testing.T, cfg endpoint.Config, members ...endpoint.Member) *client {
+	t.Helper()
+	byName := map[string]endpoint.Member{}
+	for i, m := range members {
+		if f, ok := m.(*fake); ok {
+			byName[f.name] = f
+		} else {
+			byName[cfg.Servers[i]] = m
+		}
+	}
+	e := endpoint.New(cfg, endpoint.Options{Lookup: func(name string) (endpoint.Member, bool) {
+		m, ok := byName[name]
+		return m, ok
+	}, Version: "test"})
+	ours, theirs := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { e.Serve(ctx, session.NewStream(theirs, 1<<20), session.Peer{Transport: "test"}) })
+	c := &client{t: t, conn: ours, in: make(chan map[string]json.RawMessage, 100)}
+	wg.Go(func() {
+		defer close(c.in)
+		r := bufio.NewReader(ours)
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var m map[string]json.RawMessage
+			if json.Unmarshal(line, &m) == nil {
+				c.in <- m
+			}
+		}
+	})
+	t.Cleanup(func() {
+		ours.Close()
+		cancel()
+		wg.Wait()
+	})
+	return c
+}
+
+func (c *client) send(format string, args ...any) {
+	c.t.Helper()
+	_, err := fmt.Fprintf(c.conn, format+"\n", args...)
+	require.NoError(c.t, err)
+}
+
+// next is the next message the client receives.
+func (c *client) next() map[string]json.RawMessage {
+	c.t.Helper()
+	select {
+	case m, ok := <-c.in:
+		require.True(c.t, ok, "the session ended")
+		return m
+	case <-time.After(10 * time.Second):
+		c.t.Fatal("no message within 10s")
+		return nil
+	}
+}
+
+// call sends a request and returns its answer's result, or error.
+func (c *client) call(id int, method, params string) (result, errObj json.RawMessage) {
+	c.t.Helper()
+	c.send(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
+	m := c.next()
+	require.Equal(c.t, fmt.Sprint(id), string(m["id"]), "answer to %s: %v", method, m)
+	return m["result"], m["error"]
+}
+
+func (c *client) initialize() json.RawMessage {
+	c.t.Helper()
+	r, e := c.call(0, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},"clientInfo":{"name":"t","version":"1"}}`)
+	require.Nil(c.t, e)
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return r
+}
+
+func names(t *testing.T, result json.RawMessage, key string) []string {
+	t.Helper()
+	var r map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(result, &r))
+	var items []struct {
+		Name string `json:"name"`
+	}
+	require.NoError(t, json.Unmarshal(r[key], &items))
+	out := []string{}
+	for _, it := range items {
+		out = append(out, it.Name)
+	}
+	return out
+}
+
+func reason(t *testing.T, errObj json.RawMessage) (code int, reason, message string) {
+	t.Helper()
+	var e struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Data    struct {
+			Reason string `json:"reason"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(errObj, &e), "error %s", errObj)
+	return e.Code, e.Data.Reason, e.Message
+}
+
+// TestEndpointListsAndRoutesByPrefix: one session reaches two servers, with
+// their tools prefixed, calls routed by prefix, and a hidden tool refused
+// before it reaches its server.
+func TestEndpointListsAndRoutesByPrefix(t *testing.T) {
+	a := &fake{name: "a", tools: []string{"echo", "secret"}, prompts: []string{"hello"}}
+	b := &fake{name: "b", tools: []string{"echo"}}
+	c := serve(t, endpoint.Config{Name: "all", Servers: []string{"a", "b"}, DenyTools: []string{"a__sec*"}}, a, b)
+
+	var init struct {
+		Capabilities map[string]any `json:"capabilities"`
+		ServerInfo   struct {
+			Name string `json:"name"`
+		} `json:"serverInfo"`
+		Instructions string `json:"instructions"`
+	}
+	require.NoError(t, json.Unmarshal(c.initialize(), &init))
+	assert.Equal(t, "mcpmux", init.ServerInfo.Name)
+	assert.Contains(t, init.Capabilities, "tools")
+	assert.Equal(t, map[string]any{"listChanged": true}, init.Capabilities["prompts"], "the union of the capabilities")
+	assert.Equal(t, "## a\n\nI am a.\n\n## b\n\nI am b.", init.Instructions)
+
+	r, e := c.call(1, "tools/list", `{}`)
+	require.Nil(t, e)
+	assert.Equal(t, []string{"a__echo", "b__echo"}, names(t, r, "tools"), "prefixed, the hidden tool absent")
+	r, e = c.call(2, "prompts/list", `{}`)
+	require.Nil(t, e)
+	assert.Equal(t, []string{"a__hello"}, names(t, r, "prompts"))
+
+	r, e = c.call(3, "tools/call", `{"name":"b__echo","arguments":{}}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), "b ran echo", "routed to b, the prefix removed")
+	r, e = c.call(4, "prompts/get", `{"name":"a__hello"}`)
+	require.Nil(t, e)
+	assert.Contains(t, a.saw(), "prompts/get hello")
+
+	_, e = c.call(5, "tools/call", `{"name":"a__secret","arguments":{}}`)
+	code, why, _ := reason(t, e)
+	assert.Equal(t, jsonrpc.CodeInvalidParams, code)
+	assert.Equal(t, jsonrpc.ReasonUnknownTool, why)
+	_, e = c.call(6, "tools/call", `{"name":"zz__echo"}`)
+	code, why, msg := reason(t, e)
+	assert.Equal(t, jsonrpc.CodeInvalidParams, code)
+	assert.Equal(t, jsonrpc.ReasonUnknownTool, why)
+	assert.Contains(t, msg, "a, b", "the unknown prefix's error names the endpoint's servers")
+
+	// Each answer above came after the server's: nothing more can arrive.
+	assert.False(t, a.sawAny("tools/call secret"), "the hidden tool never reached its server")
+	assert.Equal(t, []string{"initialize", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "tools/list", "prompts/list", "prompts/get hello"}, a.saw())
+}
+
+// TestEndpointCursorAcrossServers: a list is merged from every server's
+// first page, and the cursor carries on with those that have more.
+func TestEndpointCursorAcrossServers(t *testing.T) {
+	a := &fake{name: "a", tools: []string{"one", "two", "three"}, paged: true}
+	b := &fake{name: "b", tools: []string{"x"}}
+	c := serve(t, endpoint.Config{Name: "all", Servers: []string{"a", "b"}}, a, b)
+	c.initialize()
+	r, e := c.call(1, "tools/list", `{}`)
+	require.Nil(t, e)
+	assert.Equal(t, []string{"a__one", "b__x"}, names(t, r, "tools"))
+	var page struct {
+		NextCursor string `json:"nextCursor"`
+	}
+	require.NoError(t, json.Unmarshal(r, &page))
+	require.NotEmpty(t, page.NextCursor)
+	r, e = c.call(2, "tools/list", fmt.Sprintf(`{"cursor":%q}`, page.NextCursor))
+	require.Nil(t, e)
+	assert.Equal(t, []string{"a__two", "a__three"}, names(t, r, "tools"), "only the server with more")
+	assert.NotContains(t, string(r), "nextCursor")
+	assert.Equal(t, 1, strings.Count(strings.Join(b.saw(), " "), "tools/list"), "b was not asked again")
+
+	_, e = c.call(3, "tools/list", `{"cursor":"!!"}`)
+	code, _, _ := reason(t, e)
+	assert.Equal(t, jsonrpc.CodeInvalidParams, code)
+}
+
+// TestEndpointListChangedOnce: list_changed from several servers reaches
+// the client once, until it lists again.
+func TestEndpointListChangedOnce(t *testing.T) {
+	a := &fake{name: "a", tools: []string{"t"}}
+	b := &fake{name: "b", tools: []string{"t"}}
+	c := serve(t, endpoint.Config{Name: "all", Servers: []string{"a", "b"}}, a, b)
+	c.initialize()
+	changed := []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	a.write(changed)
+	b.write(changed)
+	m := c.next()
+	assert.Equal(t, `"notifications/tools/list_changed"`, string(m["method"]))
+	r, e := c.call(1, "tools/list", `{}`) // also proves no second list_changed came first
+	require.Nil(t, e)
+	assert.Len(t, names(t, r, "tools"), 2)
+	b.write(changed)
+	m = c.next()
+	assert.Equal(t, `"notifications/tools/list_changed"`, string(m["method"]), "once listed, the next change is told")
+}
+
+// TestEndpointFailedServerStaysLocal: a server whose session cannot
+// initialize, and one that is not served, leave the endpoint working; a
+// call to either gets upstream_unavailable naming it.
+func TestEndpointFailedServerStaysLocal(t *testing.T) {
+	good := &fake{name: "good", tools: []string{"t"}}
+	bad := &fake{name: "bad", tools: []string{"t"}, initErr: "server bad is failed"}
+	c := serve(t, endpoint.Config{Name: "all", Servers: []string{"bad", "good", "missing"}}, bad, good)
+	c.initialize()
+	r, e := c.call(1, "tools/list", `{}`)
+	require.Nil(t, e)
+	assert.Equal(t, []string{"good__t"}, names(t, r, "tools"))
+
+	_, e = c.call(2, "tools/call", `{"name":"bad__t"}`)
+	code, why, msg := reason(t, e)
+	assert.Equal(t, jsonrpc.ReasonUpstreamUnavailable, why, "error %s", e)
+	assert.Equal(t, jsonrpc.CodeInternalError, code)
+	assert.Contains(t, msg, "bad")
+	assert.Contains(t, string(e), `"server":"bad"`)
+	assert.True(t, bad.sawAny("tools/call"), "bad's session had its initialize again first, and the call went on to its router")
+
+	_, e = c.call(3, "tools/call", `{"name":"missing__t"}`)
+	_, why, _ = reason(t, e)
+	assert.Equal(t, jsonrpc.ReasonUpstreamUnavailable, why)
+	assert.Contains(t, string(e), `"server":"missing"`)
+	r, e = c.call(4, "tools/call", `{"name":"good__t"}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), "good ran t")
+}
+
+// TestEndpointProgressCancelAndServerRequests: progress and cancellation
+// cross as on a plain session, and a server's own request reaches the
+// client and its answer the server.
+func TestEndpointProgressCancelAndServerRequests(t *testing.T) {
+	a := &fake{name: "a", tools: []string{"slow"}, hold: true}
+	c := serve(t, endpoint.Config{Name: "all", Servers: []string{"a"}}, a)
+	c.initialize()
+	c.send(`{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"a__slow","_meta":{"progressToken":"tok"}}}`)
+	testutil.Until(t, 5*time.Second, "the call reaches a", func() bool { return a.sawAny("tools/call slow") })
+
+	a.write([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tok","progress":1}}`))
+	m := c.next()
+	assert.Equal(t, `"notifications/progress"`, string(m["method"]))
+	assert.JSONEq(t, `{"progressToken":"tok","progress":1}`, string(m["params"]))
+
+	a.write([]byte(`{"jsonrpc":"2.0","id":"s9","method":"sampling/createMessage","params":{"messages":[]}}`))
+	m = c.next()
+	assert.Equal(t, `"sampling/createMessage"`, string(m["method"]))
+	c.send(`{"jsonrpc":"2.0","id":%s,"result":{"role":"assistant"}}`, m["id"])
+	testutil.Until(t, 5*time.Second, "the answer reaches a under its own id", func() bool {
+		return a.sawAny(`{"jsonrpc":"2.0","id":"s9","result":{"role":"assistant"}}`)
+	})
+
+	c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"enough"}}`)
+	testutil.Until(t, 5*time.Second, "the cancellation reaches a under its call's id", func() bool {
+		for _, s := range a.saw() {
+			if strings.Contains(s, "notifications/cancelled") && !strings.Contains(s, `"c1"`) && strings.Contains(s, "enough") {
+				return true
+			}
+		}
+		return false
+	})
+	r, e := c.call(2, "ping", `{}`)
+	assert.Nil(t, e)
+	assert.JSONEq(t, `{}`, string(r))
+}
+
+// TestEndpointOverARouter: the members are real routers, each with its
+// own server process; an endpoint session initializes through them and
+// its calls reach the servers.
+func TestEndpointOverARouter(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	hubs := map[string]mux.Server{}
+	for _, name := range []string{"one", "two"} {
+		h := mux.New(mux.Config{Name: name, Upstream: upstream.Config{Command: exe,
+			Env: map[string]string{testutil.FakeServerEnv: "serve", testutil.FakeTagEnv: name}}})
+		hubs[name] = h
+		wg.Go(func() { h.Run(ctx) })
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	c := serve(t, endpoint.Config{Name: "all", Servers: []string{"one", "two"}}, hubs["one"], hubs["two"])
+	var init struct {
+		Capabilities map[string]any `json:"capabilities"`
+	}
+	require.NoError(t, json.Unmarshal(c.initialize(), &init))
+	assert.Contains(t, init.Capabilities, "tools")
+	r, e := c.call(1, "tools/call", `{"name":"two__anything","arguments":{}}`)
+	require.Nil(t, e, "error %s", e)
+	assert.JSONEq(t, `{}`, string(r))
+}
