@@ -50,8 +50,12 @@ func (m memoryDir) prepare() error {
 
 // refused logs a file statefile refused: it is then treated as missing.
 func (m memoryDir) refused(err error) {
-	if m.log != nil && (errors.Is(err, statefile.ErrUnsafe) || errors.Is(err, statefile.ErrTooLarge)) {
-		m.log.Warn("refused a file of what mcpmux remembers of a server; doing without it", "error", err)
+	switch {
+	case m.log == nil:
+	case errors.Is(err, statefile.ErrUnsafe):
+		m.log.Warn("refused a file of what mcpmux remembers of a server, not a private file of this user; doing without it", "error", err)
+	case errors.Is(err, statefile.ErrTooLarge):
+		m.log.Warn("refused a file of what mcpmux remembers of a server, too large; doing without it", "error", err)
 	}
 }
 

@@ -147,8 +147,11 @@ func pruneRecords(state string, log *slog.Logger) {
 	for _, p := range paths {
 		r, err := readRecordFile(p)
 		switch {
-		case errors.Is(err, statefile.ErrUnsafe) || errors.Is(err, statefile.ErrTooLarge):
-			log.Warn("removed a daemon record that is refused", "error", err)
+		case errors.Is(err, statefile.ErrUnsafe):
+			log.Warn("removed a daemon record that is refused: not a private file of this user", "error", err)
+			os.Remove(p)
+		case errors.Is(err, statefile.ErrTooLarge):
+			log.Warn("removed a daemon record that is refused: too large", "error", err)
 			os.Remove(p)
 		case err == nil && !processExists(r.Pid):
 			os.Remove(p)

@@ -92,8 +92,6 @@ func TestWriteRecordNoPredictableTemp(t *testing.T) {
 	assert.Equal(t, "/s", r.SocketDir)
 }
 
-
-
 // TestMemoryRefused: a server's description that is 400 MB, or a link, is
 // done without, and the log says so; the marker is not written through a
 // link.
@@ -114,7 +112,7 @@ func TestMemoryRefused(t *testing.T) {
 	assert.Empty(t, era)
 	assert.Nil(t, res)
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "read with a bound")
-	assert.Contains(t, log.String(), "refused a file of what mcpmux remembers of a server")
+	assert.Contains(t, log.String(), "refused a file of what mcpmux remembers of a server, too large")
 	assert.Contains(t, log.String(), "419430400 bytes")
 
 	victim := filepath.Join(t.TempDir(), "victim")

@@ -167,11 +167,22 @@ func (s *FileStore) refused(id string, err error) bool {
 	if !errors.Is(err, statefile.ErrUnsafe) && !errors.Is(err, statefile.ErrTooLarge) {
 		return false
 	}
-	if s.Log != nil {
-		s.Log.Warn("removed a session record that is refused", "session", id, "error", err)
-	}
+	s.logRefused(id, err)
 	s.Delete(id)
 	return true
+}
+
+// logRefused says why the record of id was refused. The two kinds have
+// messages of their own: the daemon's log limits each message's rate.
+func (s *FileStore) logRefused(id string, err error) {
+	if s.Log == nil {
+		return
+	}
+	msg := "removed a session record that is refused: not a private file of this user"
+	if errors.Is(err, statefile.ErrTooLarge) {
+		msg = "removed a session record that is refused: too large"
+	}
+	s.Log.Warn(msg, "session", id, "error", err)
 }
 
 func (s *FileStore) expired(fi fs.FileInfo) bool {
@@ -243,9 +254,7 @@ func (s *FileStore) pruneLocked() {
 			continue
 		}
 		if err := statefile.CheckInfo(s.path(id), fi); err != nil {
-			if s.Log != nil {
-				s.Log.Warn("removed a session record that is refused", "session", id, "error", err)
-			}
+			s.logRefused(id, err)
 			s.deleteLocked(id)
 			continue
 		}
