@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/internal/statefile"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/socket"
 )
@@ -158,15 +159,25 @@ func (d *dialer) startDaemon(ctx context.Context, t *Target, sock string) error 
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		return fmt.Errorf("state folder: %w", err)
+	// The folder and the log in it follow statefile's rules: a folder of
+	// ours open to others is made private, another user's is refused, a
+	// log that is a link or not ours is replaced; the log says what was
+	// repaired.
+	dirNote, err := statefile.PrepareDir(state)
+	if err != nil {
+		return err
 	}
 	logPath := filepath.Join(state, "mcpmux.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	logf, logNote, err := statefile.OpenLog(logPath)
 	if err != nil {
 		return fmt.Errorf("daemon log: %w", err)
 	}
 	defer logf.Close()
+	for _, note := range []string{dirNote, logNote} {
+		if note != "" {
+			fmt.Fprintf(logf, "mcpmux connect: %s\n", note)
+		}
+	}
 	// The daemon logs into logPath itself, rotating it by size; its stderr
 	// goes there too, for what comes before the log is open or outside it
 	// (a panic).

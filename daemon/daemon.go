@@ -269,7 +269,7 @@ func (d *Daemon) listen(s Server) (*served, error) {
 		cfg.Version = d.cfg.Version
 	}
 	if cfg.Memory == nil {
-		cfg.Memory = serverMemory(d.cfg.StateDir, cfg)
+		cfg.Memory = serverMemory(d.cfg.StateDir, cfg, d.log)
 	}
 	cfg.IDs = &d.ids
 	if cfg.Session.Budget == nil {

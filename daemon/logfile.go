@@ -3,8 +3,11 @@ package daemon
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
+
+	"github.com/mcpmux/mcpmux/internal/statefile"
 )
 
 // The auto-started daemon's log file: rotated once it reaches
@@ -25,33 +28,57 @@ type LogFile struct {
 	max  int64
 	keep int
 
+	repairs []string // what OpenLogFile repaired
+
 	mu   sync.Mutex
 	f    *os.File
 	size int64
 	err  error // why the last rotation failed; writes then go on in the old file
 }
 
-// OpenLogFile opens (appending to) or creates the log at path, mode 0600.
+// OpenLogFile opens (appending to) or creates the log at path, mode 0600,
+// by package statefile's rules. Its folder is made private (a folder of
+// this user open to others is set to 0700; another user's is refused). A
+// file there that is a symlink, another user's or writable by others is
+// removed (the folder is ours) and a new one started. Repairs says what
+// was repaired, for the log.
 func OpenLogFile(path string, max int64, keep int) (*LogFile, error) {
 	l := &LogFile{path: path, max: max, keep: keep}
-	if err := l.open(); err != nil {
+	note, err := statefile.PrepareDir(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("daemon log: %w", err)
+	}
+	if note != "" {
+		l.repairs = append(l.repairs, note)
+	}
+	note, err = l.open()
+	if err != nil {
 		return nil, err
+	}
+	if note != "" {
+		l.repairs = append(l.repairs, note)
 	}
 	return l, nil
 }
 
-func (l *LogFile) open() error {
-	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+// Repairs are what OpenLogFile repaired to open the log, one sentence
+// each.
+func (l *LogFile) Repairs() []string { return l.repairs }
+
+// open opens l.path for appending; a file statefile refuses there is
+// removed and replaced, and note says so.
+func (l *LogFile) open() (note string, err error) {
+	f, note, err := statefile.OpenLog(l.path)
 	if err != nil {
-		return fmt.Errorf("daemon log: %w", err)
+		return "", fmt.Errorf("daemon log: %w", err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return fmt.Errorf("daemon log: %w", err)
+		return "", fmt.Errorf("daemon log: %w", err)
 	}
 	l.f, l.size = f, fi.Size()
-	return nil
+	return note, nil
 }
 
 // Write implements io.Writer.
@@ -79,9 +106,13 @@ func (l *LogFile) rotate() {
 	}
 	if err == nil {
 		old := l.f
-		if err = l.open(); err == nil {
+		var note string
+		if note, err = l.open(); err == nil {
 			old.Close()
 			l.err = nil
+			if note != "" {
+				fmt.Fprintf(l.f, "mcpmux: %s\n", note)
+			}
 			return
 		}
 		l.f = old

@@ -4,12 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"os"
+	"errors"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/mcpmux/mcpmux/internal/statefile"
 	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 // memoryDir is what mcpmux remembers of a server started a given way
@@ -18,6 +21,7 @@ import (
 // value, so that a reload sees two of the same server as equal.
 type memoryDir struct {
 	dir string
+	log *slog.Logger // where a refused file is said
 }
 
 // sendsRequestsFile says the server was seen sending requests of its own,
@@ -25,9 +29,13 @@ type memoryDir struct {
 // mcpmux left it empty, saying only that the server asks.
 const sendsRequestsFile = "sends-requests"
 
+// maxAsksFile bounds the file of asking kinds read back.
+const maxAsksFile = 1 << 20
+
 func (m memoryDir) Asks() (kinds []string, all bool) {
-	b, err := os.ReadFile(filepath.Join(m.dir, sendsRequestsFile))
+	b, err := statefile.ReadFile(filepath.Join(m.dir, sendsRequestsFile), maxAsksFile)
 	if err != nil {
+		m.refused(err)
 		return nil, false
 	}
 	for line := range strings.Lines(string(b)) {
@@ -46,10 +54,10 @@ func (m memoryDir) RememberAsks(kind string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+	if err := m.prepare(); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(m.dir, sendsRequestsFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	f, err := statefile.OpenAppend(filepath.Join(m.dir, sendsRequestsFile))
 	if err != nil {
 		return err
 	}
@@ -60,8 +68,33 @@ func (m memoryDir) RememberAsks(kind string) error {
 	return err
 }
 
+// prepare makes the server's folder (and the servers folder above it) by
+// statefile's rules: a folder of another user or a symlink is refused.
+func (m memoryDir) prepare() error {
+	if _, err := statefile.PrepareDir(filepath.Dir(m.dir)); err != nil {
+		return err
+	}
+	_, err := statefile.PrepareDir(m.dir)
+	return err
+}
+
+// refused logs a file statefile refused: it is then treated as missing.
+func (m memoryDir) refused(err error) {
+	switch {
+	case m.log == nil:
+	case errors.Is(err, statefile.ErrUnsafe):
+		m.log.Warn("refused a file of what mcpmux remembers of a server, not a private file of this user; doing without it", "error", err)
+	case errors.Is(err, statefile.ErrTooLarge):
+		m.log.Warn("refused a file of what mcpmux remembers of a server, too large; doing without it", "error", err)
+	}
+}
+
 // descriptionFile keeps the server's last initialize or discover result.
 const descriptionFile = "description.json"
+
+// maxDescription bounds a description file: a result is one message of
+// the server, which the daemon reads no larger than this either.
+const maxDescription = upstream.DefaultMaxMessageBytes + 1<<10
 
 type description struct {
 	Era    string          `json:"era"`
@@ -69,8 +102,9 @@ type description struct {
 }
 
 func (m memoryDir) Description() (era string, result []byte) {
-	b, err := os.ReadFile(filepath.Join(m.dir, descriptionFile))
+	b, err := statefile.ReadFile(filepath.Join(m.dir, descriptionFile), maxDescription)
 	if err != nil {
+		m.refused(err)
 		return "", nil
 	}
 	var d description
@@ -87,24 +121,10 @@ func (m memoryDir) RememberDescription(era string, result []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+	if err := m.prepare(); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(m.dir, descriptionFile+".*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(m.dir, descriptionFile))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return statefile.WriteFile(filepath.Join(m.dir, descriptionFile), b)
 }
 
 // startKey names how a server starts: the same command, arguments and
@@ -126,9 +146,9 @@ func startKey(c mux.Config) string {
 
 // serverMemory is the router's memory of the server hub configures, kept
 // in the state folder state; nil when there is none.
-func serverMemory(state string, hub mux.Config) mux.Memory {
+func serverMemory(state string, hub mux.Config, log *slog.Logger) mux.Memory {
 	if state == "" {
 		return nil
 	}
-	return memoryDir{dir: filepath.Join(state, "servers", startKey(hub))}
+	return memoryDir{dir: filepath.Join(state, "servers", startKey(hub)), log: log}
 }

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mcpmux/mcpmux/internal/statefile"
 )
 
 // A daemon says where it serves: once it holds its socket folder (its
@@ -62,19 +65,14 @@ func recordPath(state, config string) string {
 // that no reader sees half of it.
 func WriteRecord(state string, r Record) error {
 	path := recordPath(state, r.Config)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if _, err := statefile.PrepareDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("daemon record: %w", err)
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("daemon record: %w", err)
 	}
-	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("daemon record: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := statefile.WriteFile(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("daemon record: %w", err)
 	}
 	return nil
@@ -84,7 +82,7 @@ func WriteRecord(state string, r Record) error {
 // daemon of the same file may have written its own since.
 func removeRecord(state, config string, pid int) {
 	path := recordPath(state, config)
-	if r, ok := readRecordFile(path); ok && r.Pid == pid {
+	if r, err := readRecordFile(path); err == nil && r.Pid == pid {
 		os.Remove(path)
 	}
 }
@@ -93,8 +91,8 @@ func removeRecord(state, config string, pid int) {
 // is gone is removed and not returned.
 func ReadRecord(state, config string) (Record, bool) {
 	path := recordPath(state, config)
-	r, ok := readRecordFile(path)
-	if !ok {
+	r, err := readRecordFile(path)
+	if err != nil {
 		return r, false
 	}
 	if !processExists(r.Pid) {
@@ -104,13 +102,26 @@ func ReadRecord(state, config string) (Record, bool) {
 	return r, true
 }
 
-func readRecordFile(path string) (Record, bool) {
+// maxRecord bounds a daemon's record: it is a few hundred bytes.
+const maxRecord = 64 << 10
+
+// errBadRecord: a record file that does not decode to a record.
+var errBadRecord = errors.New("not a daemon record")
+
+// readRecordFile reads one record, by package statefile's rules: one that
+// is a symlink, not this user's, writable by others or too large is refused
+// (statefile.ErrUnsafe, statefile.ErrTooLarge) without being followed or
+// read whole.
+func readRecordFile(path string) (Record, error) {
 	var r Record
-	b, err := os.ReadFile(path)
-	if err != nil || json.Unmarshal(b, &r) != nil || r.Pid <= 0 || !filepath.IsAbs(r.SocketDir) {
-		return Record{}, false
+	b, err := statefile.ReadFile(path, maxRecord)
+	if err != nil {
+		return Record{}, err
 	}
-	return r, true
+	if json.Unmarshal(b, &r) != nil || r.Pid <= 0 || !filepath.IsAbs(r.SocketDir) {
+		return Record{}, fmt.Errorf("%s: %w", path, errBadRecord)
+	}
+	return r, nil
 }
 
 // RecordsServing are the records of live daemons that serve in socketDir,
@@ -119,7 +130,7 @@ func RecordsServing(state, socketDir string) []Record {
 	paths, _ := filepath.Glob(filepath.Join(state, recordsDir, "*.json"))
 	var out []Record
 	for _, p := range paths {
-		if r, ok := readRecordFile(p); ok && r.SocketDir == socketDir && processExists(r.Pid) {
+		if r, err := readRecordFile(p); err == nil && r.SocketDir == socketDir && processExists(r.Pid) {
 			out = append(out, r)
 		}
 	}
@@ -128,11 +139,21 @@ func RecordsServing(state, socketDir string) []Record {
 }
 
 // pruneRecords removes the records of daemons whose process is gone (a
-// daemon killed without its chance to remove its own).
-func pruneRecords(state string) {
+// daemon killed without its chance to remove its own), and the files in
+// the records' folder that statefile refuses (another user's, a symlink,
+// one that others may write, one too large), which it logs.
+func pruneRecords(state string, log *slog.Logger) {
 	paths, _ := filepath.Glob(filepath.Join(state, recordsDir, "*.json"))
 	for _, p := range paths {
-		if r, ok := readRecordFile(p); ok && !processExists(r.Pid) {
+		r, err := readRecordFile(p)
+		switch {
+		case errors.Is(err, statefile.ErrUnsafe):
+			log.Warn("removed a daemon record that is refused: not a private file of this user", "error", err)
+			os.Remove(p)
+		case errors.Is(err, statefile.ErrTooLarge):
+			log.Warn("removed a daemon record that is refused: too large", "error", err)
+			os.Remove(p)
+		case err == nil && !processExists(r.Pid):
 			os.Remove(p)
 		}
 	}
@@ -175,7 +196,7 @@ func (d *Daemon) record() {
 		Started:     time.Now().Round(time.Second),
 		Autostarted: d.cfg.Autostarted,
 	}
-	pruneRecords(d.cfg.StateDir)
+	pruneRecords(d.cfg.StateDir, d.log)
 	if err := WriteRecord(d.cfg.StateDir, r); err != nil {
 		d.log.Warn("cannot record where this daemon serves; clients find it from the config file only", "error", err)
 		return

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,7 +53,7 @@ func TestRecords(t *testing.T) {
 	other := filepath.Join(dir, "other.toml")
 	require.NoError(t, WriteRecord(state, Record{Config: other, SocketDir: "/run/t", Pid: cmd.Process.Pid}))
 	require.NoError(t, WriteRecord(state, me))
-	pruneRecords(state)
+	pruneRecords(state, slog.New(slog.DiscardHandler))
 	_, err = os.Stat(recordPath(state, other))
 	assert.True(t, os.IsNotExist(err), "the stale record is pruned: %v", err)
 	_, ok = ReadRecord(state, config)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/mcpmux/mcpmux/internal/statefile"
 )
 
 // homeFallback is where, under the user's home folder, mcpmux serves when
@@ -71,13 +73,13 @@ func runtimeDirOf(dir string, uid int) bool {
 	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
 		return false
 	}
-	owner, ok := ownerOf(fi)
+	owner, ok := statefile.Owner(fi)
 	return ok && owner == uid
 }
 
 // squatted says what is at shared instead of a private folder of uid.
 func squatted(shared string, fi fs.FileInfo, uid int) string {
-	owner, ok := ownerOf(fi)
+	owner, ok := statefile.Owner(fi)
 	whose := "an unknown uid"
 	if ok {
 		whose = "uid " + strconv.Itoa(owner)

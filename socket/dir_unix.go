@@ -8,7 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/mcpmux/mcpmux/internal/statefile"
 )
 
 // PrepareDir makes dir ready to hold sockets. A missing dir is created with
@@ -60,36 +61,27 @@ func checkDir(dir string) error {
 }
 
 // checkDirInfo is checkDir on what Lstat said of dir, for the given uid.
+// The checks are package statefile's, which the state folder shares.
 func checkDirInfo(dir string, fi fs.FileInfo, uid int) error {
-	owner, ok := ownerOf(fi)
-	if !ok {
-		return refuse(ErrUnsafeDir, "socket dir %s: cannot read its owner", dir)
-	}
+	problem, owner := statefile.ExamineDir(fi, uid)
 	perm := fi.Mode().Perm()
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
+	switch problem {
+	case statefile.DirNoOwner:
+		return refuse(ErrUnsafeDir, "socket dir %s: cannot read its owner", dir)
+	case statefile.DirSymlink:
 		return refuse(ErrUnsafeDir, "socket dir %s is a symlink owned by uid %d; refusing to follow it: use a real directory",
 			dir, owner)
-	case !fi.IsDir():
+	case statefile.DirNotDir:
 		return refuse(ErrUnsafeDir, "socket dir %s is not a directory (mode %v, owned by uid %d)", dir, fi.Mode(), owner)
-	case owner != uid:
+	case statefile.DirForeign:
 		return refuse(ErrUnsafeDir, "socket dir %s has mode %#o and is owned by uid %d, not by uid %d; refusing to use it",
 			dir, perm, owner, uid)
-	case perm&0o077 != 0:
+	case statefile.DirTooWide:
 		return refuse(ErrUnsafeDir, "socket dir %s has mode %#o (owner uid %d): group and others must have no access; chmod 700 it or choose another socket_dir",
 			dir, perm, owner)
-	case perm&0o700 != 0o700:
+	case statefile.DirNoAccess:
 		return refuse(ErrUnsafeDir, "socket dir %s has mode %#o (owner uid %d): the owner needs rwx; chmod 700 it",
 			dir, perm, owner)
 	}
 	return nil
-}
-
-// ownerOf returns the uid that owns the file fi describes.
-func ownerOf(fi fs.FileInfo) (int, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, false
-	}
-	return int(st.Uid), true
 }

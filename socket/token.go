@@ -10,7 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/mcpmux/mcpmux/internal/statefile"
 )
 
 // tokenBytes is the entropy of a generated token, written as hex.
@@ -19,17 +20,22 @@ const tokenBytes = 32
 // LoadOrCreateToken returns the token kept in the file at path. When there
 // is no file yet it generates one (32 random bytes, hex) and writes it there
 // with mode 0600, creating the folder with mode 0700; created reports that.
+// The folder and the file follow package statefile's rules: a folder of
+// ours open to others is made private, another user's is refused, and a
+// file that is a link, another user's or writable by others is refused
+// (statefile.ErrUnsafe).
 // The file appears whole or not at all, so that two daemons started together
 // agree on one token. A file that others than its owner may read, that is
 // not a regular file, or that holds no token is an error.
 func LoadOrCreateToken(path string) (token string, created bool, err error) {
+	// The folder first: a token in a folder others may write is no token.
+	dir := filepath.Dir(path)
+	if _, err := statefile.PrepareDir(dir); err != nil {
+		return "", false, fmt.Errorf("the folder of the token file: %w", err)
+	}
 	token, err = readToken(path)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return token, false, err
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", false, fmt.Errorf("create the folder of the token file: %w", err)
 	}
 	token = newToken()
 	// Written under a temporary name, then linked into place: link fails
@@ -49,9 +55,11 @@ func LoadOrCreateToken(path string) (token string, created bool, err error) {
 	return token, true, nil
 }
 
-// readToken reads a token file, refusing one whose mode lets others read it.
+// readToken reads a token file, refusing one whose mode lets others read
+// it; one that is a symlink, not this user's or writable by others is
+// refused by package statefile's rules (statefile.ErrUnsafe).
 func readToken(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, fi, err := statefile.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", err
@@ -59,13 +67,7 @@ func readToken(path string) (string, error) {
 		return "", fmt.Errorf("read the token file: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("read the token file: %w", err)
-	case !fi.Mode().IsRegular():
-		return "", fmt.Errorf("token file %s is not a regular file", path)
-	case fi.Mode().Perm()&0o077 != 0:
+	if fi.Mode().Perm()&0o077 != 0 {
 		return "", fmt.Errorf("token file %s has mode %#o: others may read it; chmod 600 it (or delete it for a new token)", path, fi.Mode().Perm())
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 4<<10))
@@ -85,8 +87,8 @@ func readToken(path string) (string, error) {
 // there is none, and returns the new token.
 func RotateToken(path string) (string, error) {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("create the folder of the token file: %w", err)
+	if _, err := statefile.PrepareDir(dir); err != nil {
+		return "", fmt.Errorf("the folder of the token file: %w", err)
 	}
 	token := newToken()
 	tmp, err := writeTemp(dir, token)

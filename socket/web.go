@@ -213,7 +213,7 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 	if cfg.HTTPSessionDir != "" {
 		fs := &streamable.FileStore{Dir: cfg.HTTPSessionDir,
 			Max:  cmp.Or(cfg.MaxHTTPSessions, streamable.DefaultMaxSessions),
-			Idle: cmp.Or(cfg.HTTPSessionIdle, streamable.DefaultSessionIdle)}
+			Idle: cmp.Or(cfg.HTTPSessionIdle, streamable.DefaultSessionIdle), Log: log}
 		fs.Prune()
 		hc.Store = fs
 	}

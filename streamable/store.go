@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcpmux/mcpmux/internal/statefile"
 )
 
 // Record is what a Store keeps of one HTTP session of the 2025 binding:
@@ -49,10 +52,16 @@ type Store interface {
 // daemon that dies halfway leaves the previous record. A record whose
 // session had no request for Idle has expired; beyond Max records the
 // oldest are removed.
+//
+// The folder and its files follow package statefile's rules: a record that
+// is a symlink, another user's, writable by others or larger than
+// maxRecordBytes is refused without being followed or read whole, removed,
+// and logged on Log (nil: not logged).
 type FileStore struct {
 	Dir  string
 	Max  int
 	Idle time.Duration
+	Log  *slog.Logger
 
 	// Each new record used to read the whole folder; with thousands of
 	// sessions that made starting one slower the more there were. The
@@ -70,6 +79,10 @@ const pruneEvery = time.Minute
 
 // recordExt ends the name of every record file.
 const recordExt = ".json"
+
+// maxRecordBytes bounds a record file: it holds one initialize request (a
+// client's message, 16 MiB at most by default) and a few small fields.
+const maxRecordBytes = 20 << 20
 
 // validID reports whether id can be one of rand.Text's: a session id a
 // client sends is checked before it names a file.
@@ -96,14 +109,14 @@ func (s *FileStore) Save(r *Record) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+	if _, err := statefile.PrepareDir(s.Dir); err != nil {
 		return err
 	}
 	fresh := false
-	if _, err := os.Stat(s.path(r.ID)); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(s.path(r.ID)); errors.Is(err, fs.ErrNotExist) {
 		fresh = true
 	}
-	if err := writeAtomic(s.Dir, s.path(r.ID), b); err != nil {
+	if err := statefile.WriteFile(s.path(r.ID), b); err != nil {
 		return err
 	}
 	if fresh {
@@ -117,31 +130,15 @@ func (s *FileStore) Save(r *Record) error {
 	return nil
 }
 
-// writeAtomic writes b to path through a temporary file in dir (0600).
-func writeAtomic(dir, path string, b []byte) error {
-	tmp, err := os.CreateTemp(dir, ".record-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
-}
-
 // Load implements Store.
 func (s *FileStore) Load(id string) (*Record, error) {
 	if !validID(id) {
 		return nil, fs.ErrNotExist
 	}
-	fi, err := os.Stat(s.path(id))
+	fi, err := statefile.Stat(s.path(id))
+	if s.refused(id, err) {
+		return nil, fmt.Errorf("session %s: refused record: %w", id, fs.ErrNotExist)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +146,10 @@ func (s *FileStore) Load(id string) (*Record, error) {
 		s.Delete(id)
 		return nil, fmt.Errorf("session %s expired: %w", id, fs.ErrNotExist)
 	}
-	b, err := os.ReadFile(s.path(id))
+	b, err := statefile.ReadFile(s.path(id), maxRecordBytes)
+	if s.refused(id, err) {
+		return nil, fmt.Errorf("session %s: refused record: %w", id, fs.ErrNotExist)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +159,30 @@ func (s *FileStore) Load(id string) (*Record, error) {
 		return nil, fmt.Errorf("session %s: unreadable record: %w", id, fs.ErrNotExist)
 	}
 	return &r, nil
+}
+
+// refused reports whether err is statefile's refusal of the record of id;
+// such a record is logged and removed (the folder is ours).
+func (s *FileStore) refused(id string, err error) bool {
+	if !errors.Is(err, statefile.ErrUnsafe) && !errors.Is(err, statefile.ErrTooLarge) {
+		return false
+	}
+	s.logRefused(id, err)
+	s.Delete(id)
+	return true
+}
+
+// logRefused says why the record of id was refused. The two kinds have
+// messages of their own: the daemon's log limits each message's rate.
+func (s *FileStore) logRefused(id string, err error) {
+	if s.Log == nil {
+		return
+	}
+	msg := "removed a session record that is refused: not a private file of this user"
+	if errors.Is(err, statefile.ErrTooLarge) {
+		msg = "removed a session record that is refused: too large"
+	}
+	s.Log.Warn(msg, "session", id, "error", err)
 }
 
 func (s *FileStore) expired(fi fs.FileInfo) bool {
@@ -227,6 +251,11 @@ func (s *FileStore) pruneLocked() {
 		id, ok := strings.CutSuffix(e.Name(), recordExt)
 		fi, err := e.Info()
 		if !ok || !validID(id) || err != nil {
+			continue
+		}
+		if err := statefile.CheckInfo(s.path(id), fi); err != nil {
+			s.logRefused(id, err)
+			s.deleteLocked(id)
 			continue
 		}
 		if s.expired(fi) {

@@ -21,6 +21,7 @@ import (
 	"github.com/mcpmux/mcpmux/bridge"
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/internal/statefile"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -46,11 +47,12 @@ func newServeCmd() *cobra.Command {
 			return err
 		}
 		var logw io.Writer = cmd.ErrOrStderr()
+		var lf *daemon.LogFile
 		if logPath != "" {
 			if logMax <= 0 {
 				return fmt.Errorf("--log-max %d: must be positive", logMax)
 			}
-			lf, err := daemon.OpenLogFile(logPath, logMax, daemon.LogKeep)
+			lf, err = daemon.OpenLogFile(logPath, logMax, daemon.LogKeep)
 			if err != nil {
 				return err
 			}
@@ -58,6 +60,11 @@ func newServeCmd() *cobra.Command {
 			logw = lf
 		}
 		log := newLogger(cfg, logw)
+		if lf != nil {
+			for _, note := range lf.Repairs() {
+				log.Warn(note)
+			}
+		}
 		if note := cfg.Listen.SocketDirNote; note != "" {
 			log.Warn("the usual socket folder cannot be used: "+note, "socket_dir", cfg.Listen.SocketDir)
 		}
@@ -65,6 +72,7 @@ func newServeCmd() *cobra.Command {
 		// does: through the rotating file when there is one.
 		env := daemonEnv{environ: os.Environ(), stderr: logw, autostarted: autostarted}
 		env.state, _ = stateDir(os.Getenv) // none: nothing is remembered
+		env.state = prepareState(env.state, log)
 		if exe, err := os.Executable(); err != nil {
 			log.Warn("cannot find the mcpmux executable to run reapers; a server will outlive a killed mcpmux", "error", err)
 		} else {
@@ -76,6 +84,25 @@ func newServeCmd() *cobra.Command {
 		return serve(cmd.Context(), cfg, env, log)
 	}
 	return cmd
+}
+
+// prepareState makes the state folder private by statefile's rules (a
+// folder of ours open to others is set to 0700, and the log says so) and
+// returns it; another user's folder, or a symlink, is refused and logged,
+// and the daemon then remembers nothing ("").
+func prepareState(state string, log *slog.Logger) string {
+	if state == "" {
+		return ""
+	}
+	note, err := statefile.PrepareDir(state)
+	if err != nil {
+		log.Warn("the state folder is refused: nothing is remembered or restored", "error", err)
+		return ""
+	}
+	if note != "" {
+		log.Warn(note)
+	}
+	return state
 }
 
 // daemonEnv is what the daemon takes from its own process: its environment
@@ -287,7 +314,17 @@ func webConfig(lc config.Listen, env daemonEnv, log *slog.Logger) (socket.WebCon
 			return socket.WebConfig{}, fmt.Errorf("[listen] http: %w", err)
 		}
 		var created bool
-		if web.Token, created, err = socket.LoadOrCreateToken(path); err != nil {
+		web.Token, created, err = socket.LoadOrCreateToken(path)
+		if errors.Is(err, statefile.ErrUnsafe) {
+			// A link, another user's file or one others may write: not a
+			// token to serve with. Its folder is ours, so it is replaced.
+			log.Warn("removed a token file that was refused; a new token is made", "error", err)
+			if rerr := os.Remove(path); rerr != nil {
+				return socket.WebConfig{}, fmt.Errorf("[listen] http: %w (and cannot remove it: %v)", err, rerr)
+			}
+			web.Token, created, err = socket.LoadOrCreateToken(path)
+		}
+		if err != nil {
 			return socket.WebConfig{}, fmt.Errorf("[listen] http: %w", err)
 		}
 		where = path
