@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/mcpmux/mcpmux/internal/statefile"
@@ -128,4 +129,43 @@ func writeTemp(dir, token string) (string, error) {
 		return "", fmt.Errorf("write the token file: %w", err)
 	}
 	return tmp.Name(), nil
+}
+
+// TokenPath is where the generated web token is kept:
+// $XDG_STATE_HOME/mcpmux/http.token, else ~/.local/state/mcpmux/http.token.
+// As the XDG spec asks, a relative XDG_STATE_HOME is ignored.
+func TokenPath(environ []string) (string, error) {
+	getenv := func(key string) string {
+		for _, kv := range slices.Backward(environ) {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+				return v
+			}
+		}
+		return ""
+	}
+	if state := getenv("XDG_STATE_HOME"); filepath.IsAbs(state) {
+		return filepath.Join(state, "mcpmux", "http.token"), nil
+	}
+	home := getenv("HOME")
+	if !filepath.IsAbs(home) {
+		return "", errors.New("cannot place the web token: neither XDG_STATE_HOME nor HOME is set to an absolute path; set http_token")
+	}
+	return filepath.Join(home, ".local", "state", "mcpmux", "http.token"), nil
+}
+
+// ServeToken is LoadOrCreateToken for the daemon. A token file refused as
+// unsafe (a link, another user's file, one others may write) is no token
+// to serve with: its folder being the daemon's own, it is removed and a new
+// token made, and refused says why.
+func ServeToken(path string) (token string, created bool, refused, err error) {
+	token, created, err = LoadOrCreateToken(path)
+	if !errors.Is(err, statefile.ErrUnsafe) {
+		return token, created, nil, err
+	}
+	refused = err
+	if rerr := os.Remove(path); rerr != nil {
+		return "", false, refused, fmt.Errorf("%w (and cannot remove it: %v)", err, rerr)
+	}
+	token, created, err = LoadOrCreateToken(path)
+	return token, created, refused, err
 }

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -242,7 +240,7 @@ func runConfig(cfg *config.Config, env daemonEnv, log *slog.Logger) (daemon.Conf
 		StateDir:          env.state,
 		Autostarted:       env.autostarted,
 		Version:           mcpmuxVersion(),
-		ResidentBytes:     residentBytes,
+		ResidentBytes:     daemon.ResidentBytes,
 		Logger:            log,
 		Reload: func() (daemon.Reloaded, error) {
 			next, err := config.Load(cfg.Path)
@@ -309,20 +307,15 @@ func webConfig(lc config.Listen, env daemonEnv, log *slog.Logger) (socket.WebCon
 	}
 	where := "http_token in the config file"
 	if web.Token == "" {
-		path, err := httpTokenPath(env.environ)
+		path, err := socket.TokenPath(env.environ)
 		if err != nil {
 			return socket.WebConfig{}, fmt.Errorf("[listen] http: %w", err)
 		}
 		var created bool
-		web.Token, created, err = socket.LoadOrCreateToken(path)
-		if errors.Is(err, statefile.ErrUnsafe) {
-			// A link, another user's file or one others may write: not a
-			// token to serve with. Its folder is ours, so it is replaced.
-			log.Warn("removed a token file that was refused; a new token is made", "error", err)
-			if rerr := os.Remove(path); rerr != nil {
-				return socket.WebConfig{}, fmt.Errorf("[listen] http: %w (and cannot remove it: %v)", err, rerr)
-			}
-			web.Token, created, err = socket.LoadOrCreateToken(path)
+		var refused error
+		web.Token, created, refused, err = socket.ServeToken(path)
+		if refused != nil {
+			log.Warn("removed a token file that was refused; a new token is made", "error", refused)
 		}
 		if err != nil {
 			return socket.WebConfig{}, fmt.Errorf("[listen] http: %w", err)
@@ -348,44 +341,4 @@ func httpSessionDir(state string) string {
 		return ""
 	}
 	return filepath.Join(state, "http-sessions")
-}
-
-// httpTokenPath is where the generated web token is kept:
-// $XDG_STATE_HOME/mcpmux/http.token, else ~/.local/state/mcpmux/http.token.
-// As the XDG spec asks, a relative XDG_STATE_HOME is ignored.
-func httpTokenPath(environ []string) (string, error) {
-	getenv := func(key string) string {
-		for _, kv := range slices.Backward(environ) {
-			if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-				return v
-			}
-		}
-		return ""
-	}
-	if state := getenv("XDG_STATE_HOME"); filepath.IsAbs(state) {
-		return filepath.Join(state, "mcpmux", "http.token"), nil
-	}
-	home := getenv("HOME")
-	if !filepath.IsAbs(home) {
-		return "", errors.New("cannot place the web token: neither XDG_STATE_HOME nor HOME is set to an absolute path; set http_token")
-	}
-	return filepath.Join(home, ".local", "state", "mcpmux", "http.token"), nil
-}
-
-// residentBytes reads the daemon's resident set size from /proc; 0 where
-// there is no /proc (macOS).
-func residentBytes() uint64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseUint(f[1], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return pages * uint64(os.Getpagesize())
 }
