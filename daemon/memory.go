@@ -4,10 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/mcpmux/mcpmux/mux"
 )
@@ -20,21 +20,42 @@ type memoryDir struct {
 	dir string
 }
 
-// sendsRequestsFile says the server was seen sending requests of its own.
+// sendsRequestsFile says the server was seen sending requests of its own,
+// and which kinds of request caused them: one JSON string a line. An older
+// mcpmux left it empty, saying only that the server asks.
 const sendsRequestsFile = "sends-requests"
 
-func (m memoryDir) SendsRequests() bool {
-	_, err := os.Stat(filepath.Join(m.dir, sendsRequestsFile))
-	return err == nil
+func (m memoryDir) Asks() (kinds []string, all bool) {
+	b, err := os.ReadFile(filepath.Join(m.dir, sendsRequestsFile))
+	if err != nil {
+		return nil, false
+	}
+	for line := range strings.Lines(string(b)) {
+		var k string
+		if json.Unmarshal([]byte(line), &k) == nil && k != "" && !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds, len(kinds) == 0
 }
 
-func (m memoryDir) RememberRequests() error {
+// RememberAsks adds a line; a daemon that dies halfway leaves at worst a
+// line that does not decode, which Asks skips.
+func (m memoryDir) RememberAsks(kind string) error {
+	line, err := json.Marshal(kind)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return err
 	}
-	err := os.WriteFile(filepath.Join(m.dir, sendsRequestsFile), nil, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return nil
+	f, err := os.OpenFile(filepath.Join(m.dir, sendsRequestsFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/internal/editors"
-	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/internal/service"
 )
 
 // `mcpmux adopt` moves the servers of the editors' files on this machine
@@ -158,58 +157,10 @@ func warmUp(ctx context.Context, out io.Writer, path string, names []string, wai
 		return fmt.Errorf("adopt: the daemon did not read the config again: %w", err)
 	}
 	fmt.Fprintf(out, "starting in the daemon: %s\n", strings.Join(names, ", "))
-	start := time.Now()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	waiting := slices.Clone(names)
-	for reported := time.Duration(0); ; {
-		st, err := client.Status(ctx)
-		if err != nil {
-			return fmt.Errorf("adopt: %w", err)
-		}
-		elapsed := time.Since(start).Round(time.Second)
-		var stderr []string
-		waiting = slices.DeleteFunc(waiting, func(name string) bool {
-			i := slices.IndexFunc(st.Servers, func(s mux.Status) bool { return s.Name == name })
-			if i < 0 {
-				return false
-			}
-			s := st.Servers[i]
-			switch s.State {
-			case mux.StateReady:
-				fmt.Fprintf(out, "ready: %s (%s)\n", name, elapsed)
-			case mux.StateFailed:
-				fmt.Fprintf(out, "failed: %s: %s (mcpmux logs %s)\n", name, dash(s.LastExit), name)
-			case mux.StateIdle:
-				fmt.Fprintf(out, "not started: %s starts with its first session\n", name)
-			default:
-				if len(s.Stderr) > 0 {
-					stderr = append(stderr, name+": "+s.Stderr[len(s.Stderr)-1])
-				}
-				return false
-			}
-			return true
-		})
-		switch {
-		case len(waiting) == 0:
-			return nil
-		case elapsed >= wait:
-			fmt.Fprintf(out, "still starting after %s: %s (they go on; mcpmux status shows them)\n", elapsed, strings.Join(waiting, ", "))
-			return nil
-		case elapsed-reported >= 10*time.Second:
-			reported = elapsed
-			line := fmt.Sprintf("still starting (%s): %s", elapsed, strings.Join(waiting, ", "))
-			if len(stderr) > 0 {
-				line += "; last stderr: " + strings.Join(stderr, "; ")
-			}
-			fmt.Fprintln(out, line)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+	if err := client.AwaitReady(ctx, names, wait, out); err != nil {
+		return fmt.Errorf("adopt: %w", err)
 	}
+	return nil
 }
 
 // adoptInput gathers what adoption needs: mux.toml's text and servers,
@@ -236,7 +187,7 @@ func adoptInput(env adoptEnv, path string, isDefault bool) (editors.AdoptInput, 
 	if err != nil {
 		return in, err
 	}
-	if err := stableExecutable(exe); err != nil {
+	if err := service.Stable(exe); err != nil {
 		return in, err
 	}
 	in.Connect = []string{exe, "connect"}

@@ -9,6 +9,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/endpoint"
 	"github.com/mcpmux/mcpmux/internal/editors"
+	"github.com/mcpmux/mcpmux/internal/service"
 )
 
 func newClientConfigCmd() *cobra.Command {
@@ -74,7 +75,7 @@ func connectLine(env setupEnv, path string, isDefault bool, args []string) ([]st
 	if err != nil {
 		return nil, err
 	}
-	if err := stableExecutable(exe); err != nil {
+	if err := service.Stable(exe); err != nil {
 		return nil, err
 	}
 	connect := []string{exe, "connect"}

@@ -64,7 +64,18 @@ func printSessions(w io.Writer, st daemon.Status) error {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", s.Name, ss.ID, ss.Transport, dash(ss.Peer), dash(ss.Client), protocolOf(ss.Protocol, ss.Era), ss.Age, ss.Inflight)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range st.Servers {
+		if s.Serialized {
+			fmt.Fprintf(w, "\n%s: serialized as a whole: every interactive request takes turns\n", s.Name)
+		}
+		if len(s.Asks) > 0 {
+			fmt.Fprintf(w, "\n%s: these requests cause the server's own, and take turns: %s\n", s.Name, strings.Join(s.Asks, ", "))
+		}
+	}
+	return nil
 }
 
 // printShortages says which servers cannot start for want of the
