@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/outbox"
+	"github.com/mcpmux/mcpmux/protocol"
 	"github.com/mcpmux/mcpmux/session"
 )
 
@@ -190,8 +191,13 @@ func (c *conn) request(msg *jsonrpc.Message, tag uint64) {
 	case "ping":
 		c.reply(tag, jsonrpc.Response(msg.ID, json.RawMessage("{}")))
 		return
+	case "server/discover": // the 2026-07-28 probe: the members' routers answer it from what they know
+		c.fanOut(msg.Method, msg.ID, tag, c.live(), func(_ *member, id []byte) []byte { return msg.WithID(id) })
+		return
 	}
-	if !c.initialized() {
+	// A 2026-07-28 request carries its session in its _meta envelope, and
+	// the members' routers serve it as such: no initialize comes first.
+	if _, enveloped := msg.ParamsPath("_meta", protocol.MetaProtocolVersion); !enveloped && !c.initialized() {
 		c.fail(msg.ID, tag, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not initialized: send initialize first", Reason: jsonrpc.ReasonNotInitialized})
 		return
 	}

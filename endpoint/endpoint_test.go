@@ -21,6 +21,7 @@ import (
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/outbox"
+	"github.com/mcpmux/mcpmux/protocol"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/upstream"
 )
@@ -573,4 +574,27 @@ func TestEndpointOverARouter(t *testing.T) {
 	r, e := c.call(1, "tools/call", `{"name":"two__anything","arguments":{}}`)
 	require.Nil(t, e, "error %s", e)
 	assert.JSONEq(t, `{}`, string(r))
+
+	// A 2026-07-28 client: server/discover, then requests that carry their
+	// session in _meta, with no initialize.
+	modern := serve(t, endpoint.Config{Name: "all", Servers: []string{"one", "two"}}, hubs["one"], hubs["two"])
+	r, e = modern.call(1, "server/discover", `{}`)
+	require.Nil(t, e, "error %s", e)
+	var disc struct {
+		ResultType        string         `json:"resultType"`
+		SupportedVersions []string       `json:"supportedVersions"`
+		Capabilities      map[string]any `json:"capabilities"`
+	}
+	require.NoError(t, json.Unmarshal(r, &disc))
+	assert.Equal(t, "complete", disc.ResultType)
+	assert.Contains(t, disc.SupportedVersions, protocol.Modern)
+	assert.Contains(t, disc.Capabilities, "tools")
+	envelope := fmt.Sprintf(`"_meta":{%q:%q,%q:{"name":"m","version":"1"},%q:{}}`,
+		protocol.MetaProtocolVersion, protocol.Modern, protocol.MetaClientInfo, protocol.MetaClientCapabilities)
+	r, e = modern.call(2, "tools/call", `{"name":"one__anything","arguments":{},`+envelope+`}`)
+	require.Nil(t, e, "error %s", e)
+	assert.Contains(t, string(r), `"resultType":"complete"`, "answered in the 2026-07-28 shape: %s", r)
+	r, e = modern.call(3, "tools/list", `{`+envelope+`}`)
+	require.Nil(t, e, "error %s", e)
+	assert.Contains(t, string(r), `"resultType":"complete"`, "the merged list in the 2026-07-28 shape: %s", r)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/outbox"
+	"github.com/mcpmux/mcpmux/protocol"
 )
 
 // What comes back from the members: answers (merged when the request went
@@ -340,6 +341,8 @@ func (c *conn) finish(f *fan) {
 	switch f.method {
 	case "initialize":
 		result = c.describe(f)
+	case "server/discover":
+		result = c.discovered(f)
 	case "logging/setLevel":
 		result = []byte("{}")
 	default:
@@ -389,6 +392,53 @@ func (c *conn) describe(f *fan) []byte {
 	return b
 }
 
+// discovered is the endpoint's server/discover result: the union of the
+// members' capabilities and their instructions, as describe, with the
+// versions that every member that answered supports.
+func (c *conn) discovered(f *fan) []byte {
+	caps := map[string]any{}
+	var instructions []string
+	var versions []string
+	answered := false
+	for _, a := range f.answers {
+		var r struct {
+			SupportedVersions []string       `json:"supportedVersions"`
+			Capabilities      map[string]any `json:"capabilities"`
+			Instructions      string         `json:"instructions"`
+		}
+		if a.result == nil || json.Unmarshal(a.result, &r) != nil {
+			continue
+		}
+		if !answered {
+			versions, answered = r.SupportedVersions, true
+		} else {
+			versions = slices.DeleteFunc(versions, func(v string) bool { return !slices.Contains(r.SupportedVersions, v) })
+		}
+		unite(caps, r.Capabilities)
+		if r.Instructions != "" {
+			instructions = append(instructions, "## "+a.m.name+"\n\n"+r.Instructions)
+		}
+	}
+	if !answered {
+		versions = protocol.Supported
+	}
+	unite(caps, map[string]any{"tools": map[string]any{"listChanged": true}})
+	out := map[string]any{
+		"resultType":        "complete",
+		"ttlMs":             0,
+		"cacheScope":        "private",
+		"supportedVersions": append([]string{}, versions...),
+		"capabilities":      caps,
+		"_meta": map[string]any{protocol.MetaServerInfo: map[string]any{
+			"name": "mcpmux", "title": "mcpmux endpoint " + c.cfg.Name, "version": c.e.opts.Version}},
+	}
+	if len(instructions) > 0 {
+		out["instructions"] = strings.Join(instructions, "\n\n")
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
 // unite adds the capabilities of src to dst: objects are united member by
 // member, and true wins over false.
 func unite(dst, src map[string]any) {
@@ -415,6 +465,7 @@ func (c *conn) merge(f *fan) []byte {
 	key := listKeys[f.method]
 	items := []json.RawMessage{}
 	next := map[string]string{}
+	modern := false
 	for _, a := range f.answers {
 		result, known := a.result, false
 		switch {
@@ -428,8 +479,14 @@ func (c *conn) merge(f *fan) []byte {
 			continue
 		}
 		var r map[string]json.RawMessage
+		if json.Unmarshal(result, &r) != nil {
+			continue
+		}
+		if _, ok := r["resultType"]; ok {
+			modern = true
+		}
 		var list []json.RawMessage
-		if json.Unmarshal(result, &r) != nil || json.Unmarshal(r[key], &list) != nil {
+		if json.Unmarshal(r[key], &list) != nil {
 			continue
 		}
 		var cur string
@@ -443,6 +500,9 @@ func (c *conn) merge(f *fan) []byte {
 		}
 	}
 	out := map[string]any{key: items}
+	if modern {
+		out["resultType"] = "complete" // the 2026-07-28 members' results say so, and so does the merge
+	}
 	if len(next) > 0 {
 		out["nextCursor"] = encodeCursor(next)
 	}

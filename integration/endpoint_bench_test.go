@@ -46,7 +46,7 @@ func BenchmarkEndpointBesideDirect(b *testing.B) {
 	}
 	p50d, _ := percentiles(latDirect)
 	p50e, _ := percentiles(latEndpoint)
-	rd, re := median(rateDirect), median(rateEndpoint)
+	rd, re := medianRate(rateDirect), medianRate(rateEndpoint)
 	b.ReportMetric(float64(p50d.Microseconds()), "direct-p50-µs")
 	b.ReportMetric(float64(p50e.Microseconds()), "endpoint-p50-µs")
 	b.ReportMetric(float64(p50e)/float64(p50d), "p50-ratio")
@@ -55,8 +55,8 @@ func BenchmarkEndpointBesideDirect(b *testing.B) {
 	b.ReportMetric(re/rd, "calls/s-ratio")
 }
 
-// median of a few figures.
-func median(v []float64) float64 {
+// medianRate is the median of a few rates.
+func medianRate(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
