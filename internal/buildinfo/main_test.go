@@ -1,0 +1,9 @@
+package buildinfo
+
+import (
+	"testing"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
