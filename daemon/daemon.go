@@ -320,21 +320,29 @@ func (d *Daemon) member(name string) (endpoint.Member, bool) {
 // startEndpoint runs an endpoint's socket and sessions until ctx is done
 // or its stopIntake.
 func (d *Daemon) startEndpoint(ctx context.Context, e *servedEndpoint) {
-	intakeCtx, stopIntake := context.WithCancel(ctx)
-	e.stopIntake, e.intakeDone = stopIntake, make(chan struct{})
-	d.wg.Go(func() {
-		defer close(e.intakeDone)
-		err := socket.Serve(intakeCtx, e.l, func(ctx context.Context, c net.Conn) {
-			serveUnix(ctx, e.ep, c, unixOpts{maxStreams: d.cfg.MaxStreamsPerConn, log: d.log, connLog: d.connLog,
-				firstByte: d.cfg.FirstByteTimeout, line: d.cfg.LineTimeout})
-		})
-		if err != nil {
-			d.log.Error("listener failed", "endpoint", e.ep.Name(), "error", err)
-		}
-	})
+	e.stopIntake, e.intakeDone = d.serveIntake(ctx, e.l, e.ep, "endpoint", e.ep.Name())
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.endpoints = append(d.endpoints, e)
+}
+
+// serveIntake accepts sessions of h on l, until ctx is done or stop, on a
+// goroutine of the daemon's wait group; done is closed when it has ended.
+// what and name name h in the log ("server", "memory").
+func (d *Daemon) serveIntake(ctx context.Context, l *socket.Listener, h servable, what, name string) (stop context.CancelFunc, done chan struct{}) {
+	intakeCtx, stop := context.WithCancel(ctx)
+	done = make(chan struct{})
+	d.wg.Go(func() {
+		defer close(done)
+		err := socket.Serve(intakeCtx, l, func(ctx context.Context, c net.Conn) {
+			serveUnix(ctx, h, c, unixOpts{maxStreams: d.cfg.MaxStreamsPerConn, log: d.log, connLog: d.connLog,
+				firstByte: d.cfg.FirstByteTimeout, line: d.cfg.LineTimeout})
+		})
+		if err != nil {
+			d.log.Error("listener failed", what, name, "error", err)
+		}
+	})
+	return stop, done
 }
 
 // listenUnix takes the socket a service manager passed for path, if it
@@ -360,24 +368,13 @@ func (d *Daemon) listenUnix(path, inUse string) (*socket.Listener, error) {
 // start runs a listened server: its router until stopHub, its socket and
 // sessions until ctx is done or stopIntake.
 func (d *Daemon) start(ctx context.Context, s *served) {
-	intakeCtx, stopIntake := context.WithCancel(ctx)
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx)) // stopped after the sessions
-	s.stopIntake, s.stopHub = stopIntake, stopHub
-	s.intakeDone, s.hubDone = make(chan struct{}), make(chan struct{})
+	s.stopHub, s.hubDone = stopHub, make(chan struct{})
 	d.wg.Go(func() {
 		defer close(s.hubDone)
 		s.srv.Run(hubCtx)
 	})
-	d.wg.Go(func() {
-		defer close(s.intakeDone)
-		err := socket.Serve(intakeCtx, s.l, func(ctx context.Context, c net.Conn) {
-			serveUnix(ctx, s.srv, c, unixOpts{maxStreams: d.cfg.MaxStreamsPerConn, log: d.log, connLog: d.connLog,
-				firstByte: d.cfg.FirstByteTimeout, line: d.cfg.LineTimeout})
-		})
-		if err != nil {
-			d.log.Error("listener failed", "server", s.srv.Name(), "error", err)
-		}
-	})
+	s.stopIntake, s.intakeDone = d.serveIntake(ctx, s.l, s.srv, "server", s.srv.Name())
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.servers[s.given.Name()] = s

@@ -26,14 +26,15 @@
 //   - the idle check (exitWhenIdle), when IdleExit is set: it asks each
 //     server's Status now and then and ends Run's context once none has had
 //     a session for IdleExit. Run waits for it first;
-//   - for each server, two goroutines that Daemon.start adds to the
-//     daemon's wait group: its router (mux.Server.Run) and its socket's
-//     accept loop with the sessions on it (socket.Serve, serveUnix). A
+//   - for each server, two goroutines in the daemon's wait group: its
+//     router (mux.Server.Run), which Daemon.start adds, and its socket's
+//     accept loop with the sessions on it (socket.Serve, serveUnix), which
+//     Daemon.serveIntake adds. A
 //     server that reload removes, or the shutdown, stops the socket and its
 //     sessions first, waits, then stops the router (served.stop); Run waits
 //     for the group last;
-//   - for each endpoint, one goroutine that Daemon.startEndpoint adds to
-//     the group: its socket's accept loop with its sessions, each of which
+//   - for each endpoint, one goroutine that Daemon.serveIntake adds to
+//     the group for Daemon.startEndpoint: its socket's accept loop with its sessions, each of which
 //     holds a session of every member's router (endpoint.Endpoint.Serve).
 //     The shutdown stops the endpoints' sockets and sessions before any
 //     server's.
