@@ -142,7 +142,7 @@ func (d *dialer) notServed(t *Target, st daemon.Status) error {
 	switch {
 	case st.Config != "" && !d.sameConfig(st.Config, t.Path):
 		hint = fmt.Sprintf(" (it runs %s, not %s)", st.Config, t.Path)
-	case t.Loaded && slices.Contains(t.Servers, name):
+	case t.Loaded && (slices.Contains(t.Servers, name) || slices.Contains(t.Endpoints, name)):
 		hint = fmt.Sprintf("; %s is in %s: run `mcpmux reload` to serve it", name, t.Path)
 	}
 	return &notServedError{fmt.Sprintf("the mcpmux daemon on %s (pid %d) does not serve %s; it serves %s%s", t.Dir, st.Pid, name, serves, hint)}

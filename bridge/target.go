@@ -17,6 +17,7 @@ type Target struct {
 	// says. A file that does not load leaves the daemon the say.
 	Loaded    bool
 	Servers   []string // the servers the file configures
+	Endpoints []string // its endpoints, reached as servers are (the implicit all too)
 	Autostart bool     // autostart in [daemon]
 	// Serve is the command that starts a daemon for the file, logging to
 	// log (auto-start); nil when there is no file that loads.
@@ -37,13 +38,17 @@ func (t *Target) socket(name string) string {
 // checkServer refuses a server the config file does not have, naming the
 // ones it has. With a file that does not load, the daemon says (reach).
 func (t *Target) checkServer(name string) error {
-	if !t.Loaded || slices.Contains(t.Servers, name) {
+	if !t.Loaded || slices.Contains(t.Servers, name) || slices.Contains(t.Endpoints, name) {
 		return nil
 	}
 	if len(t.Servers) == 0 {
 		return &unknownServerError{fmt.Sprintf("no server named %q: %s configures no server", name, t.Path)}
 	}
-	return &unknownServerError{fmt.Sprintf("no server named %q in %s; it configures: %s", name, t.Path, strings.Join(t.Servers, ", "))}
+	msg := fmt.Sprintf("no server named %q in %s; it configures: %s", name, t.Path, strings.Join(t.Servers, ", "))
+	if written := slices.DeleteFunc(slices.Clone(t.Endpoints), func(e string) bool { return e == "all" }); len(written) > 0 {
+		msg += "; endpoints: " + strings.Join(written, ", ")
+	}
+	return &unknownServerError{msg}
 }
 
 // unknownServerError: the config file has no server of that name.

@@ -119,8 +119,8 @@ func (t *target) bridgeTarget() *bridge.Target {
 	for _, s := range t.cfg.Servers {
 		bt.Servers = append(bt.Servers, s.Name())
 	}
-	for _, e := range t.cfg.Endpoints { // reached as servers are
-		bt.Servers = append(bt.Servers, e.Name)
+	for _, e := range t.cfg.Endpoints {
+		bt.Endpoints = append(bt.Endpoints, e.Name)
 	}
 	if path := t.cfg.Path; path != "" {
 		bt.Serve = func(log string) (*exec.Cmd, error) {
