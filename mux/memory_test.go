@@ -19,7 +19,7 @@ type fakeMemory struct {
 	writes int
 }
 
-func (m *fakeMemory) Asks() ([]string, bool)        { return nil, false }
+func (m *fakeMemory) Asks() ([]string, bool)         { return nil, false }
 func (m *fakeMemory) RememberAsks(kind string) error { return nil }
 
 func (m *fakeMemory) Description() (string, []byte) {

@@ -40,12 +40,15 @@ func (f *flights) configure(policy string, asks []string, all bool, maxConcurren
 	}
 	f.turn.max = 1
 	f.turn.policy = policy
+	f.limit.max = maxConcurrency
 	f.turn.asks = make(map[string]bool, len(asks))
+	if policy != ServerRequestsAuto {
+		return // the memory is auto's alone
+	}
 	for _, k := range asks {
 		f.turn.asks[k] = true
 	}
 	f.turn.all = all && len(asks) == 0
-	f.limit.max = maxConcurrency
 }
 
 // kindOf is what mcpmux learns of a request whether it asks: its tool for
