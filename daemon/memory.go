@@ -7,6 +7,8 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/mcpmux/mcpmux/internal/statefile"
 	"github.com/mcpmux/mcpmux/mux"
@@ -22,20 +24,49 @@ type memoryDir struct {
 	log *slog.Logger // where a refused file is said
 }
 
-// sendsRequestsFile says the server was seen sending requests of its own.
+// sendsRequestsFile says the server was seen sending requests of its own,
+// and which kinds of request caused them: one JSON string a line. An older
+// mcpmux left it empty, saying only that the server asks.
 const sendsRequestsFile = "sends-requests"
 
-func (m memoryDir) SendsRequests() bool {
-	_, err := statefile.Stat(filepath.Join(m.dir, sendsRequestsFile))
-	m.refused(err)
-	return err == nil
+// maxAsks bounds the sends-requests file: a line per kind of request.
+const maxAsks = 64 << 10
+
+func (m memoryDir) Asks() (kinds []string, all bool) {
+	b, err := statefile.ReadFile(filepath.Join(m.dir, sendsRequestsFile), maxAsks)
+	if err != nil {
+		m.refused(err)
+		return nil, false
+	}
+	for line := range strings.Lines(string(b)) {
+		var k string
+		if json.Unmarshal([]byte(line), &k) == nil && k != "" && !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds, len(kinds) == 0
 }
 
-func (m memoryDir) RememberRequests() error {
+// RememberAsks adds a line; a daemon that dies halfway leaves at worst a
+// line that does not decode, which Asks skips. The file is appended to as
+// statefile opens it: never through a link, only when it is ours.
+func (m memoryDir) RememberAsks(kind string) error {
+	line, err := json.Marshal(kind)
+	if err != nil {
+		return err
+	}
 	if err := m.prepare(); err != nil {
 		return err
 	}
-	return statefile.Mark(filepath.Join(m.dir, sendsRequestsFile))
+	f, err := statefile.OpenAppend(filepath.Join(m.dir, sendsRequestsFile))
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // prepare makes the server's folder (and the servers folder above it) by

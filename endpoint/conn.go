@@ -56,16 +56,16 @@ type call struct {
 	m        *member
 	clientID json.RawMessage // nil for an initialize of the endpoint's own
 	tag      uint64
-	fan      *fan   // nil: the answer goes to the client as it is
-	idx      int    // the member's place in fan.answers
-	reinit   bool   // an initialize sent ahead of a request to a member not yet initialized
-	token    string // the request's progress token, raw; "" when none
+	fan      *fan // nil: the answer goes to the client as it is
+	idx      int  // the member's place in fan.answers
+	reinit   bool // an initialize sent ahead of a request to a member not yet initialized
 }
 
 // fan is a client request sent to several members, answered once they all
 // have.
 type fan struct {
 	method   string
+	paged    bool // a list's later page
 	clientID json.RawMessage
 	tag      uint64
 	left     int
@@ -106,7 +106,7 @@ func (c *conn) open(ctx context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		m.gone = false
-		m.p = newPipe(func(frame []byte) { c.fromMember(m, frame) })
+		m.p = newPipe(func(f frame) { c.fromMember(m, f) }, c.sess.Flush)
 		peer := session.Peer{
 			Transport: "endpoint",
 			Addr:      fmt.Sprintf("endpoint %s session %d (%s %s)", c.cfg.Name, c.sess.ID(), c.peer.Transport, c.peer.Addr),
@@ -154,9 +154,17 @@ func (c *conn) WaitRoom(context.Context) error { return nil }
 // Flush has nothing to do: what goes to the client is sent at once.
 func (c *conn) Flush() {}
 
-// reply sends an answer to the client as the last frame for tag.
+// reply sends an answer to the client as the last frame for tag, at once.
 func (c *conn) reply(tag uint64, frame []byte) {
-	c.sess.Send(outbox.Frame{Data: frame, Tag: tag, Last: true})
+	c.queue(outbox.Frame{Data: frame, Tag: tag, Last: true})
+	c.sess.Flush()
+}
+
+// queue queues a frame for the client until the next Flush: what a
+// member's router hands over together goes to the client in one write,
+// written by the router's goroutine when the client takes it at once.
+func (c *conn) queue(f outbox.Frame) {
+	c.sess.SendLater(f)
 }
 
 // fail answers a client request with an error of the endpoint's.
@@ -258,26 +266,42 @@ var initializedFrame = []byte(`{"jsonrpc":"2.0","method":"notifications/initiali
 // fanOut sends a request of the client to each of targets (frameFor makes
 // its frame under the id given) and answers once all have answered.
 func (c *conn) fanOut(method string, clientID json.RawMessage, tag uint64, targets []*member, frameFor func(m *member, id []byte) []byte) {
-	f := &fan{method: method, clientID: clientID, tag: tag, answers: make([]fanAnswer, len(targets))}
+	c.fanOutPaged(method, false, clientID, tag, targets, frameFor)
+}
+
+// fanOutPaged is fanOut for a list, paged when it asks for a later page.
+func (c *conn) fanOutPaged(method string, paged bool, clientID json.RawMessage, tag uint64, targets []*member, frameFor func(m *member, id []byte) []byte) {
+	f := &fan{method: method, paged: paged, clientID: clientID, tag: tag, answers: make([]fanAnswer, len(targets))}
 	c.sess.Begin()
 	sends, done := c.register(f, targets)
 	for _, s := range sends {
-		c.send(s.m, s.before, frameFor(s.m, s.id))
+		c.send(s.m, s.before, frame{frameFor(s.m, s.id), uint64(s.n)})
 		if method == "initialize" {
-			c.send(s.m, nil, slices.Clone(initializedFrame))
+			c.send(s.m, nil, frame{slices.Clone(initializedFrame), 0})
 		}
 	}
 	if done {
 		c.finish(f)
+		c.sess.Flush()
 	}
 }
 
-// outgoing is a request to send to a member under id, after the frames of
-// before (an initialize of the endpoint's own, when the member needs one).
+// outgoing is a request to send to a member under id (call n), after the
+// frames of before (an initialize of the endpoint's own, when the member
+// needs one).
 type outgoing struct {
 	m      *member
 	id     []byte
-	before [][]byte
+	n      int64
+	before []frame
+}
+
+// frame is a frame to a member, with its tag: the id of the call it is,
+// which the member's router puts on every frame it sends about it
+// (progress, its own requests, the answer); 0 for one about no call.
+type frame struct {
+	data []byte
+	tag  uint64
 }
 
 // register records the calls of fan f to targets; done is true when none
@@ -293,8 +317,8 @@ func (c *conn) register(f *fan, targets []*member) (sends []outgoing, done bool)
 			continue
 		}
 		f.left++
-		id := c.newCall(&call{m: m, clientID: f.clientID, tag: f.tag, fan: f, idx: i})
-		sends = append(sends, outgoing{m: m, id: id, before: c.initFirst(m, f.method)})
+		n := c.newCall(&call{m: m, clientID: f.clientID, tag: f.tag, fan: f, idx: i})
+		sends = append(sends, outgoing{m: m, id: idOf(n), n: n, before: c.initFirst(m, f.method)})
 	}
 	if f.left == 0 {
 		return sends, true
@@ -304,42 +328,45 @@ func (c *conn) register(f *fan, targets []*member) (sends []outgoing, done bool)
 }
 
 // newCall records a call under a new id, which it returns. c.mu is held.
-func (c *conn) newCall(cl *call) []byte {
+func (c *conn) newCall(cl *call) int64 {
 	c.nextID++
 	c.calls[c.nextID] = cl
 	if cl.clientID != nil {
 		k := string(cl.clientID)
 		c.byClient[k] = append(c.byClient[k], c.nextID)
 	}
-	return strconv.AppendInt(nil, c.nextID, 10)
+	return c.nextID
 }
+
+// idOf is call n's id on the wire.
+func idOf(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
 
 // initFirst returns the frames that initialize m's session before a
 // request of method, when it is not initialized and no initialize is on
 // its way: it failed before, or began while the server was unavailable.
 // c.mu is held.
-func (c *conn) initFirst(m *member, method string) [][]byte {
+func (c *conn) initFirst(m *member, method string) []frame {
 	if method == "initialize" || m.ready || m.initPending || c.initParams == nil {
 		return nil
 	}
 	m.initPending = true
-	id := c.newCall(&call{m: m, reinit: true})
-	frame, err := jsonrpc.Request(id, "initialize", c.initParams)
+	n := c.newCall(&call{m: m, reinit: true})
+	req, err := jsonrpc.Request(idOf(n), "initialize", c.initParams)
 	if err != nil {
 		return nil
 	}
-	return [][]byte{frame, slices.Clone(initializedFrame)}
+	return []frame{{req, uint64(n)}, {slices.Clone(initializedFrame), 0}}
 }
 
 // send writes frames to a member's session; false when it has ended (its
 // calls are then answered by memberGone).
-func (c *conn) send(m *member, before [][]byte, frame []byte) bool {
-	for _, f := range before {
-		if !m.p.write(c.stop, f) {
+func (c *conn) send(m *member, before []frame, f frame) bool {
+	for _, b := range before {
+		if !m.p.write(c.stop, b) {
 			return false
 		}
 	}
-	return m.p.write(c.stop, frame)
+	return m.p.write(c.stop, f)
 }
 
 // errObject is the error member of e's response.
@@ -388,28 +415,24 @@ func (c *conn) byPrefix(name string) (*member, string) {
 // forward sends a client request to one member under a new id, with the
 // edits given, and its answer back to the client.
 func (c *conn) forward(m *member, msg *jsonrpc.Message, tag uint64, edits ...jsonrpc.Edit) {
-	var token string
-	if span, ok := msg.ParamsPath("_meta", "progressToken"); ok {
-		token = string(msg.Frame[span.Start:span.End])
-	}
-	id, before, err := c.registerOne(m, msg.ID, tag, msg.Method, token)
+	n, before, err := c.registerOne(m, msg.ID, tag, msg.Method)
 	if err != nil {
 		c.fail(msg.ID, tag, err)
 		return
 	}
 	c.sess.Begin()
 	idSpan, _ := msg.IDSpan()
-	c.send(m, before, jsonrpc.Splice(msg.Frame, append(edits, jsonrpc.Edit{Span: idSpan, Value: id})...))
+	c.send(m, before, frame{jsonrpc.Splice(msg.Frame, append(edits, jsonrpc.Edit{Span: idSpan, Value: idOf(n)})...), uint64(n)})
 }
 
 // registerOne records a routed call to m.
-func (c *conn) registerOne(m *member, clientID json.RawMessage, tag uint64, method, token string) (id []byte, before [][]byte, err *jsonrpc.Error) {
+func (c *conn) registerOne(m *member, clientID json.RawMessage, tag uint64, method string) (n int64, before []frame, err *jsonrpc.Error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m.gone {
-		return nil, nil, unavailable(m, "it is not served")
+		return 0, nil, unavailable(m, "it is not served")
 	}
-	return c.newCall(&call{m: m, clientID: clientID, tag: tag, token: token}), c.initFirst(m, method), nil
+	return c.newCall(&call{m: m, clientID: clientID, tag: tag}), c.initFirst(m, method), nil
 }
 
 // routeByURI routes a request about a resource to the member that listed it.
@@ -476,7 +499,7 @@ func (c *conn) notification(msg *jsonrpc.Message) {
 		c.cancel(msg)
 	case "notifications/roots/list_changed":
 		for _, m := range c.live() {
-			c.send(m, nil, slices.Clone(msg.Frame)) // a router may rewrite what it reads in place
+			c.send(m, nil, frame{slices.Clone(msg.Frame), 0}) // a router may rewrite what it reads in place
 		}
 	}
 	// notifications/initialized: each member had its own, after its initialize.
@@ -518,7 +541,7 @@ func (c *conn) cancel(msg *jsonrpc.Message) {
 	}
 	c.sess.End()
 	for _, s := range sends {
-		c.send(s.m, nil, s.frame)
+		c.send(s.m, nil, frame{s.frame, 0})
 	}
 }
 
@@ -537,6 +560,6 @@ func (c *conn) answerToMember(msg *jsonrpc.Message) {
 		return r, ok
 	}()
 	if ok {
-		c.send(r.m, nil, msg.WithID(r.id))
+		c.send(r.m, nil, frame{msg.WithID(r.id), 0})
 	}
 }

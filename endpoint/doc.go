@@ -14,7 +14,8 @@
 //     session of its router (Member.Serve); Endpoint.Serve waits for each
 //     after the client's session ends.
 //
-// What a member's router writes reaches the endpoint on that session's
-// writer goroutine (pipe.WriteFrames), which only ever queues frames for
-// the client and never waits on a member.
+// What a member's router writes reaches the endpoint on the goroutine that
+// writes that session's frames (its writer, or the router's own when it
+// flushes: pipe.TryWrite), which only ever queues frames for the client
+// and never waits on a member.
 package endpoint

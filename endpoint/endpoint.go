@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -42,6 +43,9 @@ type Endpoint struct {
 	log  *slog.Logger
 
 	sessions atomic.Int64 // client sessions now
+
+	knownMu sync.Mutex
+	known   map[string]json.RawMessage // member + "\x00" + method -> its last first page of that list
 }
 
 // New returns an endpoint; Serve serves each of its client sessions.
@@ -59,6 +63,25 @@ func New(cfg Config, opts Options) *Endpoint {
 	e := &Endpoint{name: cfg.Name, opts: opts, log: log.With("endpoint", cfg.Name)}
 	e.cfg.Store(&cfg)
 	return e
+}
+
+// remember keeps a member's first page of a list, for the sessions whose
+// member cannot answer it (failed, gone, not started in time).
+func (e *Endpoint) remember(member, method string, result json.RawMessage) {
+	e.knownMu.Lock()
+	defer e.knownMu.Unlock()
+	if e.known == nil {
+		e.known = map[string]json.RawMessage{}
+	}
+	e.known[member+"\x00"+method] = result
+}
+
+// recall is the member's last first page of a list; nil when none is
+// known.
+func (e *Endpoint) recall(member, method string) json.RawMessage {
+	e.knownMu.Lock()
+	defer e.knownMu.Unlock()
+	return e.known[member+"\x00"+method]
 }
 
 // Name is the endpoint's name.

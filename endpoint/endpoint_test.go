@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,9 +32,11 @@ type fake struct {
 	name    string
 	tools   []string
 	prompts []string
-	paged   bool   // tools/list in pages: the first tool, then the rest
-	initErr string // answer initialize with this upstream_unavailable error
-	hold    bool   // never answer tools/call
+	uris    []string    // its resources
+	paged   bool        // tools/list in pages: the first tool, then the rest
+	initErr string      // answer initialize with an upstream_unavailable error
+	hold    bool        // never answer tools/call
+	broken  atomic.Bool // the same as initErr, from now on
 
 	mu   sync.Mutex
 	seen []string // "method" or "tools/call NAME", and frames of notifications and answers
@@ -75,13 +78,14 @@ func (f *fake) answer(msg *jsonrpc.Message, name string) []byte {
 		b, _ := json.Marshal(v)
 		return jsonrpc.Response(msg.ID, b)
 	}
-	if f.initErr != "" && msg.Method != "initialize" { // as a router does for a session not initialized
+	failed := f.initErr != "" || f.broken.Load()
+	if failed && msg.Method != "initialize" { // as a router does for a session not initialized
 		return (&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not initialized", Reason: jsonrpc.ReasonNotInitialized}).Response(msg.ID)
 	}
 	switch msg.Method {
 	case "initialize":
-		if f.initErr != "" {
-			return (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: f.initErr, Reason: jsonrpc.ReasonUpstreamUnavailable, Server: f.name}).Response(msg.ID)
+		if failed {
+			return (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server " + f.name + " is failed", Reason: jsonrpc.ReasonUpstreamUnavailable, Server: f.name}).Response(msg.ID)
 		}
 		caps := map[string]any{"tools": map[string]any{}}
 		if len(f.prompts) > 0 {
@@ -107,6 +111,19 @@ func (f *fake) answer(msg *jsonrpc.Message, name string) []byte {
 			out["nextCursor"] = next
 		}
 		return result(out)
+	case "resources/list":
+		list := []map[string]any{}
+		for _, u := range f.uris {
+			list = append(list, map[string]any{"uri": u, "name": u})
+		}
+		return result(map[string]any{"resources": list})
+	case "resources/templates/list":
+		return result(map[string]any{"resourceTemplates": []map[string]any{{"uriTemplate": f.name + "://t/{id}", "name": "t"}}})
+	case "resources/read", "resources/subscribe", "completion/complete":
+		uri, _ := msg.ParamsString("uri")
+		ref, _ := msg.ParamsString("ref", "name")
+		f.record(msg.Method + " " + uri + ref)
+		return result(map[string]any{"served_by": f.name})
 	case "prompts/list":
 		list := []map[string]any{}
 		for _, p := range f.prompts {
@@ -160,6 +177,12 @@ type client struct {
 // serve starts one client session of an endpoint of the members given.
 func serve(t *testing.T, cfg endpoint.Config, members ...endpoint.Member) *client {
 	t.Helper()
+	return connect(t, newEndpoint(cfg, members...))
+}
+
+// newEndpoint is an endpoint of the members given (a fake by its name,
+// another by its place in cfg.Servers).
+func newEndpoint(cfg endpoint.Config, members ...endpoint.Member) *endpoint.Endpoint {
 	byName := map[string]endpoint.Member{}
 	for i, m := range members {
 		if f, ok := m.(*fake); ok {
@@ -168,10 +191,15 @@ func serve(t *testing.T, cfg endpoint.Config, members ...endpoint.Member) *clien
 			byName[cfg.Servers[i]] = m
 		}
 	}
-	e := endpoint.New(cfg, endpoint.Options{Lookup: func(name string) (endpoint.Member, bool) {
+	return endpoint.New(cfg, endpoint.Options{Lookup: func(name string) (endpoint.Member, bool) {
 		m, ok := byName[name]
 		return m, ok
 	}, Version: "test"})
+}
+
+// connect opens a client session of e.
+func connect(t *testing.T, e *endpoint.Endpoint) *client {
+	t.Helper()
 	ours, theirs := net.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -294,7 +322,7 @@ func TestEndpointListsAndRoutesByPrefix(t *testing.T) {
 	r, e = c.call(3, "tools/call", `{"name":"b__echo","arguments":{}}`)
 	require.Nil(t, e)
 	assert.Contains(t, string(r), "b ran echo", "routed to b, the prefix removed")
-	r, e = c.call(4, "prompts/get", `{"name":"a__hello"}`)
+	_, e = c.call(4, "prompts/get", `{"name":"a__hello"}`)
 	require.Nil(t, e)
 	assert.Contains(t, a.saw(), "prompts/get hello")
 
@@ -388,6 +416,57 @@ func TestEndpointFailedServerStaysLocal(t *testing.T) {
 	assert.Contains(t, string(r), "good ran t")
 }
 
+// TestEndpointMemberSessionEnds: a member whose session ends (its server
+// removed, say) fails its calls in flight with upstream_unavailable, and
+// the endpoint goes on with the others.
+func TestEndpointMemberSessionEnds(t *testing.T) {
+	a := &fake{name: "a", tools: []string{"slow"}, hold: true}
+	b := &fake{name: "b", tools: []string{"t"}}
+	c := serve(t, endpoint.Config{Name: "all", Servers: []string{"a", "b"}}, a, b)
+	c.initialize()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__slow"}}`)
+	testutil.Until(t, 5*time.Second, "the call reaches a", func() bool { return a.sawAny("tools/call slow") })
+	a.mu.Lock()
+	a.t.Close()
+	a.mu.Unlock()
+	m := c.next()
+	require.Equal(t, "1", string(m["id"]))
+	_, why, _ := reason(t, m["error"])
+	assert.Equal(t, jsonrpc.ReasonUpstreamUnavailable, why)
+	assert.Contains(t, string(m["error"]), `"server":"a"`)
+
+	r, e := c.call(2, "tools/list", `{}`)
+	require.Nil(t, e)
+	assert.Equal(t, []string{"b__t"}, names(t, r, "tools"))
+	_, e = c.call(3, "tools/call", `{"name":"a__slow"}`)
+	_, why, _ = reason(t, e)
+	assert.Equal(t, jsonrpc.ReasonUpstreamUnavailable, why)
+}
+
+// TestEndpointListsWhatIsKnown: a server that cannot answer a list (it
+// failed since) is listed with what the endpoint last heard from it; a
+// call to it gets upstream_unavailable.
+func TestEndpointListsWhatIsKnown(t *testing.T) {
+	a := &fake{name: "a", tools: []string{"t"}}
+	b := &fake{name: "b", tools: []string{"t"}}
+	e := newEndpoint(endpoint.Config{Name: "all", Servers: []string{"a", "b", "c"}}, a, b)
+	first := connect(t, e)
+	first.initialize()
+	r, err := first.call(1, "tools/list", `{}`)
+	require.Nil(t, err)
+	assert.Equal(t, []string{"a__t", "b__t"}, names(t, r, "tools"))
+
+	a.broken.Store(true)
+	second := connect(t, e)
+	second.initialize()
+	r, err = second.call(1, "tools/list", `{}`)
+	require.Nil(t, err)
+	assert.Equal(t, []string{"a__t", "b__t"}, names(t, r, "tools"), "a's tools as last known; c never served, nothing known")
+	_, err = second.call(2, "tools/call", `{"name":"a__t"}`)
+	_, why, _ := reason(t, err)
+	assert.Equal(t, jsonrpc.ReasonUpstreamUnavailable, why)
+}
+
 // TestEndpointProgressCancelAndServerRequests: progress and cancellation
 // cross as on a plain session, and a server's own request reaches the
 // client and its answer the server.
@@ -423,6 +502,47 @@ func TestEndpointProgressCancelAndServerRequests(t *testing.T) {
 	r, e := c.call(2, "ping", `{}`)
 	assert.Nil(t, e)
 	assert.JSONEq(t, `{}`, string(r))
+}
+
+// TestEndpointResourcesAndCompletion: resources are routed by the URI
+// their server listed (or its template's start), completions by their ref.
+func TestEndpointResourcesAndCompletion(t *testing.T) {
+	a := &fake{name: "a", uris: []string{"file:///a.txt"}, prompts: []string{"p"}}
+	b := &fake{name: "b", uris: []string{"mem://b"}}
+	c := serve(t, endpoint.Config{Name: "all", Servers: []string{"a", "b"}}, a, b)
+	c.initialize()
+	r, e := c.call(1, "resources/list", `{}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"file:///a.txt"`, "URIs keep their names")
+	assert.Contains(t, string(r), `"mem://b"`)
+	_, e = c.call(2, "resources/templates/list", `{}`)
+	require.Nil(t, e)
+
+	r, e = c.call(3, "resources/read", `{"uri":"mem://b"}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"served_by":"b"`)
+	r, e = c.call(4, "resources/subscribe", `{"uri":"file:///a.txt"}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"served_by":"a"`)
+	r, e = c.call(5, "resources/read", `{"uri":"b://t/42"}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"served_by":"b"`, "by the start of b's template")
+	_, e = c.call(6, "resources/read", `{"uri":"nope://x"}`)
+	code, why, _ := reason(t, e)
+	assert.Equal(t, [2]any{jsonrpc.CodeInvalidParams, jsonrpc.ReasonUnknownResource}, [2]any{code, why})
+
+	r, e = c.call(7, "completion/complete", `{"ref":{"type":"ref/prompt","name":"a__p"},"argument":{"name":"x","value":""}}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"served_by":"a"`)
+	assert.True(t, a.sawAny("completion/complete p"), "the prompt's prefix removed")
+	r, e = c.call(8, "completion/complete", `{"ref":{"type":"ref/resource","uri":"mem://b"},"argument":{"name":"x","value":""}}`)
+	require.Nil(t, e)
+	assert.Contains(t, string(r), `"served_by":"b"`)
+
+	r, e = c.call(9, "logging/setLevel", `{"level":"debug"}`)
+	require.Nil(t, e)
+	assert.JSONEq(t, `{}`, string(r))
+	assert.True(t, a.sawAny("logging/setLevel") && b.sawAny("logging/setLevel"), "to every server")
 }
 
 // TestEndpointOverARouter: the members are real routers, each with its

@@ -35,7 +35,7 @@ var changedOf = map[string]string{
 func (c *conn) list(msg *jsonrpc.Message, tag uint64) {
 	cursor, paged := msg.ParamsString("cursor")
 	var cursors map[string]string
-	targets := c.live()
+	targets := c.members // those that cannot answer answer with what is known of them
 	if paged {
 		var err error
 		if cursors, err = decodeCursor(cursor); err != nil {
@@ -46,13 +46,16 @@ func (c *conn) list(msg *jsonrpc.Message, tag uint64) {
 	} else {
 		c.listed(msg.Method)
 	}
-	c.fanOut(msg.Method, msg.ID, tag, targets, func(m *member, id []byte) []byte {
-		var params any
-		if cur := cursors[m.name]; cur != "" {
-			params = map[string]string{"cursor": cur}
+	// Each member gets the client's request as it is (its _meta too), under
+	// its own id and with its own cursor.
+	idSpan, _ := msg.IDSpan()
+	cursorSpan, _ := msg.ParamsPath("cursor")
+	c.fanOutPaged(msg.Method, paged, msg.ID, tag, targets, func(m *member, id []byte) []byte {
+		if !paged {
+			return msg.WithID(id)
 		}
-		frame, _ := jsonrpc.Request(id, msg.Method, params)
-		return frame
+		quoted, _ := json.Marshal(cursors[m.name])
+		return jsonrpc.Splice(msg.Frame, jsonrpc.Edit{Span: idSpan, Value: id}, jsonrpc.Edit{Span: cursorSpan, Value: quoted})
 	})
 }
 
@@ -82,10 +85,10 @@ func decodeCursor(s string) (map[string]string, error) {
 	return next, nil
 }
 
-// fromMember takes a frame a member's session wrote, on that session's
-// writer goroutine.
-func (c *conn) fromMember(m *member, frame []byte) {
-	msg, err := jsonrpc.Parse(frame)
+// fromMember takes a frame a member's session wrote. Its tag is the call
+// it is about (0: none), whose client request's tag it gets in turn.
+func (c *conn) fromMember(m *member, f frame) {
+	msg, err := jsonrpc.Parse(f.data)
 	if err != nil {
 		return
 	}
@@ -93,9 +96,9 @@ func (c *conn) fromMember(m *member, frame []byte) {
 	case jsonrpc.KindResult, jsonrpc.KindError:
 		c.answerFromMember(m, msg)
 	case jsonrpc.KindRequest:
-		c.requestFromMember(m, msg)
+		c.requestFromMember(m, msg, c.tagOf(m, f.tag))
 	case jsonrpc.KindNotification:
-		c.notificationFromMember(m, msg)
+		c.notificationFromMember(m, msg, c.tagOf(m, f.tag))
 	}
 }
 
@@ -120,10 +123,10 @@ func (c *conn) answerFromMember(m *member, msg *jsonrpc.Message) {
 			c.finish(cl.fan)
 		}
 	case s.initErr != nil:
-		c.reply(cl.tag, errorResponse(cl.clientID, s.initErr))
+		c.queue(outbox.Frame{Data: errorResponse(cl.clientID, s.initErr), Tag: cl.tag, Last: true})
 		c.sess.End()
 	default:
-		c.reply(cl.tag, msg.ReplaceID(cl.clientID))
+		c.queue(outbox.Frame{Data: msg.ReplaceID(cl.clientID), Tag: cl.tag, Last: true})
 		c.sess.End()
 	}
 }
@@ -219,6 +222,7 @@ func (c *conn) memberGone(m *member, err error) {
 	for _, f := range fans {
 		c.finish(f)
 	}
+	c.sess.Flush()
 }
 
 // dropMember marks m gone and takes its calls: the routed ones, and the
@@ -254,7 +258,7 @@ func (c *conn) dropMember(m *member) (routed []*call, fans []*fan) {
 
 // requestFromMember passes a member's request (sampling, elicitation,
 // roots, ping) to the client under an id of the endpoint's.
-func (c *conn) requestFromMember(m *member, msg *jsonrpc.Message) {
+func (c *conn) requestFromMember(m *member, msg *jsonrpc.Message, tag uint64) {
 	n := func() int64 {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -262,21 +266,15 @@ func (c *conn) requestFromMember(m *member, msg *jsonrpc.Message) {
 		c.srvReqs[c.nextSrvReq] = srvReq{m: m, id: slices.Clone(msg.ID)}
 		return c.nextSrvReq
 	}()
-	c.sess.Send(outbox.Frame{Data: msg.WithID(strconv.AppendInt(nil, n, 10))})
+	c.queue(outbox.Frame{Data: msg.WithID(strconv.AppendInt(nil, n, 10)), Tag: tag})
 }
 
 // notificationFromMember passes a member's notification to the client: a
 // list_changed once until the client lists again, a cancellation of a
 // request of the member's under the id the client saw.
-func (c *conn) notificationFromMember(m *member, msg *jsonrpc.Message) {
-	frame, tag := msg.Frame, uint64(0)
+func (c *conn) notificationFromMember(m *member, msg *jsonrpc.Message, tag uint64) {
+	frame := msg.Frame
 	switch msg.Method {
-	case "notifications/progress":
-		// With the request it reports on, on transports that place
-		// frames by request (Streamable HTTP).
-		if span, ok := msg.ParamsPath("progressToken"); ok {
-			tag = c.tagOf(m, string(msg.Frame[span.Start:span.End]))
-		}
 	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
 		if !c.change(msg.Method) {
 			return
@@ -292,18 +290,20 @@ func (c *conn) notificationFromMember(m *member, msg *jsonrpc.Message) {
 		}
 		frame = jsonrpc.Splice(frame, jsonrpc.Edit{Span: span, Value: strconv.AppendInt(nil, n, 10)})
 	}
-	c.sess.Send(outbox.Frame{Data: frame, Tag: tag})
+	c.queue(outbox.Frame{Data: frame, Tag: tag})
 }
 
-// tagOf is the tag of m's call in flight with the progress token given; 0
-// when there is none.
-func (c *conn) tagOf(m *member, token string) uint64 {
+// tagOf is the client's tag of the request that m's call n came from: a
+// frame about the call goes with it, on transports that place frames by
+// request (an HTTP POST's stream). 0 when n is 0 or no longer in flight.
+func (c *conn) tagOf(m *member, n uint64) uint64 {
+	if n == 0 {
+		return 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, cl := range c.calls {
-		if cl.m == m && cl.token == token {
-			return cl.tag
-		}
+	if cl := c.calls[int64(n)]; cl != nil && cl.m == m {
+		return cl.tag
 	}
 	return 0
 }
@@ -333,7 +333,8 @@ func (c *conn) takeSrvReq(m *member, id []byte) (int64, bool) {
 	return 0, false
 }
 
-// finish answers a fan's client request from what its members answered.
+// finish queues the answer to a fan's client request, from what its
+// members answered; the caller flushes.
 func (c *conn) finish(f *fan) {
 	var result []byte
 	switch f.method {
@@ -344,7 +345,7 @@ func (c *conn) finish(f *fan) {
 	default:
 		result = c.merge(f)
 	}
-	c.reply(f.tag, jsonrpc.Response(f.clientID, result))
+	c.queue(outbox.Frame{Data: jsonrpc.Response(f.clientID, result), Tag: f.tag, Last: true})
 	c.sess.End()
 }
 
@@ -415,16 +416,24 @@ func (c *conn) merge(f *fan) []byte {
 	items := []json.RawMessage{}
 	next := map[string]string{}
 	for _, a := range f.answers {
-		if a.result == nil {
+		result, known := a.result, false
+		switch {
+		case f.paged:
+		case result != nil:
+			c.e.remember(a.m.name, f.method, result)
+		default: // what is known of a member that cannot answer now
+			result, known = c.e.recall(a.m.name, f.method), true
+		}
+		if result == nil {
 			continue
 		}
 		var r map[string]json.RawMessage
 		var list []json.RawMessage
-		if json.Unmarshal(a.result, &r) != nil || json.Unmarshal(r[key], &list) != nil {
+		if json.Unmarshal(result, &r) != nil || json.Unmarshal(r[key], &list) != nil {
 			continue
 		}
 		var cur string
-		if json.Unmarshal(r["nextCursor"], &cur) == nil && cur != "" {
+		if json.Unmarshal(r["nextCursor"], &cur) == nil && cur != "" && !known {
 			next[a.m.name] = cur
 		}
 		for _, item := range list {

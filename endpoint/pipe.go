@@ -17,22 +17,23 @@ const pipeDepth = 64
 // handed to deliver on the session's writer goroutine. It is the
 // session.Transport the router serves.
 type pipe struct {
-	in      chan []byte // endpoint → router
+	in      chan frame // endpoint → router
 	closed  chan struct{}
 	once    sync.Once
-	deliver func(frame []byte) // router → endpoint; never blocks for long
+	deliver func(frame) // router → endpoint; never blocks
+	flush   func()      // after each run of frames delivered
 }
 
-func newPipe(deliver func([]byte)) *pipe {
-	return &pipe{in: make(chan []byte, pipeDepth), closed: make(chan struct{}), deliver: deliver}
+func newPipe(deliver func(frame), flush func()) *pipe {
+	return &pipe{in: make(chan frame, pipeDepth), closed: make(chan struct{}), deliver: deliver, flush: flush}
 }
 
-// ReadFrame returns the next frame the endpoint wrote, or io.EOF once the
-// pipe is closed.
+// ReadFrame returns the next frame the endpoint wrote, with its tag, or
+// io.EOF once the pipe is closed.
 func (p *pipe) ReadFrame() ([]byte, uint64, error) {
 	select {
 	case f := <-p.in:
-		return f, 0, nil
+		return f.data, f.tag, nil
 	case <-p.closed:
 		return nil, 0, io.EOF
 	}
@@ -47,16 +48,20 @@ func (p *pipe) WriteFrames(frames []outbox.Frame) error {
 		return net.ErrClosed
 	}
 	for _, f := range frames {
-		if f.Data != nil {
-			p.deliver(f.Data)
+		if f.Data != nil { // nil: the end of what a tag brings, which the calls' answers say
+			p.deliver(frame{f.Data, f.Tag})
 		}
 	}
+	p.flush()
 	return nil
 }
 
-// TryWrite writes nothing: frames reach the endpoint on the writer
-// goroutine only, never on the router's.
-func (p *pipe) TryWrite([]outbox.Frame) (ok, more bool) { return false, false }
+// TryWrite hands the frames over at once, on the goroutine of the router
+// that flushes them: delivering never blocks (it only queues frames for
+// the client, and never writes to a member).
+func (p *pipe) TryWrite(frames []outbox.Frame) (ok, more bool) {
+	return p.WriteFrames(frames) == nil, false
+}
 
 // Close ends the pipe; ReadFrame then reports io.EOF.
 func (p *pipe) Close() error {
@@ -75,9 +80,9 @@ func (p *pipe) isClosed() bool {
 
 // write gives the router a frame, waiting while it has pipeDepth unread;
 // false when the pipe is closed or stop is.
-func (p *pipe) write(stop <-chan struct{}, frame []byte) bool {
+func (p *pipe) write(stop <-chan struct{}, f frame) bool {
 	select {
-	case p.in <- frame:
+	case p.in <- f:
 		return true
 	case <-p.closed:
 		return false

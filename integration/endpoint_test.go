@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -154,4 +155,29 @@ func TestEndpointOverHTTP(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, progress, "the call's progress on its own stream")
+}
+
+// TestEndpointGoSDK: the go-sdk client through the endpoint all, to the
+// go-sdk conformance server and the demo server: the tools of both,
+// prefixed, each called through its prefix.
+func TestEndpointGoSDK(t *testing.T) {
+	t.Parallel()
+	srv := needGoPeers(t)
+	d := startDaemon(t, gpServer("conf", srv)+demo("demo", nil), "")
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cs, _ := gpSocketSession(t, ctx, d.socket("all"), "gopeer-endpoint")
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		require.NoError(t, err, "tools/list")
+		names = append(names, tool.Name)
+	}
+	assert.Contains(t, names, "conf__test_simple_text")
+	assert.Contains(t, names, "demo__echo")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "conf__test_simple_text"})
+	require.NoError(t, err)
+	assert.Equal(t, gpSimpleText, gpText(t, res))
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"text": "hi"}})
+	require.NoError(t, err)
+	assert.Equal(t, "hi", gpText(t, res))
 }

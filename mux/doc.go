@@ -16,9 +16,10 @@
 //   - registry (registry.go): the sessions, and the max_sessions bound;
 //   - flights (flights.go): the one door of a request's life: every request
 //     in flight upstream (an idmap.Table, by upstream id), what the hub keeps
-//     with each, and the gates: the turn of "serialize", one interactive
-//     request in flight at a time, and max_concurrency (turn.go, gate.go),
-//     at which the sessions take turns;
+//     with each, and the gates: the turn, one request that may cause a
+//     server request in flight at a time (every interactive one under
+//     "serialize", those of a kind learned to ask under "auto"), and
+//     max_concurrency (turn.go, gate.go), at which the sessions take turns;
 //   - calls (calls.go): mcpmux's own requests to the server and who waits;
 //   - subscriptions (subscriptions.go): resource subscriptions, counted per URI;
 //   - logLevels (loglevels.go): each session's log level, and the server's;

@@ -71,16 +71,20 @@ type Config struct {
 }
 
 // Memory keeps what mcpmux learns of a server across runs of the daemon,
-// for servers started the same way. Under server_requests = "auto" a
-// server once seen sending requests of its own has its calls take turns
-// from its first start on.
+// for servers started the same way. Under server_requests = "auto" the
+// kinds of request seen causing the server's own requests take turns from
+// its first start on.
 type Memory interface {
-	// SendsRequests reports whether the server was seen sending sampling
-	// or elicitation requests.
-	SendsRequests() bool
-	// RememberRequests records that it was; an error is the caller's to
-	// log.
-	RememberRequests() error
+	// Asks is the kinds of request (tools/call's tools, prompts/get's
+	// prompts, other methods) seen causing sampling or elicitation
+	// requests. all is true when the memory says only that the server
+	// sends such requests, not which of its requests cause them (as an
+	// older mcpmux kept it): then every interactive request takes turns
+	// until a kind is learned.
+	Asks() (kinds []string, all bool)
+	// RememberAsks records that a kind of request does; an error is the
+	// caller's to log.
+	RememberAsks(kind string) error
 	// Description is the result of the server's last initialize (era
 	// "legacy") or server/discover ("modern"); nil when none is kept.
 	// Sessions are answered from it at once while the server starts.
@@ -171,7 +175,12 @@ func New(cfg Config) *Hub {
 	h.down = downBridge{h: h, states: newStateKey()}
 	h.up = upBridge{h: h}
 	h.flights.timeout, h.flights.expire = cfg.RequestTimeout, h.timeout
-	h.flights.configure(cfg.ServerRequests, cfg.Memory != nil && cfg.Memory.SendsRequests(), cfg.MaxConcurrency)
+	var asks []string
+	var all bool
+	if cfg.Memory != nil {
+		asks, all = cfg.Memory.Asks()
+	}
+	h.flights.configure(cfg.ServerRequests, asks, all, cfg.MaxConcurrency)
 	h.recall()
 	return h
 }
@@ -292,6 +301,14 @@ type Status struct {
 	// want of the machine's resources (EMFILE, ENFILE, ENOMEM, EAGAIN): no
 	// crash, it is started again with backoff and never failed for it.
 	Shortage string `json:"shortage,omitempty"`
+	// Asks is the kinds of request seen causing the server's own requests
+	// ("tools/call NAME", "prompts/get NAME", a method), which take turns
+	// under server_requests = "auto".
+	Asks []string `json:"asks,omitempty"`
+	// Serialized: every interactive request of every session takes turns
+	// (server_requests = "serialize", or "auto" on the word of an older
+	// mcpmux, until it learns which requests ask).
+	Serialized bool `json:"serialized,omitempty"`
 
 	SessionList []SessionStatus  `json:"session_list"`
 	Instances   []InstanceStatus `json:"instances,omitempty"` // share = "project": one per project
@@ -323,6 +340,7 @@ type SessionStatus struct {
 // Status reports the hub's state.
 func (h *Hub) Status() Status {
 	s := Status{Name: h.cfg.Name, Inflight: h.flights.len()}
+	s.Asks, s.Serialized = h.flights.asking()
 	h.life.status(&s)
 	cs := h.sessions.all()
 	s.Sessions = len(cs)

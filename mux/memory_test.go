@@ -19,8 +19,8 @@ type fakeMemory struct {
 	writes int
 }
 
-func (m *fakeMemory) SendsRequests() bool     { return false }
-func (m *fakeMemory) RememberRequests() error { return nil }
+func (m *fakeMemory) Asks() ([]string, bool)        { return nil, false }
+func (m *fakeMemory) RememberAsks(kind string) error { return nil }
 
 func (m *fakeMemory) Description() (string, []byte) {
 	m.mu.Lock()

@@ -30,6 +30,7 @@ const (
 	pTaskID
 	pURI
 	pLevel
+	pName
 	nParams
 )
 
@@ -47,7 +48,7 @@ const (
 var (
 	paramNames = []string{
 		pMeta: "_meta", pTask: "task", pRequestState: "requestState", pInputResponses: "inputResponses",
-		pProgressToken: "progressToken", pRequestID: "requestId", pElicitationID: "elicitationId", pTaskID: "taskId", pURI: "uri", pLevel: "level",
+		pProgressToken: "progressToken", pRequestID: "requestId", pElicitationID: "elicitationId", pTaskID: "taskId", pURI: "uri", pLevel: "level", pName: "name",
 	}
 	metaNames = []string{
 		mProgressToken: "progressToken", mProtocolVersion: protocol.MetaProtocolVersion, mClientInfo: protocol.MetaClientInfo,

@@ -233,13 +233,17 @@ func (c *client) edits(m *message, pair pairing, up int64, hasToken bool, tokSpa
 func (c *client) routeOf(m *message, out sink, f fwd, pair pairing) (idmap.Route, jsonrpc.Span, *routeData) {
 	route := idmap.Route{Session: c.sess.ID(), ID: m.ID, Method: m.Method, Tag: out.tag(), Started: time.Now()}
 	_, route.Task = m.p.param(pTask)
-	serial := c.h.flights.turn.on.Load() && interactive(m.Method)
+	kind := ""
+	if interactive(m.Method) && c.h.flights.turn.policy == ServerRequestsAuto {
+		kind = kindOf(m)
+	}
+	serial := c.h.flights.takesTurn(m.Method, kind)
 	limited := c.h.flights.limit.max > 0 && !f.listen
 	b, inBatch := out.(*batch)
 	var data *routeData
-	if inBatch || c.h.cfg.RequestTimeout > 0 || f.after != nil || serial || limited || pair != sameEra || f.modern != nil || f.listen {
+	if inBatch || c.h.cfg.RequestTimeout > 0 || f.after != nil || serial || limited || pair != sameEra || f.modern != nil || f.listen || kind != "" {
 		// Set before the route is published: other goroutines settle it.
-		data = &routeData{batch: b, after: f.after, serial: serial, limited: limited, pair: pair, modern: f.modern, level: f.level, listen: f.listen}
+		data = &routeData{batch: b, after: f.after, kind: kind, serial: serial, limited: limited, pair: pair, modern: f.modern, level: f.level, listen: f.listen}
 		c.h.bridgeOf(pair).keep(c, m.Message, data)
 		route.Data = data
 	}
@@ -304,6 +308,7 @@ type routeData struct {
 	after func(*jsonrpc.Message) // sees the answer first (subscriptions)
 
 	up      atomic.Int64 // its upstream id, once routed
+	kind    string       // under "auto", an interactive request's kind (kindOf)
 	serial  bool         // it takes the turn
 	limited bool         // it takes a max_concurrency slot
 	sent    atomic.Bool  // it went to the server (it may have waited at a gate)

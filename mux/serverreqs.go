@@ -136,20 +136,14 @@ func (t *serverReqs) takeElicitation(id string) (uint64, bool) {
 // the session that should take it, under an id of that session's own.
 func (u *upstreamHandler) routeServerRequest(proc process, m *message) {
 	h := u.h
-	if h.flights.turn.engage() {
-		h.log.Info("the server sends requests of its own: from now on its sessions' calls take turns, so that each reaches the session whose call caused it", "server_requests", "auto")
-		if m := h.cfg.Memory; m != nil {
-			if err := m.RememberRequests(); err != nil {
-				h.log.Warn("cannot remember that the server sends requests; it will not take turns from its start next time", "error", err)
-			}
-		}
-	}
 	n := needOf(m.Message)
 	if up, cause, ok := h.undeclaredCause(n); ok {
+		h.learn(cause)
 		h.refuseUndeclared(proc, up, cause, m.Message, n)
 		return
 	}
 	c, up, cause := h.chooseSession(m, n)
+	h.learn(cause)
 	if c == nil {
 		h.log.Info("no session can take a server request", "method", m.Method)
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, "no session can take "+m.Method))
@@ -166,6 +160,21 @@ func (u *upstreamHandler) routeServerRequest(proc process, m *message) {
 	}
 	c.sess.Logger().Debug("routed a server request", "method", m.Method, "id", key.id)
 	c.sendAbout(cause.Tag, m.WithID([]byte(strconv.FormatInt(key.id, 10))))
+}
+
+// learn records that cause's kind asks: under "auto", requests of that
+// kind take turns from now on, in this run and the next.
+func (h *Hub) learn(cause idmap.Route) {
+	d := dataOf(cause)
+	if d == nil || !h.flights.learn(d.kind) {
+		return
+	}
+	h.log.Info("a kind of request causes the server's own requests: from now on such requests take turns, so that each server request reaches the session whose request caused it; others run at once", "kind", d.kind, "server_requests", "auto")
+	if m := h.cfg.Memory; m != nil {
+		if err := m.RememberAsks(d.kind); err != nil {
+			h.log.Warn("cannot remember which requests cause the server's own; they will not take turns from its start next time", "kind", d.kind, "error", err)
+		}
+	}
 }
 
 // refuseUndeclared answers a server request that the modern request

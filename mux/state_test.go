@@ -110,17 +110,19 @@ func TestServerRequestsAttributedExactly(t *testing.T) {
 		rounds    int
 		persisted bool
 		seen      bool
+		kinds     []string
 	}{
-		{"serialize", 2, 0, 100, false, false},
-		{"", 4, 1, 30, true, false},     // auto: the first round may go by "latest"
-		{"auto", 4, 0, 30, false, true}, // auto, the server remembered from an earlier run: exact from the start
+		{"serialize", 2, 0, 100, false, false, nil},
+		{"", 4, 1, 30, true, false, nil},                                // auto: the first round may go by "latest"
+		{"auto", 4, 0, 30, false, true, nil},                            // auto, the server remembered by an older mcpmux: exact from the start
+		{"auto", 4, 0, 30, false, false, []string{"tools/call sample"}}, // auto, the kind remembered: exact from the start
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("policy=%s,seen=%v", tt.policy, tt.seen), func(t *testing.T) {
+		t.Run(fmt.Sprintf("policy=%s,seen=%v,kinds=%d", tt.policy, tt.seen, len(tt.kinds)), func(t *testing.T) {
 			var told atomic.Int32
 			h := newHarness(t, func(c *Config) {
 				c.ServerRequests = tt.policy
-				c.Memory = &countingMemory{told: &told, seen: tt.seen}
+				c.Memory = &countingMemory{told: &told, seen: tt.seen, kinds: tt.kinds}
 			})
 			clients := map[string]*testClient{}
 			for i := range tt.sessions {
@@ -273,11 +275,66 @@ func TestRootsFromSessions(t *testing.T) {
 // countingMemory is a Memory that remembers nothing and counts what it is
 // told.
 type countingMemory struct {
-	told *atomic.Int32
-	seen bool
+	told  *atomic.Int32
+	seen  bool     // a record of an older mcpmux: the server asks, no kinds
+	kinds []string // the kinds remembered to ask
 }
 
-func (m *countingMemory) SendsRequests() bool                      { return m.seen }
-func (m *countingMemory) RememberRequests() error                  { m.told.Add(1); return nil }
+func (m *countingMemory) Asks() ([]string, bool)                   { return m.kinds, m.seen }
+func (m *countingMemory) RememberAsks(string) error                { m.told.Add(1); return nil }
 func (m *countingMemory) Description() (string, []byte)            { return "", nil }
 func (m *countingMemory) RememberDescription(string, []byte) error { return nil }
+
+// Under "auto", once a kind of request was seen asking, only requests of
+// that kind take turns: another session's echo is answered while a sample
+// call waits for its sampling answer, and a second sample call waits for
+// the first, so that each gets its own sampling request.
+func TestOnlyAskingKindsTakeTurns(t *testing.T) {
+	var told atomic.Int32
+	h := newHarness(t, func(c *Config) { c.Memory = &countingMemory{told: &told} })
+	a := h.sessionWith("2025-11-25", samplingCaps)
+	b := h.sessionWith("2025-11-25", samplingCaps)
+	others := []*testClient{h.sessionWith("2025-11-25", samplingCaps), h.sessionWith("2025-11-25", samplingCaps)}
+	require.Equal(t, `"first"`, string(callAnswering(t, a, `"first"`, "A").ID))
+	assert.Equal(t, []string{"tools/call sample"}, h.hub.Status().Asks)
+	assert.False(t, h.hub.Status().Serialized)
+	assert.Equal(t, int32(1), told.Load(), "the kind is remembered")
+
+	a.send(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"sample"}}`)
+	askA := a.recv()
+	require.Equal(t, "sampling/createMessage", askA.Method)
+	b.send(`{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"sample"}}`)
+	for i, c := range others {
+		id := fmt.Sprintf(`"echo-%d"`, i)
+		c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo"}}`)
+		assert.Equal(t, id, string(c.recv().ID), "an echo is answered while a sample call waits for its answer")
+	}
+	quiet(t, b, "B's sample call waits for A's")
+	a.send(`{"jsonrpc":"2.0","id":` + string(askA.ID) + `,"result":{"from":"A"}}`)
+	resA := a.recv()
+	assert.Equal(t, `"a"`, string(resA.ID))
+	assert.JSONEq(t, `{"answer":{"from":"A"}}`, string(resA.Result))
+	askB := b.recv()
+	require.Equal(t, "sampling/createMessage", askB.Method, "B's call gets its own sampling request once A's is done")
+	b.send(`{"jsonrpc":"2.0","id":` + string(askB.ID) + `,"result":{"from":"B"}}`)
+	resB := b.recv()
+	assert.Equal(t, `"b"`, string(resB.ID))
+	assert.JSONEq(t, `{"answer":{"from":"B"}}`, string(resB.Result))
+	assert.Equal(t, int32(1), told.Load(), "a kind is remembered once")
+}
+
+// A request's kind is its tool, its prompt, or its method.
+func TestKindOf(t *testing.T) {
+	for frame, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{}}}`: "tools/call ask",
+		`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"a prompt"}}`:          "prompts/get a prompt",
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}`:                    "tools/call",
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x"}}`:       "resources/read",
+		`{"jsonrpc":"2.0","id":1,"method":"completion/complete"}`:                               "completion/complete",
+	} {
+		m, err := jsonrpc.Parse([]byte(frame))
+		require.NoError(t, err)
+		v := viewOf(m)
+		assert.Equal(t, want, kindOf(&v), frame)
+	}
+}

@@ -112,7 +112,9 @@ func TestWebSocketPingAfterPartialTryWrite(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no message")
 	}
-	// The pong is read by the client's next read.
+	// The pong is read by the client's next read, with a deadline of its
+	// own: on a loaded machine the 8 MiB message can take most of the first.
+	client.SetReadDeadline(time.Now().Add(15 * time.Second))
 	wg.Go(func() { client.ReadMessage() })
 	select {
 	case got := <-pong:

@@ -258,8 +258,7 @@ func (w *Web) Serve(ctx context.Context) error {
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},
-		ConnState: func(c net.Conn, st http.ConnState) { w.conns.setIdle(c, st == http.StateIdle) },
-		ErrorLog:  slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
+		ErrorLog: slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(w.conns) }() // waited for below

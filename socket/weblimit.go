@@ -25,9 +25,7 @@ import (
 //
 // A connection whose request passed the checks is checked (promote) until
 // it closes. At most max of those are open at once: while max are, Accept
-// closes the one idle for longest between requests (its client opens
-// another when it needs one), or, with none idle, waits for one to close
-// before it takes the next from the kernel.
+// waits for one to close before it takes the next from the kernel.
 type limitListener struct {
 	net.Listener
 	max, budget int
@@ -39,7 +37,6 @@ type limitListener struct {
 	mu        sync.Mutex
 	checked   int
 	unchecked list.List // of *limitedConn, oldest first
-	idle      list.List // of checked *limitedConn idle between requests, idle longest first
 	peekBuf   [8 << 10]byte
 }
 
@@ -129,53 +126,21 @@ func (l *limitListener) evict(c *limitedConn) *limitedConn {
 // waitRoom waits until fewer than max checked connections are open;
 // net.ErrClosed once the listener is closed.
 func (l *limitListener) waitRoom() error {
-	for {
-		full, idlest := l.full()
-		switch {
-		case !full:
-			return nil
-		case idlest != nil:
-			idlest.Close()
-			continue
-		}
+	for l.full() {
 		select {
 		case <-l.room:
 		case <-l.done:
 			return net.ErrClosed
 		}
 	}
+	return nil
 }
 
-// full reports whether max checked connections are open, and then the one
-// idle for longest, if any.
-func (l *limitListener) full() (bool, *limitedConn) {
+// full reports whether max checked connections are open.
+func (l *limitListener) full() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.checked < l.max {
-		return false, nil
-	}
-	if e := l.idle.Front(); e != nil {
-		return true, e.Value.(*limitedConn)
-	}
-	return true, nil
-}
-
-// setIdle notes whether c, checked, is idle between requests
-// (http.Server's ConnState).
-func (l *limitListener) setIdle(c net.Conn, idle bool) {
-	lc, ok := c.(*limitedConn)
-	if !ok {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case lc.idleElem != nil && !idle:
-		l.idle.Remove(lc.idleElem)
-		lc.idleElem = nil
-	case lc.idleElem == nil && idle && lc.state == connChecked:
-		lc.idleElem = l.idle.PushBack(lc)
-	}
+	return l.checked >= l.max
 }
 
 // Close implements net.Listener; an Accept waiting for room returns.
@@ -205,9 +170,8 @@ type limitedConn struct {
 	l *limitListener
 
 	// Under l.mu.
-	state    int
-	elem     *list.Element // in l.unchecked while unchecked
-	idleElem *list.Element // in l.idle while checked and idle
+	state int
+	elem  *list.Element // in l.unchecked while unchecked
 
 	// What was read of the request being received, while unchecked.
 	hmu      sync.Mutex
@@ -318,10 +282,6 @@ func (c *limitedConn) Close() error {
 		c.elem = nil
 	case connChecked:
 		c.l.checked--
-		if c.idleElem != nil {
-			c.l.idle.Remove(c.idleElem)
-			c.idleElem = nil
-		}
 		select {
 		case c.l.room <- struct{}{}:
 		default: // Accept has been told already; it counts again

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/internal/editors"
-	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/internal/service"
 )
 
 // `mcpmux adopt` moves the servers of the editors' files on this machine
@@ -72,56 +71,67 @@ comments go; its other keys stay); the rest of the file stays as it was.`,
 		if err != nil {
 			return err
 		}
-		out := cmd.OutOrStdout()
 		if undo {
-			restored, err := editors.Undo(editors.AdoptedFiles(env.getenv, env.goos, env.cwd, path))
-			for _, p := range restored {
-				fmt.Fprintf(out, "restored %s\n", p)
-			}
-			if err == nil && len(restored) == 0 {
-				fmt.Fprintf(out, "no backups (FILE%s) to put back\n", editors.BackupSuffix)
-			}
-			return err
+			return undoAdoption(cmd.OutOrStdout(), env, path)
 		}
-		in, err := adoptInput(env, path, isDefault)
-		if err != nil {
-			return err
-		}
-		plan, err := editors.PlanAdoption(in)
-		if err != nil {
-			return err
-		}
-		for _, l := range plan.Adopted {
-			fmt.Fprintf(out, "through mcpmux: %s\n", l)
-		}
-		for _, l := range plan.Left {
-			fmt.Fprintf(out, "left: %s\n", l)
-		}
-		for _, s := range plan.Added {
-			fmt.Fprintf(out, "new server: %s\n", s.Name)
-		}
-		if len(plan.Rewrites) == 0 {
-			fmt.Fprintln(out, "nothing to adopt")
-			return nil
-		}
-		if dryRun {
-			for _, r := range plan.Rewrites {
-				fmt.Fprint(out, "\n"+editors.Diff(r.Path, r.Old, r.New))
-			}
-			return nil
-		}
-		if err := plan.Apply(); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "wrote %d files, each backed up beside itself (FILE%s); mcpmux adopt --undo puts them back\n",
-			len(plan.Rewrites), editors.BackupSuffix)
-		var names []string
-		for _, s := range plan.Added {
-			names = append(names, s.Name)
-		}
-		return warmUp(cmd.Context(), out, path, names, adoptWait)
+		return adopt(cmd.Context(), cmd.OutOrStdout(), env, path, isDefault, dryRun)
 	}
 	return cmd
+}
+
+// undoAdoption puts back every file adopt rewrote, from its backup.
+func undoAdoption(out io.Writer, env adoptEnv, path string) error {
+	restored, err := editors.Undo(editors.AdoptedFiles(env.getenv, env.goos, env.cwd, path))
+	for _, p := range restored {
+		fmt.Fprintf(out, "restored %s\n", p)
+	}
+	if err == nil && len(restored) == 0 {
+		fmt.Fprintf(out, "no backups (FILE%s) to put back\n", editors.BackupSuffix)
+	}
+	return err
+}
+
+// adopt plans the adoption of the editors' servers into the config at
+// path and says what it finds; then it writes it and warms the new servers
+// up, or, with dryRun, prints the changes.
+func adopt(ctx context.Context, out io.Writer, env adoptEnv, path string, isDefault, dryRun bool) error {
+	in, err := adoptInput(env, path, isDefault)
+	if err != nil {
+		return err
+	}
+	plan, err := editors.PlanAdoption(in)
+	if err != nil {
+		return err
+	}
+	for _, l := range plan.Adopted {
+		fmt.Fprintf(out, "through mcpmux: %s\n", l)
+	}
+	for _, l := range plan.Left {
+		fmt.Fprintf(out, "left: %s\n", l)
+	}
+	for _, s := range plan.Added {
+		fmt.Fprintf(out, "new server: %s\n", s.Name)
+	}
+	if len(plan.Rewrites) == 0 {
+		fmt.Fprintln(out, "nothing to adopt")
+		return nil
+	}
+	if dryRun {
+		for _, r := range plan.Rewrites {
+			fmt.Fprint(out, "\n"+editors.Diff(r.Path, r.Old, r.New))
+		}
+		return nil
+	}
+	if err := plan.Apply(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %d files, each backed up beside itself (FILE%s); mcpmux adopt --undo puts them back\n",
+		len(plan.Rewrites), editors.BackupSuffix)
+	var names []string
+	for _, s := range plan.Added {
+		names = append(names, s.Name)
+	}
+	return warmUp(ctx, out, path, names, adoptWait)
 }
 
 // adoptWait is how long adopt waits for its new servers to be ready.
@@ -147,58 +157,10 @@ func warmUp(ctx context.Context, out io.Writer, path string, names []string, wai
 		return fmt.Errorf("adopt: the daemon did not read the config again: %w", err)
 	}
 	fmt.Fprintf(out, "starting in the daemon: %s\n", strings.Join(names, ", "))
-	start := time.Now()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	waiting := slices.Clone(names)
-	for reported := time.Duration(0); ; {
-		st, err := client.Status(ctx)
-		if err != nil {
-			return fmt.Errorf("adopt: %w", err)
-		}
-		elapsed := time.Since(start).Round(time.Second)
-		var stderr []string
-		waiting = slices.DeleteFunc(waiting, func(name string) bool {
-			i := slices.IndexFunc(st.Servers, func(s mux.Status) bool { return s.Name == name })
-			if i < 0 {
-				return false
-			}
-			s := st.Servers[i]
-			switch s.State {
-			case mux.StateReady:
-				fmt.Fprintf(out, "ready: %s (%s)\n", name, elapsed)
-			case mux.StateFailed:
-				fmt.Fprintf(out, "failed: %s: %s (mcpmux logs %s)\n", name, dash(s.LastExit), name)
-			case mux.StateIdle:
-				fmt.Fprintf(out, "not started: %s starts with its first session\n", name)
-			default:
-				if len(s.Stderr) > 0 {
-					stderr = append(stderr, name+": "+s.Stderr[len(s.Stderr)-1])
-				}
-				return false
-			}
-			return true
-		})
-		switch {
-		case len(waiting) == 0:
-			return nil
-		case elapsed >= wait:
-			fmt.Fprintf(out, "still starting after %s: %s (they go on; mcpmux status shows them)\n", elapsed, strings.Join(waiting, ", "))
-			return nil
-		case elapsed-reported >= 10*time.Second:
-			reported = elapsed
-			line := fmt.Sprintf("still starting (%s): %s", elapsed, strings.Join(waiting, ", "))
-			if len(stderr) > 0 {
-				line += "; last stderr: " + strings.Join(stderr, "; ")
-			}
-			fmt.Fprintln(out, line)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+	if err := client.AwaitReady(ctx, names, wait, out); err != nil {
+		return fmt.Errorf("adopt: %w", err)
 	}
+	return nil
 }
 
 // adoptInput gathers what adoption needs: mux.toml's text and servers,
@@ -225,7 +187,7 @@ func adoptInput(env adoptEnv, path string, isDefault bool) (editors.AdoptInput, 
 	if err != nil {
 		return in, err
 	}
-	if err := stableExecutable(exe); err != nil {
+	if err := service.Stable(exe); err != nil {
 		return in, err
 	}
 	in.Connect = []string{exe, "connect"}

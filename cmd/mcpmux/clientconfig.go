@@ -9,6 +9,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/endpoint"
 	"github.com/mcpmux/mcpmux/internal/editors"
+	"github.com/mcpmux/mcpmux/internal/service"
 )
 
 func newClientConfigCmd() *cobra.Command {
@@ -58,23 +59,30 @@ entry "mcpmux" that reaches every server (the endpoint all).
 		if overHTTP {
 			return printHTTPClientConfig(cmd, env, client, cfg, path, entry, name)
 		}
-		exe, err := env.executable()
+		connect, err := connectLine(env, path, isDefault, args)
 		if err != nil {
 			return err
-		}
-		if err := stableExecutable(exe); err != nil {
-			return err
-		}
-		connect := []string{exe, "connect"}
-		if !isDefault {
-			connect = append(connect, "--config", path)
-		}
-		if len(args) > 0 {
-			connect = append(connect, name)
 		}
 		return client.PrintStdio(cmd.OutOrStdout(), cmd.ErrOrStderr(), entry, connect)
 	}
 	return cmd
+}
+
+// connectLine is the command line an editor runs to reach the server or
+// endpoint named in args (none: the endpoint all) through this mcpmux.
+func connectLine(env setupEnv, path string, isDefault bool, args []string) ([]string, error) {
+	exe, err := env.executable()
+	if err != nil {
+		return nil, err
+	}
+	if err := service.Stable(exe); err != nil {
+		return nil, err
+	}
+	connect := []string{exe, "connect"}
+	if !isDefault {
+		connect = append(connect, "--config", path)
+	}
+	return append(connect, args...), nil
 }
 
 // printHTTPClientConfig prints the entry that reaches server (or

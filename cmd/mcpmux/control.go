@@ -64,7 +64,18 @@ func printSessions(w io.Writer, st daemon.Status) error {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", s.Name, ss.ID, ss.Transport, dash(ss.Peer), dash(ss.Client), protocolOf(ss.Protocol, ss.Era), ss.Age, ss.Inflight)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range st.Servers {
+		if s.Serialized {
+			fmt.Fprintf(w, "\n%s: serialized as a whole: every interactive request takes turns\n", s.Name)
+		}
+		if len(s.Asks) > 0 {
+			fmt.Fprintf(w, "\n%s: these requests cause the server's own, and take turns: %s\n", s.Name, strings.Join(s.Asks, ", "))
+		}
+	}
+	return nil
 }
 
 // printShortages says which servers cannot start for want of the
@@ -75,6 +86,20 @@ func printShortages(w io.Writer, st daemon.Status) {
 			fmt.Fprintf(w, "\n%s cannot start for want of the machine's resources (no crash: it is tried again with backoff): %s\n", s.Name, s.Shortage)
 		}
 	}
+}
+
+// printEndpoints lists the endpoints the daemon serves, if any.
+func printEndpoints(w io.Writer, st daemon.Status) error {
+	if len(st.Endpoints) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENDPOINT\tSESSIONS\tSERVERS")
+	for _, e := range st.Endpoints {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", e.Name, e.Sessions, strings.Join(e.Servers, ", "))
+	}
+	return tw.Flush()
 }
 
 func printStatus(w io.Writer, st daemon.Status) error {
@@ -93,6 +118,9 @@ func printStatus(w io.Writer, st daemon.Status) error {
 		return err
 	}
 	printShortages(w, st)
+	if err := printEndpoints(w, st); err != nil {
+		return err
+	}
 	for _, s := range st.Servers {
 		if len(s.Instances) == 0 {
 			continue

@@ -54,7 +54,7 @@ that starts the service; --now runs it.`,
 		if err != nil {
 			return err
 		}
-		if err := stableExecutable(exe); err != nil {
+		if err := service.Stable(exe); err != nil {
 			return err
 		}
 		return plan.Install(cmd.Context(), cmd.OutOrStdout(), exe, cfg, force, now)

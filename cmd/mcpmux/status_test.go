@@ -64,3 +64,12 @@ func TestPrintStatusNamesAShortage(t *testing.T) {
 	}}))
 	assert.Contains(t, out.String(), "\ndemo cannot start for want of the machine's resources (no crash: it is tried again with backoff): out of file descriptors (EMFILE): start demo: pipe2: too many open files\n")
 }
+
+// status lists the endpoints, with their servers and sessions.
+func TestPrintStatusListsEndpoints(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, printStatus(&out, daemon.Status{Version: "v1", Pid: 7, Uptime: "1m",
+		Servers:   []mux.Status{{Name: "a", State: mux.StateReady}, {Name: "b", State: mux.StateReady}},
+		Endpoints: []daemon.EndpointStatus{{Name: "all", Servers: []string{"a", "b"}, Sessions: 3}}}))
+	assert.Contains(t, out.String(), "\n\nENDPOINT  SESSIONS  SERVERS\nall       3         a, b\n")
+}

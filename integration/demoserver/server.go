@@ -206,15 +206,17 @@ type server struct {
 	exited   chan struct{} // closed by exit
 
 	mu             sync.Mutex
-	inflight       map[string]*request // by compacted id
-	initializes    int                 // initialize requests received
-	initialized    int                 // notifications/initialized received
-	requests       int                 // requests received (messages with method and id)
-	duplicates     int                 // requests whose id was already in flight
-	cancelled      []json.RawMessage   // requestIds of every notifications/cancelled
-	aborted        []json.RawMessage   // ids of requests that a cancellation stopped
-	methods        []string            // last historySize methods, oldest first
-	progressTokens []json.RawMessage   // the token (or nil) of each of the last historySize requests
+	inflight       map[string]*request             // by compacted id
+	initializes    int                             // initialize requests received
+	initialized    int                             // notifications/initialized received
+	requests       int                             // requests received (messages with method and id)
+	duplicates     int                             // requests whose id was already in flight
+	cancelled      []json.RawMessage               // requestIds of every notifications/cancelled
+	aborted        []json.RawMessage               // ids of requests that a cancellation stopped
+	methods        []string                        // last historySize methods, oldest first
+	progressTokens []json.RawMessage               // the token (or nil) of each of the last historySize requests
+	asks           map[string]chan json.RawMessage // the server's own requests (ask) waiting for their answer, by id
+	nextAsk        int
 }
 
 // request is one request being served.
@@ -429,7 +431,9 @@ func (s *server) dispatch(line []byte) {
 	_, hasError := msg["error"]
 	if !hasMethod && (hasResult || hasError) {
 		// Never answer a response, or two peers could trade errors forever.
-		s.logf("ignoring a response (id %s): this server sends no requests", id)
+		if !s.answeredAsk(id, line) {
+			s.logf("ignoring a response (id %s): no request of this server's has that id", id)
+		}
 		return
 	}
 	if hasID && !isID(id) {

@@ -166,6 +166,8 @@ func tools() []tool {
 		{"notify", "Sends the given notification to the client, then answers ok.",
 			schema([]string{"method"}, property{"method", "string", "notification method, e.g. notifications/tools/list_changed"},
 				property{"params", "object", "notification params"}), toolNotify},
+		{"ask", "Asks the client for a sampling (sampling/createMessage) and answers with the text it got, or with the client's error.",
+			schema(nil, property{"text", "string", "the message to sample on"}), toolAsk},
 		{"invalid", "Answers with a line that is not valid JSON-RPC but whose id is readable: a NaN (kind nan, the default, as Python's json writes one) or a Latin-1 byte in a string (kind latin1).",
 			schema(nil, property{"kind", "string", "nan or latin1"}), toolInvalid},
 	}
@@ -449,4 +451,76 @@ func toolInvalid(s *server, req *request, raw json.RawMessage) (*toolResult, err
 func toolStopReading(s *server, _ *request, _ json.RawMessage) (*toolResult, error) {
 	s.stopReading.Store(true)
 	return textResult("ok"), nil
+}
+
+// toolAsk sends sampling/createMessage to the client under an id of the
+// server's own and waits for the answer, or for the request's end.
+func toolAsk(s *server, req *request, raw json.RawMessage) (*toolResult, error) {
+	var a struct {
+		Text string `json:"text"`
+	}
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	answer := make(chan json.RawMessage, 1)
+	s.mu.Lock()
+	if s.asks == nil {
+		s.asks = make(map[string]chan json.RawMessage)
+	}
+	s.nextAsk++
+	id := json.RawMessage(strconv.Quote("ask-" + strconv.Itoa(s.nextAsk)))
+	s.asks[string(id)] = answer
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.asks, string(id))
+	}()
+	params := map[string]any{
+		"messages":  []any{map[string]any{"role": "user", "content": map[string]string{"type": "text", "text": a.Text}}},
+		"maxTokens": 16,
+	}
+	line, err := marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  any             `json:"params"`
+	}{"2.0", id, "sampling/createMessage", params})
+	if err != nil {
+		return nil, err
+	}
+	s.writeLine(line, false)
+	select {
+	case m := <-answer:
+		var r struct {
+			Result *struct {
+				Content struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"result"`
+			Error *rpcError `json:"error"`
+		}
+		if err := json.Unmarshal(m, &r); err != nil || r.Result == nil {
+			if r.Error != nil {
+				return nil, fmt.Errorf("the client answered %d: %s", r.Error.Code, r.Error.Message)
+			}
+			return nil, errors.New("the client's answer has no result")
+		}
+		return textResult(r.Result.Content.Text), nil
+	case <-req.ctx.Done():
+		return nil, errNoResponse
+	}
+}
+
+// answeredAsk hands the client's answer line to the ask waiting under id;
+// false when none waits.
+func (s *server) answeredAsk(id json.RawMessage, line []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	answer, ok := s.asks[compactKey(id)]
+	if ok {
+		delete(s.asks, compactKey(id))
+		answer <- line
+	}
+	return ok
 }

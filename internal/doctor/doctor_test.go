@@ -171,6 +171,7 @@ func TestDoctorServerStates(t *testing.T) {
 	}{
 		{mux.Status{Name: "a", State: mux.StateReady, Pid: 7, Uptime: "1m", Sessions: 1}, "ok    server a: ready, pid 7, up 1m, 1 session"},
 		{mux.Status{Name: "a", State: mux.StateReady, Pid: 7, Uptime: "1m", Restarts: 2, LastExit: "exit status 1"}, "ok    server a: ready, pid 7, up 1m, 0 sessions, restarted 2 times (last exit: exit status 1)"},
+		{mux.Status{Name: "a", State: mux.StateReady, Pid: 7, Uptime: "1m", Sessions: 2, Serialized: true}, "ok    server a: ready, pid 7, up 1m, 2 sessions\nnote  server a: serialized as a whole: its sessions' interactive requests (tools/call, prompts/get, resources/read, completion/complete) take turns, one at a time, so that its sampling and elicitation requests reach the right session; server_requests = \"auto\" makes only the requests seen asking take turns"},
 		{mux.Status{Name: "a", State: mux.StateIdle}, `ok    server a: idle: not running until a session wants it (start = "lazy", or stopped after idle_timeout)`},
 		{mux.Status{Name: "a", State: mux.StateStarting}, "note  server a: starting; sessions wait for it up to start_timeout (a slow starter: see `mcpmux logs a`)"},
 		{mux.Status{Name: "a", State: mux.StateBackoff, Restarts: 1, LastExit: "initialize: server exited (signal: killed (junk_output))"},

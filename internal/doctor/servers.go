@@ -27,6 +27,9 @@ func (d *checkup) checkServer(s mux.Status) {
 			line += fmt.Sprintf(", restarted %d %s (last exit: %s)", s.Restarts, plural(s.Restarts, "time", "times"), s.LastExit)
 		}
 		d.add(OK, "%s", line)
+		if s.Serialized {
+			d.add(Note, "server %s: serialized as a whole: its sessions' interactive requests (tools/call, prompts/get, resources/read, completion/complete) take turns, one at a time, so that its sampling and elicitation requests reach the right session; server_requests = \"auto\" makes only the requests seen asking take turns", name)
+		}
 	case mux.StateIdle:
 		d.add(OK, "server %s: idle: not running until a session wants it (start = \"lazy\", or stopped after idle_timeout)", name)
 	case mux.StateStarting:
