@@ -216,13 +216,18 @@ func (d *dialer) startDaemon(ctx context.Context, t *Target, sock string) error 
 	}
 }
 
-// lastLine is the last line of a log file, for an error message.
+// lastLine is the last line of a log file, for an error message: read
+// from its last few KiB only, as statefile opens it (no link followed).
 func lastLine(path string) string {
-	b, err := os.ReadFile(path)
+	f, fi, err := statefile.Open(path)
 	if err != nil {
 		return ""
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	defer f.Close()
+	const tail = 4 << 10
+	b := make([]byte, min(fi.Size(), tail))
+	n, _ := f.ReadAt(b, fi.Size()-int64(len(b)))
+	lines := strings.Split(strings.TrimSpace(string(b[:n])), "\n")
 	return ": " + lines[len(lines)-1]
 }
 

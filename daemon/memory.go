@@ -29,11 +29,11 @@ type memoryDir struct {
 // mcpmux left it empty, saying only that the server asks.
 const sendsRequestsFile = "sends-requests"
 
-// maxAsksFile bounds the file of asking kinds read back.
-const maxAsksFile = 1 << 20
+// maxAsks bounds the sends-requests file: a line per kind of request.
+const maxAsks = 64 << 10
 
 func (m memoryDir) Asks() (kinds []string, all bool) {
-	b, err := statefile.ReadFile(filepath.Join(m.dir, sendsRequestsFile), maxAsksFile)
+	b, err := statefile.ReadFile(filepath.Join(m.dir, sendsRequestsFile), maxAsks)
 	if err != nil {
 		m.refused(err)
 		return nil, false
@@ -48,7 +48,8 @@ func (m memoryDir) Asks() (kinds []string, all bool) {
 }
 
 // RememberAsks adds a line; a daemon that dies halfway leaves at worst a
-// line that does not decode, which Asks skips.
+// line that does not decode, which Asks skips. The file is appended to as
+// statefile opens it: never through a link, only when it is ours.
 func (m memoryDir) RememberAsks(kind string) error {
 	line, err := json.Marshal(kind)
 	if err != nil {

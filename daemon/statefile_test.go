@@ -93,8 +93,8 @@ func TestWriteRecordNoPredictableTemp(t *testing.T) {
 }
 
 // TestMemoryRefused: a server's description that is 400 MB, or a link, is
-// done without, and the log says so; the marker is not written through a
-// link.
+// done without, and the log says so; the list of asks is neither read nor
+// appended to through a link.
 func TestMemoryRefused(t *testing.T) {
 	state := t.TempDir()
 	var log testutil.Buffer
@@ -119,9 +119,10 @@ func TestMemoryRefused(t *testing.T) {
 	require.NoError(t, os.WriteFile(victim, []byte("precious"), 0o600))
 	require.NoError(t, os.Symlink(victim, filepath.Join(m.dir, sendsRequestsFile)))
 	kinds, all := m.Asks()
-	assert.False(t, all, "a link is no record of asking kinds")
-	assert.Empty(t, kinds, "a link is no record of asking kinds")
-	assert.ErrorIs(t, m.RememberAsks("tools/call ask"), statefile.ErrUnsafe)
+	assert.False(t, all, "a link says nothing")
+	assert.Empty(t, kinds)
+	assert.Contains(t, log.String(), "not a private file of this user")
+	assert.ErrorIs(t, m.RememberAsks("sampling"), statefile.ErrUnsafe, "nor is it appended to")
 	b, err := os.ReadFile(victim)
 	require.NoError(t, err)
 	assert.Equal(t, "precious", string(b))

@@ -72,6 +72,9 @@ type FileStore struct {
 	count   int                  // records in the folder
 	pruned  time.Time            // the last read of the folder
 	touched map[string]time.Time // when each record's time was last set
+	// refusedDir: Prune found the folder not this user's; nothing is
+	// read from it.
+	refusedDir bool
 }
 
 // pruneEvery is how often a new record also looks for expired ones.
@@ -120,19 +123,39 @@ func (s *FileStore) Save(r *Record) error {
 		return err
 	}
 	if fresh {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.count++
-		if !s.counted || (s.Max > 0 && s.count > s.Max) || time.Since(s.pruned) > pruneEvery {
-			s.pruneLocked()
-		}
+		s.logRefusals(s.countFresh())
 	}
 	return nil
 }
 
+// countFresh counts a new record, and prunes when the count is not known,
+// past Max, or not pruned for a while; it returns what pruning refused.
+func (s *FileStore) countFresh() []refusedRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count++
+	if !s.counted || (s.Max > 0 && s.count > s.Max) || time.Since(s.pruned) > pruneEvery {
+		return s.pruneLocked()
+	}
+	return nil
+}
+
+// refusedRecord is a record that pruning removed because statefile refused it,
+// to log once the lock is released.
+type refusedRecord struct {
+	id  string
+	err error
+}
+
+func (s *FileStore) logRefusals(rs []refusedRecord) {
+	for _, r := range rs {
+		s.logRefused(r.id, r.err)
+	}
+}
+
 // Load implements Store.
 func (s *FileStore) Load(id string) (*Record, error) {
-	if !validID(id) {
+	if !validID(id) || s.dirRefused() {
 		return nil, fs.ErrNotExist
 	}
 	fi, err := statefile.Stat(s.path(id))
@@ -159,6 +182,12 @@ func (s *FileStore) Load(id string) (*Record, error) {
 		return nil, fmt.Errorf("session %s: unreadable record: %w", id, fs.ErrNotExist)
 	}
 	return &r, nil
+}
+
+func (s *FileStore) dirRefused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusedDir
 }
 
 // refused reports whether err is statefile's refusal of the record of id;
@@ -235,11 +264,12 @@ func (s *FileStore) deleteLocked(id string) {
 }
 
 // pruneLocked removes the expired records, and the oldest beyond Max, and
-// counts those left.
-func (s *FileStore) pruneLocked() {
+// counts those left; it returns the records it removed because statefile
+// refused them, for the caller to log after the unlock.
+func (s *FileStore) pruneLocked() (refused []refusedRecord) {
 	ents, err := os.ReadDir(s.Dir)
 	if err != nil {
-		return
+		return refused
 	}
 	s.pruned = time.Now()
 	type rec struct {
@@ -254,7 +284,7 @@ func (s *FileStore) pruneLocked() {
 			continue
 		}
 		if err := statefile.CheckInfo(s.path(id), fi); err != nil {
-			s.logRefused(id, err)
+			refused = append(refused, refusedRecord{id, err})
 			s.deleteLocked(id)
 			continue
 		}
@@ -266,18 +296,39 @@ func (s *FileStore) pruneLocked() {
 	}
 	s.count, s.counted = len(live), true
 	if s.Max <= 0 || len(live) <= s.Max {
-		return
+		return refused
 	}
 	slices.SortFunc(live, func(a, b rec) int { return cmp.Compare(a.mod.UnixNano(), b.mod.UnixNano()) })
 	for _, r := range live[:len(live)-s.Max] {
 		s.deleteLocked(r.id)
 	}
+	return refused
 }
 
 // Prune removes the expired records, and the oldest beyond Max: at the
-// daemon's start.
+// daemon's start. It first makes the folder private (statefile.PrepareDir:
+// one of ours open to others is set to 0700); a folder that is refused
+// (another user's, a symlink) is logged, and no record is read from it.
 func (s *FileStore) Prune() {
+	note, err := statefile.PrepareDir(s.Dir)
+	if s.Log != nil {
+		switch {
+		case err != nil:
+			s.Log.Warn("the HTTP session records' folder is refused: sessions are not kept or restored", "error", err)
+		case note != "":
+			s.Log.Warn(note)
+		}
+	}
+	s.logRefusals(s.prune(err != nil))
+}
+
+// prune is Prune's part under the lock: refusedDir, then the records.
+func (s *FileStore) prune(refusedDir bool) []refusedRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pruneLocked()
+	s.refusedDir = refusedDir
+	if refusedDir {
+		return nil
+	}
+	return s.pruneLocked()
 }

@@ -110,3 +110,38 @@ func TestFileStoreTooWideFolder(t *testing.T) {
 	_, err = statefile.Stat(filepath.Join(dir, id+".json"))
 	assert.NoError(t, err, "the record is a private file of ours")
 }
+
+// TestFileStorePruneFolder: at the daemon's start, a records' folder of
+// ours open to others is made private and the log says so; another
+// user's folder is refused, logged, and no record is restored from it.
+func TestFileStorePruneFolder(t *testing.T) {
+	const id = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	t.Run("ours, 0777", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "http-sessions")
+		require.NoError(t, os.Mkdir(dir, 0o700))
+		require.NoError(t, os.Chmod(dir, 0o777))
+		var log testutil.Buffer
+		store := &streamable.FileStore{Dir: dir, Max: 8, Idle: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		store.Prune()
+		fi, err := os.Stat(dir)
+		require.NoError(t, err)
+		assert.Equal(t, fs.FileMode(0o700), fi.Mode().Perm())
+		assert.Contains(t, log.String(), "state folder "+dir+" had mode 0777; set it to 0700")
+	})
+	t.Run("another uid's", func(t *testing.T) {
+		if os.Getuid() != 0 {
+			t.Skip("needs root to give a folder to another uid (65534); run the tests as root to cover it")
+		}
+		dir := filepath.Join(t.TempDir(), "http-sessions")
+		require.NoError(t, os.Mkdir(dir, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, id+".json"), storeRecord(id), 0o600))
+		require.NoError(t, os.Chown(dir, 65534, 65534))
+		var log testutil.Buffer
+		store := &streamable.FileStore{Dir: dir, Max: 8, Idle: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		store.Prune()
+		assert.Contains(t, log.String(), "the HTTP session records' folder is refused")
+		assert.Contains(t, log.String(), "owned by uid 65534")
+		_, err := store.Load(id)
+		assert.ErrorIs(t, err, fs.ErrNotExist, "nothing restored from their folder, even a file of ours")
+	})
+}

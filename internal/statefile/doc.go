@@ -10,7 +10,7 @@
 //     ExamineDir is the classification package socket's folder checks share);
 //   - a file is opened without following a symlink, without blocking on a
 //     FIFO, and used only when it is a regular file of this user that group
-//     and others cannot write (Open, ReadFile, OpenAppend, Stat, Mark);
+//     and others cannot write (Open, ReadFile, OpenAppend, OpenLog, Stat);
 //   - a file is read with a size bound, checked before a byte is read and
 //     enforced while reading (ReadFile: ErrTooLarge);
 //   - a file is replaced whole through a temporary file created exclusively

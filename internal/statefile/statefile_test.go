@@ -1,7 +1,6 @@
 package statefile_test
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -228,21 +227,4 @@ func TestOpenLog(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "a\nb\n", string(b))
 	})
-}
-
-func TestMark(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "sends-requests")
-	require.NoError(t, statefile.Mark(path))
-	require.NoError(t, statefile.Mark(path), "already there")
-
-	target := filepath.Join(dir, "victim")
-	write(t, target, "precious", 0o600)
-	link := filepath.Join(dir, "linked")
-	require.NoError(t, os.Symlink(target, link))
-	err := statefile.Mark(link)
-	assert.True(t, errors.Is(err, statefile.ErrUnsafe), "a link is refused: %v", err)
-	b, err := os.ReadFile(target)
-	require.NoError(t, err)
-	assert.Equal(t, "precious", string(b), "and not written through")
 }

@@ -255,20 +255,6 @@ func Stat(path string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
-// Mark makes sure an empty marker file exists at path: created exclusively
-// (O_EXCL follows no link), or already there as a file Stat accepts.
-func Mark(path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
-	if err == nil {
-		return f.Close()
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	_, err = Stat(path)
-	return err
-}
-
 // WriteFile replaces path with b, whole or not at all: b goes to a file
 // created exclusively, 0600, under an unpredictable name in path's folder,
 // which is then renamed onto path (a rename replaces a symlink at path, it
