@@ -85,18 +85,7 @@ func (p *docPackage) problems(dir string) []string {
 func readPackages(root string) (map[string]*docPackage, []string, error) {
 	pkgs := map[string]*docPackage{}
 	var problems []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return skipDir(root, path, d.Name())
-		}
-		name := d.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") ||
-			strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
-			return nil
-		}
+	err := walkSources(root, func(path string) error {
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
 		if err != nil {
 			return err
@@ -117,7 +106,7 @@ func readPackages(root string) (map[string]*docPackage, []string, error) {
 		if p.name != f.Name.Name {
 			problems = append(problems, fmt.Sprintf("%s: package %s, but %s is package %s", rel, f.Name.Name, dir, p.name))
 		}
-		p.docGo = p.docGo || name == "doc.go"
+		p.docGo = p.docGo || filepath.Base(path) == "doc.go"
 		if f.Doc == nil {
 			return nil
 		}
@@ -197,4 +186,24 @@ func ModuleRoot(tb testing.TB) string {
 		}
 		dir = parent
 	}
+}
+
+// walkSources calls fn with the path of every non-test Go file of the
+// module rooted at root, skipping what skipDir skips and files whose
+// names start with "." or "_".
+func walkSources(root string, fn func(path string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return skipDir(root, path, d.Name())
+		}
+		name := d.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") ||
+			strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+			return nil
+		}
+		return fn(path)
+	})
 }

@@ -5,9 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
-	"strings"
 )
 
 // UndeferredUnlocks reads every non-test Go file of the module rooted at
@@ -17,18 +15,7 @@ import (
 // released only if nothing between Lock and Unlock panics; a panic
 // recovered further up would leave it held.
 func UndeferredUnlocks(root string) (problems []string, unlocks int, err error) {
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return skipDir(root, path, d.Name())
-		}
-		name := d.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") ||
-			strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
-			return nil
-		}
+	err = walkSources(root, func(path string) error {
 		fset := token.NewFileSet()
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
 		if err != nil {
