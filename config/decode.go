@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -189,6 +190,21 @@ func flag(name string, dst *bool) key {
 			*dst = b
 		}
 	}}
+}
+
+// choice is a key whose string is one of values, stored in dst.
+func choice(name string, dst *string, values ...string) key {
+	return text(name, func(d *decoder, p keyPath, v string) {
+		if slices.Contains(values, v) {
+			*dst = v
+			return
+		}
+		quoted := make([]string, len(values))
+		for i, w := range values {
+			quoted[i] = strconv.Quote(w)
+		}
+		d.errorf(p, "invalid value %q: want %s or %s", v, strings.Join(quoted[:len(quoted)-1], ", "), quoted[len(quoted)-1])
+	})
 }
 
 // list is a key that takes an array of strings, checked by set.

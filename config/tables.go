@@ -207,14 +207,7 @@ func serverKeys(s *daemon.Server) []key {
 		// How the router keeps the server up.
 		duration("start_timeout", &h.StartTimeout, positive),
 		duration("initialize_timeout", &h.InitializeTimeout, positive),
-		text("protocol", func(d *decoder, p keyPath, v string) {
-			switch v {
-			case mux.ProtocolAuto, mux.ProtocolLegacy, mux.ProtocolModern:
-				h.Protocol = v
-			default:
-				d.errorf(p, `invalid value %q: want "auto", "legacy" or "modern"`, v)
-			}
-		}),
+		choice("protocol", &h.Protocol, mux.ProtocolAuto, mux.ProtocolLegacy, mux.ProtocolModern),
 		duration("restart_backoff", &h.RestartBackoff, positive),
 		duration("restart_backoff_max", &h.RestartBackoffMax, positive),
 		duration("restart_window", &h.RestartWindow, positive),
@@ -231,14 +224,7 @@ func serverKeys(s *daemon.Server) []key {
 			}
 			h.Lazy = v == "lazy"
 		}),
-		text("share", func(d *decoder, p keyPath, v string) {
-			switch v {
-			case mux.ShareShared, mux.ShareIsolated, mux.ShareProject:
-				s.Share = v
-			default:
-				d.errorf(p, `invalid value %q: want "shared", "isolated" or "project"`, v)
-			}
-		}),
+		choice("share", &s.Share, mux.ShareShared, mux.ShareIsolated, mux.ShareProject),
 		list("project_markers", func(d *decoder, p keyPath, markers []string) {
 			for _, m := range markers {
 				if m == "" || strings.ContainsRune(m, '/') || m == "." || m == ".." {
@@ -249,14 +235,7 @@ func serverKeys(s *daemon.Server) []key {
 		}),
 
 		// What the server asks of the sessions.
-		text("server_requests", func(d *decoder, p keyPath, v string) {
-			switch v {
-			case mux.ServerRequestsAuto, mux.ServerRequestsLatest, mux.ServerRequestsSerialize:
-				h.ServerRequests = v
-			default:
-				d.errorf(p, "invalid value %q: want \"auto\", \"latest\" or \"serialize\"", v)
-			}
-		}),
+		choice("server_requests", &h.ServerRequests, mux.ServerRequestsAuto, mux.ServerRequestsLatest, mux.ServerRequestsSerialize),
 		table("upstream_capabilities", func(d *decoder, p keyPath, t map[string]any) {
 			b, err := json.Marshal(t)
 			if err != nil {
