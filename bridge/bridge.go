@@ -388,16 +388,7 @@ func (s *slot) look() (l *link, over bool, wake chan struct{}) {
 func (s *slot) set(l *link) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.over {
-		return
-	}
-	if s.wake == nil {
-		s.wake = make(chan struct{})
-	}
-	if s.cur == nil {
-		close(s.wake)
-	}
-	s.cur = l
+	s.fillLocked(l, false)
 }
 
 func (s *slot) clear() {
@@ -411,6 +402,12 @@ func (s *slot) clear() {
 func (s *slot) end() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.fillLocked(nil, true)
+}
+
+// fillLocked puts l in the slot, and ends it if over, waking whoever waits
+// for an empty slot to fill; an ended slot stays as it is.
+func (s *slot) fillLocked(l *link, over bool) {
 	if s.over {
 		return
 	}
@@ -420,7 +417,7 @@ func (s *slot) end() {
 	if s.cur == nil {
 		close(s.wake)
 	}
-	s.cur, s.over = nil, true
+	s.cur, s.over = l, over
 }
 
 // tracker knows which requests forwarded on a link are still unanswered.

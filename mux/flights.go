@@ -350,31 +350,31 @@ func (f *flights) releaseLocked(up int64, d *routeData, out []queued) []queued {
 
 // passTurnLocked frees the turn up holds, if it holds it; what gets the
 // turn by it may wait still for max_concurrency, unless it is input for a
-// request that holds its slot already. One that left the table while it
-// waited passes the turn on.
+// request that holds its slot already.
 func (f *flights) passTurnLocked(up int64, out []queued) []queued {
 	next, ok := f.turn.release(up)
-	if !ok {
-		return out
-	}
-	if _, live := f.reqs.Get(next.up); !live {
-		return f.releaseLocked(next.up, next.d, out)
-	}
-	if next.input || !next.d.limited || f.limit.acquire(next) {
-		out = append(out, next)
-	}
-	return out
+	return f.passLocked(next, ok, true, out)
 }
 
 // passSlotLocked frees the max_concurrency slot up holds, as
 // passTurnLocked the turn.
 func (f *flights) passSlotLocked(up int64, out []queued) []queued {
 	next, ok := f.limit.release(up)
+	return f.passLocked(next, ok, false, out)
+}
+
+// passLocked hands a freed turn (or slot) to next, if ok says there is
+// one: a request that left the table while it waited passes it on, and
+// one given the turn takes its slot too, or waits for it.
+func (f *flights) passLocked(next queued, ok, turn bool, out []queued) []queued {
 	if !ok {
 		return out
 	}
 	if _, live := f.reqs.Get(next.up); !live {
 		return f.releaseLocked(next.up, next.d, out)
+	}
+	if turn && !next.input && next.d.limited && !f.limit.acquire(next) {
+		return out
 	}
 	return append(out, next)
 }

@@ -1,11 +1,7 @@
 package mux_test
 
 import (
-	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/internal/testutil"
 )
@@ -19,7 +15,7 @@ import (
 // panic recovered at the session boundary would leave it held for every
 // other session of the server.)
 func TestEveryLockIsALeaf(t *testing.T) {
-	problems, n, err := testutil.LockProblems(".", testutil.LockRules{
+	testutil.CheckLocks(t, ".", testutil.LockRules{
 		Allowed: map[string]string{
 			"(log/slog.Handler).Handle":                  "teeHandler.format: slog's text handler writes the line into the tee's own buffer, in memory",
 			"(github.com/mcpmux/mcpmux/mux.process).Pid": "a field read (upstream.Process.Pid)",
@@ -28,8 +24,5 @@ func TestEveryLockIsALeaf(t *testing.T) {
 		},
 		Order:         [][2]string{{"mux.flights", "idmap.Table"}},
 		CallUnderLock: []string{"(*github.com/mcpmux/mcpmux/mux.flights).latest"},
-	})
-	require.NoError(t, err)
-	assert.Greater(t, n, 20, "the check found the package's locks")
-	assert.Empty(t, problems, "what breaks the rule:\n%s", strings.Join(problems, "\n"))
+	}, 21)
 }

@@ -1,11 +1,7 @@
 package session_test
 
 import (
-	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/internal/testutil"
 )
@@ -15,14 +11,11 @@ import (
 // writes, each under a deadline.
 func TestLocks(t *testing.T) {
 	const writeLock = "wsWriter's lock is the connection's write lock: it keeps the session's frames and the pings and pongs from interleaving, and each write under it has a deadline"
-	problems, n, err := testutil.LockProblems(".", testutil.LockRules{
+	testutil.CheckLocks(t, ".", testutil.LockRules{
 		Allowed: map[string]string{
 			"(net.Conn).SetWriteDeadline": writeLock,
 			"(net.Conn).Write":            writeLock,
 			"(*net.Buffers).WriteTo":      writeLock,
 		},
-	})
-	require.NoError(t, err)
-	assert.Greater(t, n, 0, "the check found the package's locks")
-	assert.Empty(t, problems, "what breaks the rule:\n%s", strings.Join(problems, "\n"))
+	}, 1)
 }

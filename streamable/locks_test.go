@@ -1,11 +1,7 @@
 package streamable_test
 
 import (
-	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/internal/testutil"
 )
@@ -15,7 +11,7 @@ import (
 // but what it names.
 func TestLocks(t *testing.T) {
 	const memo = "named in the package doc: a session's memo writes its record to the Store under its lock"
-	problems, n, err := testutil.LockProblems(".", testutil.LockRules{
+	testutil.CheckLocks(t, ".", testutil.LockRules{
 		Order: [][2]string{
 			{"streamable.Handler", "streamable.transport"},
 			{"streamable.transport", "streamable.stream"},
@@ -24,8 +20,5 @@ func TestLocks(t *testing.T) {
 			"(github.com/mcpmux/mcpmux/streamable.Store).Save":  memo,
 			"(github.com/mcpmux/mcpmux/streamable.Store).Touch": memo,
 		},
-	})
-	require.NoError(t, err)
-	assert.Greater(t, n, 20, "the check found the package's locks")
-	assert.Empty(t, problems, "what breaks the rule:\n%s", strings.Join(problems, "\n"))
+	}, 21)
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,21 +17,6 @@ import (
 	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
-// hashTree hashes every file under dir, with its path.
-func hashTree(t *testing.T, dir string) [32]byte {
-	h := sha256.New()
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		h.Write([]byte(p + "\x00"))
-		h.Write(data)
-		return err
-	}))
-	return [32]byte(h.Sum(nil))
-}
-
 // TestAdoptCommand: --dry-run prints the diffs and writes nothing; adopt
 // writes mux.toml and the editors' files, each backed up; --undo puts
 // every file back exactly.
@@ -44,27 +27,14 @@ func TestAdoptCommand(t *testing.T) {
 		".config/zed/settings.json": "// Zed\n{\n  \"theme\": \"One Dark\",\n  \"context_servers\": {\n    \"time\": {\"command\": \"uvx\", \"args\": [\"mcp-server-time\"]},\n  },\n}\n",
 		".config/mcpmux/mux.toml":   "[servers.fetch]\ncommand = \"uvx\"\nargs = [\"mcp-server-fetch\"]\n",
 	}
-	for p, text := range files {
-		path := filepath.Join(home, filepath.FromSlash(p))
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
-		require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
-	}
-	run := func(args ...string) string {
-		t.Helper()
-		var out bytes.Buffer
-		cmd := newAdoptCmdWith(adoptEnv{setupEnv: fakeSetupEnv(t, map[string]string{"HOME": home}, "/opt/bin/mcpmux"), cwd: filepath.Join(home, "elsewhere")})
-		cmd.SetArgs(args)
-		cmd.SetOut(&out)
-		cmd.SetErr(&out)
-		require.NoError(t, cmd.Execute(), "adopt %v", args)
-		return out.String()
-	}
+	testutil.WriteTree(t, home, files)
+	run := adoptRunner(t, home)
 	cursor := filepath.Join(home, ".cursor", "mcp.json")
 	require.NoError(t, os.MkdirAll(filepath.Dir(cursor), 0o700))
 	require.NoError(t, os.Symlink(filepath.Join(home, "dotfiles", "cursor-mcp.json"), cursor), "a dotfile kept elsewhere")
-	before := hashTree(t, home)
+	before := testutil.HashTree(t, home)
 	out := run("--dry-run")
-	assert.Equal(t, before, hashTree(t, home), "--dry-run writes nothing")
+	assert.Equal(t, before, testutil.HashTree(t, home), "--dry-run writes nothing")
 	assert.Contains(t, out, "through mcpmux: Cursor ~/.cursor/mcp.json: memory\n")
 	assert.Contains(t, out, "through mcpmux: Zed ~/.config/zed/settings.json: time\n")
 	assert.Contains(t, out, "--- "+cursor+"\n+++ "+cursor+"\n@@ -3,1 +3,1 @@\n"+
@@ -91,7 +61,7 @@ func TestAdoptCommand(t *testing.T) {
 
 	out = run("--undo")
 	assert.Contains(t, out, "restored "+cursor+"\n")
-	assert.Equal(t, before, hashTree(t, home), "--undo puts every file back, and no backup stays")
+	assert.Equal(t, before, testutil.HashTree(t, home), "--undo puts every file back, and no backup stays")
 	_, err = os.Readlink(cursor)
 	assert.NoError(t, err, "the link is still a link")
 	assert.Contains(t, run("--undo"), "no backups (FILE.mcpmux-backup) to put back")
@@ -144,17 +114,8 @@ func TestAdoptCreatesConfig(t *testing.T) {
 	claude := filepath.Join(home, ".claude.json")
 	text := `{"numStartups": 3, "projects": {"/src/app": {"allowedTools": [], "mcpServers": {"db": {"type": "stdio", "command": "uvx", "args": ["mcp-server-sqlite", "--db-path", "app.db"]}}}}}`
 	require.NoError(t, os.WriteFile(claude, []byte(text), 0o600))
-	run := func(args ...string) string {
-		t.Helper()
-		var out bytes.Buffer
-		cmd := newAdoptCmdWith(adoptEnv{setupEnv: fakeSetupEnv(t, map[string]string{"HOME": home}, "/opt/bin/mcpmux"), cwd: filepath.Join(home, "elsewhere")})
-		cmd.SetArgs(args)
-		cmd.SetOut(&out)
-		cmd.SetErr(&out)
-		require.NoError(t, cmd.Execute(), "adopt %v", args)
-		return out.String()
-	}
-	before := hashTree(t, home)
+	run := adoptRunner(t, home)
+	before := testutil.HashTree(t, home)
 	out := run()
 	assert.Contains(t, out, "through mcpmux: Claude Code ~/.claude.json: db (project /src/app)\n")
 	cfg, err := os.ReadFile(filepath.Join(home, ".config", "mcpmux", "mux.toml"))
@@ -176,5 +137,21 @@ func TestAdoptCreatesConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, cursorText, string(data))
 	require.NoError(t, os.RemoveAll(filepath.Dir(cursor)))
-	assert.Equal(t, before, hashTree(t, home), "--undo leaves no mux.toml, no backup, no mark")
+	assert.Equal(t, before, testutil.HashTree(t, home), "--undo leaves no mux.toml, no backup, no mark")
+}
+
+// adoptRunner runs adopt with args in home (from a folder elsewhere), as
+// /opt/bin/mcpmux, and returns what it printed; it fails the test if adopt
+// fails.
+func adoptRunner(t *testing.T, home string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := newAdoptCmdWith(adoptEnv{setupEnv: fakeSetupEnv(t, map[string]string{"HOME": home}, "/opt/bin/mcpmux"), cwd: filepath.Join(home, "elsewhere")})
+		cmd.SetArgs(args)
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		require.NoError(t, cmd.Execute(), "adopt %v", args)
+		return out.String()
+	}
 }

@@ -1,8 +1,6 @@
 package editors
 
 import (
-	"crypto/sha256"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
 // adoptHome is a home folder with the files of eight editors (in the
@@ -125,31 +124,12 @@ url = "https://mcp.figma.com/mcp"
 trust_level = "trusted"
 `
 
-// treeHash hashes every file under dir, with its path.
-func treeHash(t *testing.T, dir string) [32]byte {
-	h := sha256.New()
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		h.Write([]byte(p + "\x00"))
-		h.Write(data)
-		return err
-	}))
-	return [32]byte(h.Sum(nil))
-}
-
 // TestAdopt adopts the servers of eight editors' files: each file then
 // reaches the same servers through mcpmux connect and keeps every other
 // byte; --undo puts every file back exactly; a plan writes nothing.
 func TestAdopt(t *testing.T) {
 	home := t.TempDir()
-	for p, text := range adoptHome {
-		path := filepath.Join(home, filepath.FromSlash(p))
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
-		require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
-	}
+	testutil.WriteTree(t, home, adoptHome)
 	cfgPath := filepath.Join(home, ".config", "mcpmux", "mux.toml")
 	cfg, err := config.Load(cfgPath)
 	require.NoError(t, err)
@@ -163,10 +143,10 @@ func TestAdopt(t *testing.T) {
 		u := s.Hub.Upstream
 		in.Servers = append(in.Servers, Server{Name: s.Name(), Command: u.Command, Args: u.Args, Env: u.Env, Cwd: u.Dir, Share: s.Share})
 	}
-	before := treeHash(t, home)
+	before := testutil.HashTree(t, home)
 	plan, err := PlanAdoption(in)
 	require.NoError(t, err)
-	assert.Equal(t, before, treeHash(t, home), "a plan writes nothing")
+	assert.Equal(t, before, testutil.HashTree(t, home), "a plan writes nothing")
 
 	assert.Equal(t, []string{
 		"Claude Code ~/proj/.mcp.json: search",
@@ -293,5 +273,5 @@ func TestAdopt(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, text, string(data), "%s is put back exactly", p)
 	}
-	assert.Equal(t, before, treeHash(t, home), "--undo leaves the tree as it was, backups gone")
+	assert.Equal(t, before, testutil.HashTree(t, home), "--undo leaves the tree as it was, backups gone")
 }

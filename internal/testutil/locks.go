@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"testing"
 )
 
 // LockRules are what a package's lock check is told.
@@ -35,6 +37,23 @@ type LockRules struct {
 	// lock: every function literal the package passes to one must take no
 	// lock.
 	CallUnderLock []string
+}
+
+// CheckLocks fails t with every place in the package at dir that breaks
+// rules, and if the check found fewer than atLeast functions that lock
+// (a check that finds nothing proves nothing).
+func CheckLocks(t testing.TB, dir string, rules LockRules, atLeast int) {
+	t.Helper()
+	problems, n, err := LockProblems(dir, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < atLeast {
+		t.Errorf("the check found %d functions that lock, want at least %d", n, atLeast)
+	}
+	if len(problems) > 0 {
+		t.Errorf("what breaks the rule:\n%s", strings.Join(problems, "\n"))
+	}
 }
 
 // LockProblems reads the package in dir, and every package of its module
