@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,23 +25,100 @@ import (
 // about their time under "latest".
 func TestAskingToolTakesTurnsAlone(t *testing.T) {
 	t.Parallel()
+	askingTurns(t, demoAsking)
+}
+
+// TestRealWorldAskingTakesTurnsAlone is TestAskingToolTakesTurnsAlone with
+// server-everything: its trigger-sampling-request samples, its echo and
+// trigger-long-running-operation do not.
+func TestRealWorldAskingTakesTurnsAlone(t *testing.T) {
+	t.Parallel()
+	rw := needRealWorld(t)
+	askingTurns(t, askingKit{
+		server: func(name string, extra ...string) string {
+			return rw.server(name, rwEverything, []string{"stdio"}, append([]string{rwFast}, extra...)...)
+		},
+		kind: "tools/call trigger-sampling-request",
+		ask: func(id, text string) []byte {
+			return toolCall(id, "trigger-sampling-request", map[string]string{"prompt": text})
+		},
+		prompt:   func(text string) string { return "Resource trigger-sampling-request context: " + text },
+		answered: func(result, text string) bool { return strings.Contains(result, `"text": "`+text+`"`) },
+		echo: func(c *client, id, text string) error {
+			return expectText(c, id, "echo", map[string]string{"message": text}, "Echo: "+text)
+		},
+		slow: func(c *client, id string) error {
+			return expectText(c, id, "trigger-long-running-operation", map[string]int{"duration": 1, "steps": 1},
+				"Long running operation completed. Duration: 1 seconds, Steps: 1.")
+		},
+	})
+}
+
+// askingKit is what askingTurns needs of a server: a tool that samples
+// (ask), one that does not (echo) and one that takes a second (slow).
+type askingKit struct {
+	server   func(name string, extra ...string) string // a [servers.NAME] table
+	kind     string                                    // the kind status -v names once ask was seen asking
+	ask      func(id, text string) []byte              // a call of the asking tool, whose sampling request carries text
+	prompt   func(text string) string                  // the text of that sampling request
+	answered func(result, text string) bool            // whether an ask's result carries the sampling answer text
+	echo     func(c *client, id, text string) error
+	slow     func(c *client, id string) error
+}
+
+// demoAsking is the demo server's kit: ask, echo and slow.
+var demoAsking = askingKit{
+	server: func(name string, extra ...string) string { return demo(name, nil, extra...) },
+	kind:   "tools/call ask",
+	ask: func(id, text string) []byte {
+		return toolCall(id, "ask", map[string]string{"text": text})
+	},
+	prompt:   func(text string) string { return text },
+	answered: func(result, text string) bool { return result == text },
+	echo:     func(c *client, id, text string) error { return c.echo(id, text) },
+	slow: func(c *client, id string) error {
+		m, err := c.tool(id, "slow", map[string]int{"ms": 1000})
+		if err == nil {
+			_, err = resultText(m)
+		}
+		return err
+	},
+}
+
+// expectText calls a tool and checks that its answer's text is want.
+func expectText(c *client, id, tool string, args any, want string) error {
+	m, err := c.tool(id, tool, args)
+	if err != nil {
+		return err
+	}
+	got, err := resultText(m)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("%s answered %q, want %q", tool, got, want)
+	}
+	return nil
+}
+
+// askingTurns runs three servers of k's, under auto, latest and serialize,
+// and shows that under auto only the asking tool takes turns, once seen.
+func askingTurns(t *testing.T, k askingKit) {
 	// A state folder of its own: what the daemon learns of the demo server
 	// stays with this test. The three servers start the same way, so they
 	// share a memory, which only auto reads.
-	cfg := writeConfig(t, demo("auto", nil)+demo("latest", nil, `server_requests = "latest"`)+demo("serial", nil, `server_requests = "serialize"`), "")
+	cfg := writeConfig(t, k.server("auto")+k.server("latest", `server_requests = "latest"`)+k.server("serial", `server_requests = "serialize"`), "")
 	cfg.env = append(cfg.env, "XDG_STATE_HOME="+filepath.Join(cfg.dir, "state"))
 	d := serveConfig(t, cfg)
 	for _, name := range []string{"latest", "auto"} {
 		a := openSampling(t, d.socket(name))
-		text, err := askAnswering(a, `"seen"`, "A")
-		require.NoError(t, err, "%s: the first ask", name)
-		require.Equal(t, "A", text, "%s: the first ask", name)
+		require.NoError(t, k.askAnswering(a, `"seen"`, "A"), "%s: the first ask", name)
 	}
 
 	// status -v names the kind learned, for the server that learns, and
 	// the server serialized as a whole.
 	out := statusVerbose(t, d)
-	assert.Contains(t, string(out), "\nauto: these requests cause the server's own, and take turns: tools/call ask\n")
+	assert.Contains(t, string(out), "\nauto: these requests cause the server's own, and take turns: "+k.kind+"\n")
 	assert.NotContains(t, string(out), "\nlatest: ")
 	assert.NotContains(t, string(out), "\nauto: serialized")
 	assert.Contains(t, string(out), "\nserial: serialized as a whole: every interactive request takes turns\n")
@@ -53,7 +131,7 @@ func TestAskingToolTakesTurnsAlone(t *testing.T) {
 		for i := range others {
 			others[i] = openSampling(t, d.socket(name))
 		}
-		require.NoError(t, a.send(toolCall(`"waits"`, "ask", map[string]string{"text": "A"})))
+		require.NoError(t, a.send(k.ask(`"waits"`, "A")))
 		ask, err := nextRequest(a)
 		require.NoError(t, err, "%s: the waiting ask's sampling request", name)
 		for round := range 5 {
@@ -63,7 +141,7 @@ func TestAskingToolTakesTurnsAlone(t *testing.T) {
 			for i, c := range others {
 				wg.Go(func() {
 					start := time.Now()
-					errs[i] = c.echo(fmt.Sprintf(`"echo-%d"`, round), "meanwhile")
+					errs[i] = k.echo(c, fmt.Sprintf(`"echo-%d"`, round), "meanwhile")
 					took[i] = time.Since(start)
 				})
 			}
@@ -78,7 +156,7 @@ func TestAskingToolTakesTurnsAlone(t *testing.T) {
 		require.NoError(t, err)
 		got, err := resultText(m)
 		require.NoError(t, err)
-		assert.Equal(t, "A", got, "%s: the waiting ask", name)
+		assert.True(t, k.answered(got, "A"), "%s: the waiting ask answered %q", name, got)
 	}
 	slowest := func(ds []time.Duration) time.Duration { return slices.Max(ds) }
 	t.Logf("echo while an ask waits, 4 sessions x 5 rounds: latest median %v max %v; auto median %v max %v",
@@ -97,13 +175,11 @@ func TestAskingToolTakesTurnsAlone(t *testing.T) {
 	for round := range 5 {
 		var wg sync.WaitGroup
 		var errA, errB error
-		var gotA, gotB string
-		wg.Go(func() { gotA, errA = askAnswering(a, fmt.Sprintf(`"a-%d"`, round), "A") })
-		wg.Go(func() { gotB, errB = askAnswering(b, fmt.Sprintf(`"b-%d"`, round), "B") })
+		wg.Go(func() { errA = k.askAnswering(a, fmt.Sprintf(`"a-%d"`, round), "A") })
+		wg.Go(func() { errB = k.askAnswering(b, fmt.Sprintf(`"b-%d"`, round), "B") })
 		wg.Wait()
 		require.NoError(t, errA, "round %d", round)
 		require.NoError(t, errB, "round %d", round)
-		assert.Equal(t, []string{"A", "B"}, []string{gotA, gotB}, "round %d", round)
 	}
 
 	// 50 one-second calls at once, from 50 sessions.
@@ -117,13 +193,7 @@ func TestAskingToolTakesTurnsAlone(t *testing.T) {
 		var wg sync.WaitGroup
 		start := time.Now()
 		for i, c := range clients {
-			wg.Go(func() {
-				m, err := c.tool(`"slow"`, "slow", map[string]int{"ms": 1000})
-				if err == nil {
-					_, err = resultText(m)
-				}
-				errs[i] = err
-			})
+			wg.Go(func() { errs[i] = k.slow(c, `"slow"`) })
 		}
 		wg.Wait()
 		took[name] = time.Since(start)
@@ -138,7 +208,7 @@ func TestAskingToolTakesTurnsAlone(t *testing.T) {
 	d.stop()
 	d = serveConfig(t, d.daemonConfig)
 	out = statusVerbose(t, d)
-	assert.Contains(t, out, "\nauto: these requests cause the server's own, and take turns: tools/call ask\n", "after a restart")
+	assert.Contains(t, out, "\nauto: these requests cause the server's own, and take turns: "+k.kind+"\n", "after a restart")
 	assert.NotContains(t, out, "\nlatest: ", "after a restart")
 	assert.NotContains(t, out, "\nserial: these requests", "after a restart")
 }
@@ -190,18 +260,18 @@ func answerSampling(c *client, id json.RawMessage, text string) error {
 	return c.send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"role":"assistant","content":{"type":"text","text":%q},"model":"test"}}`, id, text))
 }
 
-// askAnswering calls the demo server's ask tool with name as its text and
-// answers every sampling request the session gets with name, after
-// checking that it carries name (it was caused by this session's ask); it
-// returns the ask's text.
-func askAnswering(c *client, id, name string) (string, error) {
-	if err := c.send(toolCall(id, "ask", map[string]string{"text": name})); err != nil {
-		return "", err
+// askAnswering calls k's asking tool with name as its text and answers
+// every sampling request the session gets with name, after checking that
+// it carries name (it was caused by this session's ask); it fails unless
+// the ask's result carries the answer.
+func (k askingKit) askAnswering(c *client, id, name string) error {
+	if err := c.send(k.ask(id, name)); err != nil {
+		return err
 	}
 	for {
 		m, err := c.read()
 		if err != nil {
-			return "", fmt.Errorf("%s waiting for %s: %w", name, id, err)
+			return fmt.Errorf("%s waiting for %s: %w", name, id, err)
 		}
 		switch {
 		case m.Kind == jsonrpc.KindRequest && m.Method == "sampling/createMessage":
@@ -212,14 +282,21 @@ func askAnswering(c *client, id, name string) (string, error) {
 					} `json:"content"`
 				} `json:"messages"`
 			}
-			if err := json.Unmarshal(m.Params, &p); err != nil || len(p.Messages) != 1 || p.Messages[0].Content.Text != name {
-				return "", fmt.Errorf("%s got a sampling request of another session's: %s", name, m.Frame)
+			if err := json.Unmarshal(m.Params, &p); err != nil || len(p.Messages) != 1 || p.Messages[0].Content.Text != k.prompt(name) {
+				return fmt.Errorf("%s got a sampling request of another session's: %s", name, m.Frame)
 			}
 			if err := answerSampling(c, m.ID, name); err != nil {
-				return "", err
+				return err
 			}
 		case (m.Kind == jsonrpc.KindResult || m.Kind == jsonrpc.KindError) && string(m.ID) == id:
-			return resultText(m)
+			got, err := resultText(m)
+			if err != nil {
+				return err
+			}
+			if !k.answered(got, name) {
+				return fmt.Errorf("%s's ask answered %q", name, got)
+			}
+			return nil
 		}
 	}
 }
