@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -108,11 +109,30 @@ func DefaultPath(getenv func(string) string) (string, error) {
 	return "", errors.New("no config file: set MCPMUX_CONFIG, XDG_CONFIG_HOME or HOME, or pass --config")
 }
 
+// MissingAdvice is what to do when there is no config file, as Load's
+// error and doctor say it.
+const MissingAdvice = "write one (the README's quick start has one), or pass --config FILE"
+
+// MissingError is Load's error for a config file that does not exist.
+type MissingError struct {
+	Path string
+	Err  error // the open's, which errors.Is finds fs.ErrNotExist in
+}
+
+func (e *MissingError) Error() string {
+	return "config " + e.Path + " does not exist: " + MissingAdvice
+}
+
+func (e *MissingError) Unwrap() error { return e.Err }
+
 // Load reads the config file at path, then parses and checks it like
 // Parse, resolving relative paths against the file's folder. Every error
 // names the file.
 func Load(path string) (*Config, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &MissingError{Path: path, Err: err}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}

@@ -539,7 +539,7 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{"bad value", write("bad.toml", "[daemon]\nlog_level = \"loud\"\n"), filepath.Join(dir, "bad.toml") + `:2: daemon.log_level: invalid log level "loud"`},
 		{"syntax", write("syntax.toml", "[daemon\n"), filepath.Join(dir, "syntax.toml") + `:1: invalid TOML: `},
-		{"missing", filepath.Join(dir, "missing.toml"), "load config: open " + filepath.Join(dir, "missing.toml") + ": no such file or directory"},
+		{"missing", filepath.Join(dir, "missing.toml"), "config " + filepath.Join(dir, "missing.toml") + " does not exist: write one (the README's quick start has one), or pass --config FILE"},
 		{"too large", write("big.toml", "# "+strings.Repeat("x", 1<<20)+"\n"), filepath.Join(dir, "big.toml") + ": config file is larger than 1MiB"},
 		{"a folder", dir, "load config: read " + dir + ": "},
 	}

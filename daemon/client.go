@@ -132,7 +132,7 @@ func noDaemon(path string, err error) error {
 	if r := socket.Refusal(err); r != nil {
 		return r
 	}
-	return fmt.Errorf("no mcpmux daemon answers on %s: %w", path, plainDialError(err))
+	return fmt.Errorf("no mcpmux daemon answers on %s (%w): start one with `mcpmux serve`", path, plainDialError(err))
 }
 
 // plainDialError is the cause of a failed dial, as the OS says it: "no

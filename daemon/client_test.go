@@ -54,7 +54,7 @@ func TestClient(t *testing.T) {
 func TestClientWithoutDaemon(t *testing.T) {
 	dir := filepath.Join(testutil.ShortDir(t), "s")
 	_, err := daemon.NewClient(dir).Status(t.Context())
-	assert.EqualError(t, err, "no mcpmux daemon answers on "+dir+"/.control.sock: no such file or directory")
+	assert.EqualError(t, err, "no mcpmux daemon answers on "+dir+"/.control.sock (no such file or directory): start one with `mcpmux serve`")
 
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	_, err = daemon.NewClient(dir).Status(t.Context())

@@ -491,7 +491,7 @@ http_headers = { Authorization = "Bearer tok-from-file" }
 			`missing --for: claude (Claude Code), claude-desktop, cursor, vscode, codex, opencode, gemini, zed, windsurf or jetbrains`},
 		{"two names", homeOnly, exe, []string{"memory", "time", "--for", "cursor"}, "accepts at most 1 arg(s), received 2"},
 		{"missing config", homeOnly, exe, []string{"memory", "--for", "cursor", "--config", filepath.Join(home, "none.toml")},
-			"load config: open " + filepath.Join(home, "none.toml") + ": no such file or directory"},
+			"config " + filepath.Join(home, "none.toml") + " does not exist: write one (the README's quick start has one), or pass --config FILE"},
 		{"a go run build", homeOnly, "/tmp/go-build123/b001/exe/mcpmux", []string{"memory", "--for", "cursor"},
 			"/tmp/go-build123/b001/exe/mcpmux is a temporary build (go run): install mcpmux"},
 		{"--http without a web listener", withState, exe, []string{"memory", "--for", "cursor", "--http", "--config", noHTTPCfg},

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +26,9 @@ type target struct {
 	cfg  *config.Config // nil when the file does not load now
 	dir  string         // the socket folder
 	rec  *daemon.Record // the record of a live daemon of this file; nil when none
+	// servers and endpoints are the daemon's, when no file loads and the
+	// user's daemon was found in the default socket folder (usersDaemon).
+	servers, endpoints []string
 }
 
 // daemonFlag adds --config to a client command and returns a function
@@ -37,11 +42,50 @@ func daemonFlag(cmd *cobra.Command) func(ctx context.Context, warn io.Writer) (*
 		if p == "" {
 			var err error
 			if p, err = config.DefaultPath(os.Getenv); err != nil {
-				return nil, err
+				return usersDaemon(ctx, err, warn)
 			}
 		}
-		return locate(ctx, p, warn)
+		t, err := locate(ctx, p, warn)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return usersDaemon(ctx, err, warn)
+		}
+		return t, err
 	}
+}
+
+// defaultSocketDir is where the user's daemon serves when no config says
+// otherwise (a variable for the tests).
+var defaultSocketDir = func() string {
+	dir, _ := config.DefaultSocketDir(os.Getuid())
+	return dir
+}
+
+// usersDaemon is the target of a client command whose config file cannot
+// be read (cause says why): the daemon this user runs in the default
+// socket folder, so that a client that strips the environment, or gives
+// mcpmux a --config of its own, still reaches the servers. The servers are
+// the daemon's. With no daemon there, cause is the error.
+func usersDaemon(ctx context.Context, cause error, warn io.Writer) (*target, error) {
+	if warn == nil {
+		warn = io.Discard
+	}
+	dir := defaultSocketDir()
+	if live, err := bridge.Answers(ctx, filepath.Join(dir, daemon.ControlSocket)); err != nil || !live {
+		return nil, cause
+	}
+	st, err := daemon.NewClient(dir).Status(ctx)
+	if err != nil {
+		return nil, cause
+	}
+	fmt.Fprintf(warn, "mcpmux: warning: %v; using the daemon that serves in %s (pid %d, config %s)\n", cause, dir, st.Pid, st.Config)
+	t := &target{path: st.Config, dir: dir, rec: &daemon.Record{Config: st.Config, SocketDir: dir, Pid: st.Pid, Version: st.Version}}
+	for _, s := range st.Servers {
+		t.servers = append(t.servers, s.Name)
+	}
+	for _, e := range st.Endpoints {
+		t.endpoints = append(t.endpoints, e.Name)
+	}
+	return t, nil
 }
 
 // locate finds the daemon of the config file at path. The daemon's record
@@ -113,6 +157,9 @@ func warnConfig(w io.Writer, path string, err error, rec *daemon.Record) {
 func (t *target) bridgeTarget() *bridge.Target {
 	bt := &bridge.Target{Path: t.path, Dir: t.dir}
 	if t.cfg == nil {
+		// The daemon's own list, when it is all there is: connect then
+		// refuses an unknown name as with a file, and starts no daemon.
+		bt.Loaded, bt.Servers, bt.Endpoints = t.servers != nil, t.servers, t.endpoints
 		return bt
 	}
 	bt.Loaded, bt.Autostart = true, t.cfg.Daemon.Autostart

@@ -128,3 +128,51 @@ func TestConnectNotServed(t *testing.T) {
 	assert.ErrorContains(t, err, "does not serve more; it serves idle", "a broken file: the daemon says")
 	assert.Contains(t, errOut, "servers.more.comand: unknown key")
 }
+
+// TestUsersDaemonWithoutConfig: with no config file to read (none named,
+// no HOME to find one by, or a --config that does not exist), status and
+// connect reach the daemon this user runs in the default socket folder,
+// say so, and know its servers; with none running, the error says what to
+// do about the file.
+func TestUsersDaemonWithoutConfig(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	dir := testutil.ShortDir(t)
+	path := filepath.Join(dir, "mux.toml")
+	require.NoError(t, os.WriteFile(path, []byte("[listen]\nsocket_dir = \"s\"\n\n[servers.idle]\ncommand = \"sleep\"\nargs = [\"60\"]\nstdin_grace = \"0s\"\nterm_grace = \"1s\"\n"), 0o600))
+	cfg, err := config.Load(path)
+	require.NoError(t, err)
+	sockets := filepath.Join(dir, "s")
+	was := defaultSocketDir
+	defaultSocketDir = func() string { return sockets }
+	t.Cleanup(func() { defaultSocketDir = was })
+	served, _, cancel := serveInBackground(t, cfg, daemonEnv{environ: []string{"PATH=/usr/bin:/bin"}})
+	defer cancel()
+	missing := filepath.Join(dir, "elsewhere.toml")
+	testutil.Eventually(t, 10*time.Second, "status reaches the daemon without a config", func() (bool, error) {
+		_, _, err := runCLIErr(t.Context(), "status", "--config", missing)
+		return err == nil, nil
+	})
+
+	out, errOut, err := runCLIErr(t.Context(), "status", "--json", "--config", missing)
+	require.NoError(t, err, "status with a missing --config: %s", errOut)
+	var st daemon.Status
+	require.NoError(t, json.Unmarshal([]byte(out), &st), "stdout is the status alone: %s", out)
+	assert.Equal(t, path, st.Config, "the user's daemon answered")
+	assert.Equal(t, "mcpmux: warning: config "+missing+" does not exist: "+config.MissingAdvice+"; using the daemon that serves in "+
+		sockets+" (pid "+strconv.Itoa(os.Getpid())+", config "+path+")\n", errOut)
+
+	for _, k := range []string{"MCPMUX_CONFIG", "XDG_CONFIG_HOME", "HOME"} {
+		t.Setenv(k, "")
+	}
+	_, errOut, err = runCLIErr(t.Context(), "status")
+	require.NoError(t, err, "status with no HOME: %s", errOut)
+	assert.Contains(t, errOut, "using the daemon that serves in "+sockets)
+	_, _, err = runCLIErr(t.Context(), "connect", "nosuch")
+	assert.ErrorContains(t, err, "nosuch", "connect refuses a name the daemon does not serve")
+	assert.ErrorContains(t, err, "idle", "and names the servers it has")
+
+	cancel()
+	require.NoError(t, <-served)
+	_, _, err = runCLIErr(t.Context(), "status", "--config", missing)
+	assert.EqualError(t, err, "config "+missing+" does not exist: "+config.MissingAdvice, "no daemon: the file's error")
+}

@@ -22,7 +22,7 @@ func TestNoDaemonErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("[daemon]\nautostart = false\n[listen]\nsocket_dir = \"s\"\n[servers.a]\ncommand = \"cat\"\n"), 0o600))
 
 	_, err := runCLI(t.Context(), "status", "--config", path)
-	assert.EqualError(t, err, "no mcpmux daemon answers on "+sock+"/.control.sock: no such file or directory", "status, no folder yet")
+	assert.EqualError(t, err, "no mcpmux daemon answers on "+sock+"/.control.sock (no such file or directory): start one with `mcpmux serve`", "status, no folder yet")
 
 	_, err = runCLI(t.Context(), "connect", "--config", path, "a")
 	assert.EqualError(t, err, "no mcpmux daemon is serving "+sock+"/a.sock, and auto-start is off (autostart = false in [daemon]): start one with `mcpmux serve --config "+path+"`, or as a service (`mcpmux service install`)", "connect, autostart = false")

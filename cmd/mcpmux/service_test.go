@@ -77,7 +77,7 @@ func TestServiceErrors(t *testing.T) {
 		f := newServiceFixture(t, "linux", nil)
 		_, err := f.service("install")
 		require.Error(t, err)
-		assert.Equal(t, "the service would not start: load config: open "+filepath.Join(f.home, ".config", "mcpmux", "mux.toml")+": no such file or directory", err.Error())
+		assert.Equal(t, "the service would not start: config "+filepath.Join(f.home, ".config", "mcpmux", "mux.toml")+" does not exist: write one (the README's quick start has one), or pass --config FILE", err.Error())
 	})
 	t.Run("a go run build", func(t *testing.T) {
 		f := newServiceFixture(t, "linux", nil)

@@ -109,7 +109,7 @@ func (d *checkup) checkConfig() {
 	cfg, err := config.Load(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		d.add(Fail, "config %s does not exist: write one (the README's quick start has one), or pass --config FILE", d.tilde(path))
+		d.add(Fail, "config %s does not exist: %s", d.tilde(path), config.MissingAdvice)
 	case err != nil:
 		for _, line := range strings.Split(err.Error(), "\n") {
 			d.add(Fail, "config: %s", line)
