@@ -257,9 +257,10 @@ func awaitAny(c *client, d time.Duration) (*jsonrpc.Message, error) {
 }
 
 // TestTokenRotate: `mcpmux token rotate` replaces the generated web token
-// (never printing it) and names the running daemon, which takes the old
-// one until it restarts; the next daemon takes the new one and refuses the
-// old. The daemon and the command share a state folder of the test's own.
+// (never printing it) and names the running daemon, which takes the new
+// token at once and the old one for its grace minute; the next daemon
+// takes the new one and refuses the old. The daemon and the command share
+// a state folder of the test's own.
 func TestTokenRotate(t *testing.T) {
 	t.Parallel()
 	cfg := writeConfig(t, demo("demo", nil), `http = "127.0.0.1:0"`)
@@ -286,9 +287,10 @@ func TestTokenRotate(t *testing.T) {
 	assert.NotEqual(t, old, fresh)
 	assert.Regexp(t, `^[0-9a-f]{64}$`, fresh)
 	assert.Contains(t, r.stdout, "new token written to "+tokenFile)
-	assert.Contains(t, r.stdout, fmt.Sprintf("(pid %d) takes the old token until it restarts", d.cmd.Process.Pid))
+	assert.Contains(t, r.stdout, fmt.Sprintf("(pid %d) takes the new token at once, and the old one for another 1m0s", d.cmd.Process.Pid))
 	assert.NotContains(t, r.stdout+r.stderr, fresh, "never printed")
-	assert.Equal(t, http.StatusSwitchingProtocols, status(d, old), "the running daemon, as it says")
+	assert.Equal(t, http.StatusSwitchingProtocols, status(d, fresh), "the running daemon takes the new token, as it says")
+	assert.Equal(t, http.StatusSwitchingProtocols, status(d, old), "and the old one, within its grace")
 
 	d.stop()
 	d2 := serveConfig(t, cfg)

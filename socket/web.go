@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -37,8 +35,13 @@ type Endpoint = streamable.Endpoint
 
 // WebConfig configures a web listener.
 type WebConfig struct {
-	Addr        string   // host:port to listen on
-	Token       string   // the secret every request must present; required
+	Addr  string // host:port to listen on
+	Token string // the secret every request must present; required
+	// TokenFile is the file Token was read from, when it was: the
+	// listener follows its rotations, and still takes a token rotated out
+	// for TokenGrace (zero: DefaultTokenGrace).
+	TokenFile   string
+	TokenGrace  time.Duration
 	Origins     []string // browser Origins allowed; a request with any other Origin is refused
 	AllowRemote bool     // listen beyond loopback and accept any Host
 
@@ -139,7 +142,7 @@ type Web struct {
 	cfg      WebConfig
 	l        net.Listener
 	log      *slog.Logger
-	tokenSum [sha256.Size]byte
+	tokens   *webTokens
 	upgrader websocket.Upgrader
 	http     *streamable.Handler
 
@@ -187,7 +190,7 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 	// Anyone who reaches the port can provoke refusals at will: one line
 	// per kind and peer, then a count.
 	log = slog.New(ratelog.New(log.Handler(), ratelog.Config{Key: refusalKey}))
-	w := &Web{cfg: cfg, l: l, log: log, tokenSum: sha256.Sum256([]byte(cfg.Token))}
+	w := &Web{cfg: cfg, l: l, log: log, tokens: newWebTokens(cfg)}
 	w.upgrader = websocket.Upgrader{
 		HandshakeTimeout: handshakeTimeout,
 		// 0: gorilla reads through the HTTP server's own 4 KiB buffer,
@@ -549,13 +552,7 @@ func (w *Web) authorized(r *http.Request) bool {
 			candidates = append(candidates, tok)
 		}
 	}
-	ok := 0
-	for _, c := range candidates {
-		// Hashing first makes the comparison constant-time in the length too.
-		sum := sha256.Sum256([]byte(c))
-		ok |= subtle.ConstantTimeCompare(sum[:], w.tokenSum[:])
-	}
-	return ok == 1
+	return w.tokens.take(candidates)
 }
 
 // originAllowed: no Origin (not a browser), the listener's own loopback

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
@@ -486,4 +487,37 @@ func TestTokenFileRefused(t *testing.T) {
 		assert.Equal(t, "my-token", tok)
 		assert.False(t, created)
 	})
+}
+
+// TestWebTokenRotation: a listener whose token came from a file takes a
+// token rotated into it at once, and the rotated-out one for the grace
+// time only; a wrong token is refused throughout.
+func TestWebTokenRotation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "http.token")
+	first, _, err := socket.LoadOrCreateToken(path)
+	require.NoError(t, err)
+	ws := startWeb(t, func(c *socket.WebConfig) {
+		c.Token, c.TokenFile, c.TokenGrace = first, path, 2*time.Second
+	})
+	status := func(tok string) int {
+		code, _, _ := ws.dialWS(t, "/servers/demo", bearer(tok))
+		return code
+	}
+	require.Equal(t, http.StatusSwitchingProtocols, status(first), "the file's token")
+
+	second, err := socket.RotateToken(path)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusSwitchingProtocols, status(second), "the new token, at once")
+	assert.Equal(t, http.StatusSwitchingProtocols, status(first), "the old one, within its grace")
+	assert.Equal(t, http.StatusUnauthorized, status("wrong"), "a wrong token")
+	testutil.Until(t, 10*time.Second, "the old token is refused once its grace is over", func() bool {
+		return status(first) == http.StatusUnauthorized
+	})
+
+	third, err := socket.RotateToken(path)
+	require.NoError(t, err)
+	testutil.Until(t, 10*time.Second, "a second rotation is taken too (the file is read again at most once a second)", func() bool {
+		return status(third) == http.StatusSwitchingProtocols
+	})
+	assert.Equal(t, http.StatusSwitchingProtocols, status(second), "the second token, within its grace")
 }

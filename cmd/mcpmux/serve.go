@@ -320,7 +320,7 @@ func webConfig(lc config.Listen, env daemonEnv, log *slog.Logger) (socket.WebCon
 		if err != nil {
 			return socket.WebConfig{}, fmt.Errorf("[listen] http: %w", err)
 		}
-		where = path
+		where, web.TokenFile = path, path
 		if created {
 			log.Info("generated the web token", "token_file", path)
 		}

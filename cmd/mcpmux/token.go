@@ -66,8 +66,8 @@ The token is never printed: give clients the new one with
 func printRotated(w io.Writer, path string, t *target) {
 	fmt.Fprintf(w, "new token written to %s (mode 0600)\n", path)
 	if t.rec != nil {
-		fmt.Fprintf(w, "the daemon running since %s (pid %d) takes the old token until it restarts: stop it (or restart its service) for the new one to apply\n",
-			t.rec.Started.Format(time.DateTime), t.rec.Pid)
+		fmt.Fprintf(w, "the daemon running since %s (pid %d) takes the new token at once, and the old one for another %s\n",
+			t.rec.Started.Format(time.DateTime), t.rec.Pid, socket.DefaultTokenGrace)
 	}
 	fmt.Fprintln(w, `clients of the web listener need the new token: "mcpmux client-config NAME --for EDITOR --http" prints their config`)
 }
