@@ -63,6 +63,7 @@ stdin_grace = "250ms"
 term_grace = "1m30s"
 start_timeout = "5s"
 initialize_timeout = "2m"
+first_start_timeout = "3m"
 protocol = "legacy"
 upstream_capabilities = { sampling = {}, elicitation = { form = {}, url = {} } }
 max_message_bytes = "2MB"
@@ -142,6 +143,7 @@ separator = "."
 				},
 				StartTimeout:      30 * time.Second,
 				InitializeTimeout: 5 * time.Minute,
+				FirstStartTimeout: 5 * time.Minute,
 				Protocol:          "auto",
 
 				RestartBackoff:    250 * time.Millisecond,
@@ -174,6 +176,7 @@ separator = "."
 				},
 				StartTimeout:         5 * time.Second,
 				InitializeTimeout:    2 * time.Minute,
+				FirstStartTimeout:    3 * time.Minute,
 				Protocol:             "legacy",
 				UpstreamCapabilities: json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{}}`),
 
@@ -221,6 +224,7 @@ func TestParseConfigDefaults(t *testing.T) {
 			},
 			StartTimeout:      30 * time.Second,
 			InitializeTimeout: 5 * time.Minute,
+			FirstStartTimeout: 5 * time.Minute,
 			Protocol:          "auto",
 
 			RestartBackoff:    250 * time.Millisecond,

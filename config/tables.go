@@ -87,6 +87,7 @@ func defaultServer(name string) daemon.Server {
 		},
 		StartTimeout:         mux.DefaultStartTimeout,
 		InitializeTimeout:    mux.DefaultInitializeTimeout,
+		FirstStartTimeout:    mux.DefaultFirstStartTimeout,
 		Protocol:             mux.ProtocolAuto,
 		RestartBackoff:       mux.DefaultRestartBackoff,
 		RestartBackoffMax:    mux.DefaultRestartBackoffMax,
@@ -207,6 +208,7 @@ func serverKeys(s *daemon.Server) []key {
 		// How the router keeps the server up.
 		duration("start_timeout", &h.StartTimeout, positive),
 		duration("initialize_timeout", &h.InitializeTimeout, positive),
+		duration("first_start_timeout", &h.FirstStartTimeout, positive),
 		choice("protocol", &h.Protocol, mux.ProtocolAuto, mux.ProtocolLegacy, mux.ProtocolModern),
 		duration("restart_backoff", &h.RestartBackoff, positive),
 		duration("restart_backoff_max", &h.RestartBackoffMax, positive),

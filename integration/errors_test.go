@@ -19,7 +19,7 @@ func TestSessionStateErrors(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t,
 		demo("demo", nil)+
-			demo("mute", []string{"--no-read"}, `start_timeout = "300ms"`, `stdin_grace = "100ms"`, `term_grace = "100ms"`), "")
+			demo("mute", []string{"--no-read"}, `start_timeout = "300ms"`, `first_start_timeout = "300ms"`, `stdin_grace = "100ms"`, `term_grace = "100ms"`), "")
 
 	t.Run("requests before initialize", func(t *testing.T) {
 		c := dial(t, d.socket("demo"))

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -57,14 +58,14 @@ func TestStrictServerStarts(t *testing.T) {
 // the server is not killed for it, starts once, and serves.
 func TestSlowInitializeStartsOnce(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, demo("slow", []string{"--start-delay", "2s"}, `start_timeout = "300ms"`), "")
+	d := startDaemon(t, demo("slow", []string{"--start-delay", "2s"}, `start_timeout = "300ms"`, `first_start_timeout = "300ms"`), "")
 	c := dial(t, d.socket("slow"))
 	defer c.close()
 	m, err := initAnswer(c)
 	require.NoError(t, err)
 	e, err := errorOf(m)
 	require.NoError(t, err, "start_timeout bounds the wait")
-	assert.Contains(t, e.Message, "not ready")
+	assert.Contains(t, e.Message, "server slow is not ready within start_timeout (300ms); it has been starting for ")
 
 	c = dial(t, d.socket("slow"))
 	defer c.close()
@@ -81,6 +82,26 @@ func TestSlowInitializeStartsOnce(t *testing.T) {
 	}
 	assert.Equal(t, 1, st.Initialize, "one start, initialized once")
 	assert.Equal(t, 0, status(t, d.path).Servers[0].Restarts, "not killed for its slowness")
+}
+
+// TestFirstStartOutlastsSlowDownload: a server never started before
+// that takes 45 s to answer (here 4.5 s, with start_timeout 3 s and
+// first_start_timeout 30 s: the defaults divided by ten) serves the
+// initialize sent at once, and the log shows its progress meanwhile.
+func TestFirstStartOutlastsSlowDownload(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, demo("slow", []string{"--start-delay", "4500ms"}, `start_timeout = "3s"`, `first_start_timeout = "30s"`), "")
+	c := dial(t, d.socket("slow"))
+	defer c.close()
+	start := time.Now()
+	m, err := initAnswer(c)
+	require.NoError(t, err)
+	took := time.Since(start)
+	require.Equal(t, jsonrpc.KindResult, m.Kind, "the initialize sent at once: %s", m.Frame)
+	t.Logf("initialize answered after %v", took)
+	assert.Greater(t, took, 3*time.Second, "past start_timeout")
+	assert.GreaterOrEqual(t, strings.Count(d.log(), "still starting ("), 3, "a progress line a second (a third of start_timeout):\n%s", d.log())
+	assert.Equal(t, 0, status(t, d.path).Servers[0].Restarts, "started once")
 }
 
 // initAnswer is initialize's answer, result or error; err is a failure to

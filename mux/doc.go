@@ -90,7 +90,9 @@
 //   - the server's stdout reader (upstream.Process), which calls
 //     upstreamHandler one message at a time and never blocks;
 //   - Run, which starts, supervises and restarts the process, and its ping
-//     loop (Hub.pingLoop), which Hub.supervise starts and waits for;
+//     loop (Hub.pingLoop), which Hub.supervise starts and waits for; while
+//     a start waits for the server's first answer, the log of its progress
+//     (Hub.logStarting), which Hub.startOnce stops and waits for;
 //   - timers, which nobody waits for: each takes its entry from a table
 //     (under that table's lock) and acts only if it got it, so stopping one
 //     is enough. They are request_timeout (armed by

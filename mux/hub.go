@@ -23,6 +23,10 @@ type Config struct {
 
 	StartTimeout      time.Duration // how long sessions wait for a starting server; 0 means 30s
 	InitializeTimeout time.Duration // how long a started server may take to answer initialize (or server/discover) before it is killed; 0 means 5m
+	// FirstStartTimeout is how long sessions wait instead of StartTimeout
+	// for a server never described yet (nothing remembered of it, no start
+	// finished): its first start may be a download. 0 means 5m.
+	FirstStartTimeout time.Duration
 	RestartBackoff    time.Duration // first delay before a restart; 0 means 250ms
 	RestartBackoffMax time.Duration // cap of the delay; 0 means 30s
 	RestartWindow     time.Duration // uptime that resets the backoff, and the window of MaxRestarts; 0 means 60s
@@ -97,6 +101,7 @@ type Memory interface {
 const (
 	DefaultStartTimeout         = 30 * time.Second
 	DefaultInitializeTimeout    = 5 * time.Minute
+	DefaultFirstStartTimeout    = 5 * time.Minute
 	DefaultRestartBackoff       = 250 * time.Millisecond
 	DefaultRestartBackoffMax    = 30 * time.Second
 	DefaultRestartWindow        = time.Minute
@@ -227,6 +232,7 @@ func withDefaults(cfg Config) Config {
 	}
 	set(&cfg.StartTimeout, DefaultStartTimeout)
 	set(&cfg.InitializeTimeout, DefaultInitializeTimeout)
+	set(&cfg.FirstStartTimeout, DefaultFirstStartTimeout)
 	set(&cfg.RestartBackoff, DefaultRestartBackoff)
 	set(&cfg.RestartBackoffMax, DefaultRestartBackoffMax)
 	set(&cfg.RestartWindow, DefaultRestartWindow)
@@ -297,6 +303,8 @@ type Status struct {
 	Inflight int      `json:"inflight"`
 	LastExit string   `json:"last_exit,omitempty"`
 	Stderr   []string `json:"stderr,omitempty"` // the server's last stderr lines
+	// StartingFor is how long the server has been starting, while it is.
+	StartingFor string `json:"starting_for,omitempty"`
 	// Shortage is why the server does not run, while its starts fail for
 	// want of the machine's resources (EMFILE, ENFILE, ENOMEM, EAGAIN): no
 	// crash, it is started again with backoff and never failed for it.

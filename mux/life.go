@@ -38,6 +38,7 @@ type life struct {
 	restarts   int
 	lastExit   string
 	started    time.Time
+	began      time.Time       // when the current start began
 	failedAt   string          // why the server is failed, for its errors
 	noExec     string          // why the command cannot be run at all, since the last start; "" when it can
 	shortage   string          // why the last start failed, when the machine lacked resources; "" after a start
@@ -70,6 +71,9 @@ func newLife(up upstream.Config, lazy bool) life {
 func (l *life) setState(s State) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if s == StateStarting && l.state != StateStarting || l.began.IsZero() {
+		l.began = time.Now()
+	}
 	l.state = s
 	l.changedLocked()
 }
@@ -159,7 +163,7 @@ func (l *life) describedNow() (*serverInfo, bool) {
 // the server as before, and a lazy server is asked to start); else the
 // server's once it is ready. A server that is failed or cannot be
 // started at all is refused as in waitReady.
-func (l *life) description(ctx context.Context, name string, timeout time.Duration) (*serverInfo, error) {
+func (l *life) description(ctx context.Context, name string, timeout startWait) (*serverInfo, error) {
 	if info, ok := l.describedNow(); ok {
 		return info, nil
 	}
@@ -242,22 +246,40 @@ type waitState struct {
 	lastExit string
 	failedAt string
 	noExec   string
+	began    time.Time
 }
 
 func (l *life) look() waitState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return waitState{l.ready, l.changed, l.proc, l.info, l.state, l.lastExit, l.failedAt, l.noExec}
+	return waitState{l.ready, l.changed, l.proc, l.info, l.state, l.lastExit, l.failedAt, l.noExec, l.began}
+}
+
+// startWait is how long a session waits for a starting server, and the
+// key that says so.
+type startWait struct {
+	d   time.Duration
+	key string
+}
+
+// startWait is start_timeout, or first_start_timeout while the server has
+// never been described: nothing is remembered of it and no start has
+// finished, so its first start may be a download.
+func (h *Hub) startWait() startWait {
+	if _, ok := h.life.describedNow(); !ok && h.cfg.FirstStartTimeout > h.cfg.StartTimeout {
+		return startWait{h.cfg.FirstStartTimeout, "first_start_timeout"}
+	}
+	return startWait{h.cfg.StartTimeout, "start_timeout"}
 }
 
 // waitReady waits until a server is ready and returns it with its
 // description. A failed server, or none ready within timeout, is a
 // *jsonrpc.Error with reason upstream_unavailable.
-func (l *life) waitReady(ctx context.Context, name string, timeout time.Duration) (process, *serverInfo, error) {
+func (l *life) waitReady(ctx context.Context, name string, timeout startWait) (process, *serverInfo, error) {
 	if proc, info, ok := l.readyNow(); ok {
 		return proc, info, nil
 	}
-	t := time.NewTimer(timeout)
+	t := time.NewTimer(timeout.d)
 	defer t.Stop()
 	for {
 		w := l.look()
@@ -289,7 +311,10 @@ func (l *life) waitReady(ctx context.Context, name string, timeout time.Duration
 		case <-w.changed:
 		case <-ending:
 		case <-t.C:
-			msg := fmt.Sprintf("server %s is not ready", name)
+			msg := fmt.Sprintf("server %s is not ready within %s (%s)", name, timeout.key, timeout.d)
+			if !w.began.IsZero() && w.state == StateStarting {
+				msg += fmt.Sprintf("; it has been starting for %s", time.Since(w.began).Round(time.Second))
+			}
 			if w.lastExit != "" {
 				msg += " (last exit: " + w.lastExit + ")"
 			}
@@ -313,9 +338,13 @@ func (l *life) statusLocked(s *Status) process {
 	defer l.mu.Unlock()
 	s.State, s.Restarts, s.LastExit, s.Stderr = l.state, l.restarts, l.lastExit, l.stderr
 	s.Shortage = l.shortage
-	if l.proc != nil && l.state == StateReady {
+	switch {
+	case l.proc != nil && l.state == StateReady:
 		s.Pid = l.proc.Pid()
 		s.Uptime = time.Since(l.started).Round(time.Second).String()
+	case l.proc != nil && l.state == StateStarting:
+		s.Pid = l.proc.Pid()
+		s.StartingFor = time.Since(l.began).Round(time.Second).String()
 	}
 	if l.info != nil {
 		s.Protocol, s.Era = l.info.version, l.info.era.String()

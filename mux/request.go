@@ -142,7 +142,7 @@ func (c *client) description() (info *serverInfo, err error) {
 		return info, nil
 	}
 	err = c.sess.Await(c.ctx, func(ctx context.Context) error {
-		info, err = h.life.description(ctx, h.cfg.Name, h.cfg.StartTimeout)
+		info, err = h.life.description(ctx, h.cfg.Name, h.startWait())
 		return err
 	})
 	return info, err
@@ -158,7 +158,7 @@ func (c *client) waitReady() (proc process, info *serverInfo, err error) {
 		return proc, info, nil
 	}
 	err = c.sess.Await(c.ctx, func(ctx context.Context) error {
-		proc, info, err = h.life.waitReady(ctx, h.cfg.Name, h.cfg.StartTimeout)
+		proc, info, err = h.life.waitReady(ctx, h.cfg.Name, h.startWait())
 		return err
 	})
 	return proc, info, err

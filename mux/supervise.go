@@ -344,7 +344,9 @@ func (h *Hub) startOnce(ctx context.Context) (process, error) {
 		return nil, err
 	}
 	h.life.starting(proc) // for the hub's own requests; sessions wait for publish
+	stop := h.logStarting(proc)
 	info, err := h.open(ctx, proc)
+	stop()
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.stopTimeout())
 		proc.Stop(sctx)
@@ -464,4 +466,35 @@ func (h *Hub) Reconfigure(up upstream.Config) {
 // not return in lockstep.
 func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
+}
+
+// logStarting logs, every 10 s (or a third of start_timeout, if that is
+// shorter) until stop is called, that the server is still starting, with
+// its last stderr line: a first start that downloads the server shows
+// that it moves. stop waits for the goroutine it starts.
+func (h *Hub) logStarting(proc process) (stop func()) {
+	every := min(10*time.Second, h.cfg.StartTimeout/3)
+	began := time.Now()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				last := "none"
+				if tail := proc.StderrTail(); len(tail) > 0 {
+					last = tail[len(tail)-1]
+				}
+				h.log.Info(fmt.Sprintf("still starting (%s), last stderr: %s", time.Since(began).Round(time.Second), last), "pid", proc.Pid())
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }

@@ -3,8 +3,10 @@ package mux
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/upstream"
@@ -300,6 +303,7 @@ func TestSlowStarterIsNotKilled(t *testing.T) {
 	srv.initGate = gate
 	h := newHarnessOn(t, srv, func(c *Config) {
 		c.StartTimeout = 100 * time.Millisecond
+		c.FirstStartTimeout = 100 * time.Millisecond
 		c.Protocol = ProtocolLegacy
 	})
 	c := h.connect()
@@ -307,10 +311,58 @@ func TestSlowStarterIsNotKilled(t *testing.T) {
 	m := c.recv()
 	_, reason := errorOf(t, m)
 	assert.Equal(t, "upstream_unavailable", reason)
-	assert.Contains(t, string(m.Error), "not ready")
+	assert.Contains(t, string(m.Error), "server fake is not ready within start_timeout (100ms); it has been starting for ")
 	close(gate)
 	eventually(t, "ready", func() bool { return h.Status().State == StateReady })
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
 	assert.Equal(t, jsonrpc.KindResult, c.recv().Kind)
 	assert.Equal(t, 1, srv.started(), "started once")
+}
+
+// TestFirstStartOutlastsStartTimeout: a server never described yet (its
+// first start may be a download) is waited for up to first_start_timeout,
+// past start_timeout, with its progress in the log; once it has been
+// described, start_timeout applies again.
+func TestFirstStartOutlastsStartTimeout(t *testing.T) {
+	srv := newFakeServer()
+	gate := make(chan struct{})
+	srv.initGate = gate
+	var log testutil.Buffer
+	h := newHarnessOn(t, srv, func(c *Config) {
+		c.StartTimeout = 300 * time.Millisecond
+		c.FirstStartTimeout = time.Minute
+		c.Protocol = ProtocolLegacy
+		c.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	})
+	c := h.connect()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	testutil.Until(t, 10*time.Second, "two progress lines", func() bool {
+		return strings.Count(log.String(), "still starting (") >= 2
+	})
+	st := h.Status()
+	assert.Equal(t, StateStarting, st.State)
+	assert.NotZero(t, st.Pid, "a starting server's pid")
+	assert.NotEmpty(t, st.StartingFor, "and how long it has been starting")
+	close(gate)
+	assert.Equal(t, jsonrpc.KindResult, c.recv().Kind, "the initialize sent at once is served")
+	assert.Contains(t, log.String(), "last stderr: ")
+
+	gate2 := make(chan struct{})
+	defer close(gate2)
+	func() {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		srv.initGate = gate2
+	}()
+	h.hub.Restart()
+	eventually(t, "restarting", func() bool { return h.Status().State != StateReady })
+	c2 := h.connect()
+	c2.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	require.Equal(t, jsonrpc.KindResult, c2.recv().Kind, "initialize, answered from what the server said of itself")
+	c2.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	c2.send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	m := c2.recv()
+	_, reason := errorOf(t, m)
+	assert.Equal(t, "upstream_unavailable", reason, "described now: start_timeout applies")
+	assert.Contains(t, string(m.Error), "within start_timeout (300ms)")
 }
