@@ -26,8 +26,8 @@ import (
 // them: each is the fenced block after a <!-- readme-test: NAME --> marker,
 // so that the README cannot say what does not work. Three things differ
 // from a user's machine, and the test changes those and nothing else:
-//   - `go install .../cmd/mcpmux@latest` fetches the module; here the same
-//     package is installed from this checkout (./cmd/mcpmux);
+//   - `git clone` fetches the repository; here the block runs in this
+//     checkout instead;
 //   - `npx -y @modelcontextprotocol/server-memory` fetches the package;
 //     here an npx on PATH runs the pinned copy in integration/node (and
 //     keeps its graph in the test's folder);
@@ -116,8 +116,10 @@ func TestReadmeQuickStart(t *testing.T) {
 	require.NoError(t, err)
 	module := strings.Fields(strings.SplitN(string(mod), "\n", 2)[0])[1]
 	install := blocks["install"]
-	require.Contains(t, install, "go install "+module+"/cmd/mcpmux@latest\n", "the README installs this module's command")
-	install = strings.Replace(install, module+"/cmd/mcpmux@latest", "./cmd/mcpmux", 1)
+	clone := "git clone https://" + module + " && cd mcpmux\n"
+	require.Contains(t, install, clone, "the README clones this module")
+	require.Contains(t, install, "go install ./cmd/mcpmux\n", "the README installs the clone's command")
+	install = strings.Replace(install, clone, "", 1)
 	out := q.run(t, "install", q.root, install, q.env, 5*time.Minute)
 	assert.Regexp(t, `(?m)^mcpmux \S+ \(`, out, "mcpmux --version, run from the PATH the block set")
 	bin := filepath.Join(q.home, "go", "bin", "mcpmux")
