@@ -99,8 +99,8 @@ func Parse(frame []byte) (*Message, error) {
 
 // checkObject checks that a frame is valid UTF-8 JSON and an object.
 func checkObject(frame []byte) error {
-	if !utf8.Valid(frame) || !valid(frame) {
-		return &Error{Code: CodeParseError, Message: "parse error: not valid UTF-8 JSON", Reason: ReasonParseError}
+	if err := CheckJSON(frame); err != nil {
+		return err
 	}
 	switch frame[skipSpace(frame, 0)] {
 	case '{':
@@ -284,8 +284,8 @@ func IsBatch(frame []byte) bool {
 // SplitBatch returns the elements of a batch frame, as subslices of it. An
 // empty array, or a frame that is not valid UTF-8 JSON, is an error.
 func SplitBatch(frame []byte) ([][]byte, error) {
-	if !utf8.Valid(frame) || !valid(frame) {
-		return nil, &Error{Code: CodeParseError, Message: "parse error: not valid UTF-8 JSON", Reason: ReasonParseError}
+	if err := CheckJSON(frame); err != nil {
+		return nil, err
 	}
 	i := skipSpace(frame, 0)
 	if frame[i] != '[' {

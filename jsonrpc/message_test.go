@@ -317,7 +317,9 @@ func TestParseMessages(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1.5,"Method":"m"}`, `invalid request: member "Method" is a miscased "method" (-32600 invalid_request)`},
 		{`{"jsonrpc":"2.0","id":1.5,"method":"m"}`, `invalid request: id must be a string or an integer (-32600 invalid_request)`},
 		{`[]`, `invalid request: a batch is not allowed here (-32600 invalid_request)`},
-		{`x`, `parse error: not valid UTF-8 JSON (-32700 parse_error)`},
+		{`x`, `parse error: not JSON (-32700 parse_error)`},
+		{`junk on stdout`, `parse error: not JSON (-32700 parse_error)`},
+		{"{\"a\":\"\xff\"}", `parse error: not valid UTF-8 (-32700 parse_error)`},
 	}
 	for _, c := range cases {
 		_, err := jsonrpc.Parse([]byte(c.frame))

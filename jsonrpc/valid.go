@@ -261,3 +261,16 @@ func (v *validator) number() bool {
 // Valid reports whether b is valid UTF-8 JSON: one value, white space
 // around it allowed.
 func Valid(b []byte) bool { return utf8.Valid(b) && valid(b) }
+
+// CheckJSON returns nil when b is valid UTF-8 JSON, and otherwise the parse
+// error that says which of the two it is not: a line of plain text is "not
+// JSON", not a matter of its encoding.
+func CheckJSON(b []byte) *Error {
+	switch {
+	case !utf8.Valid(b):
+		return &Error{Code: CodeParseError, Message: "parse error: not valid UTF-8", Reason: ReasonParseError}
+	case !valid(b):
+		return &Error{Code: CodeParseError, Message: "parse error: not JSON", Reason: ReasonParseError}
+	}
+	return nil
+}

@@ -194,10 +194,8 @@ func readBody(r *http.Request, limit int) (*body, *refusal) {
 		return nil, &refusal{status: http.StatusRequestEntityTooLarge, err: &jsonrpc.Error{
 			Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("message over the limit of %d bytes", limit), Reason: jsonrpc.ReasonTooLarge,
 		}}
-	case !jsonrpc.Valid(raw):
-		return nil, &refusal{status: http.StatusBadRequest, err: &jsonrpc.Error{
-			Code: jsonrpc.CodeParseError, Message: "parse error: not valid UTF-8 JSON", Reason: jsonrpc.ReasonParseError,
-		}}
+	case jsonrpc.CheckJSON(raw) != nil:
+		return nil, &refusal{status: http.StatusBadRequest, err: jsonrpc.CheckJSON(raw)}
 	}
 	frame := raw
 	if bytes.ContainsAny(raw, "\r\n") {

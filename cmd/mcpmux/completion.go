@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -20,8 +21,16 @@ import (
 // serverNameCommands are the commands whose one argument is a server name.
 var serverNameCommands = []string{"connect", "restart", "logs", "client-config"}
 
-// addCompletions attaches the completions to root's commands.
+// addCompletions attaches the completions to root's commands, and makes
+// `mcpmux completion SHELL` refuse a shell it has no script for (cobra's
+// own prints its help and exits 0).
 func addCompletions(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args, c.RunE = cobra.ArbitraryArgs, refuseShell
+		}
+	}
 	for _, c := range root.Commands() {
 		if slices.Contains(serverNameCommands, c.Name()) {
 			c.ValidArgsFunction = completeServerNames
@@ -67,4 +76,19 @@ func completeTargets(_ *cobra.Command, _ []string, toComplete string) ([]cobra.C
 		}
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// refuseShell runs for `mcpmux completion ARG` when ARG is none of the
+// shells: with no argument it prints the help, else it names the shells.
+func refuseShell(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	var shells []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			shells = append(shells, c.Name())
+		}
+	}
+	return fmt.Errorf("no completion for the shell %q: mcpmux has scripts for %s", args[0], strings.Join(shells, ", "))
 }

@@ -59,3 +59,10 @@ func runCLIOut(t *testing.T, args ...string) (string, error) {
 	err := root.ExecuteContext(t.Context())
 	return out.String(), err
 }
+
+// A shell without a script is refused, naming the ones there are.
+func TestCompletionUnknownShell(t *testing.T) {
+	_, err := runCLIOut(t, "completion", "tcsh")
+	require.Error(t, err)
+	assert.Equal(t, `no completion for the shell "tcsh": mcpmux has scripts for bash, fish, powershell, zsh`, err.Error())
+}

@@ -130,12 +130,29 @@ func launchdLogPath(home string) string {
 	return filepath.Join(home, "Library", "Logs", "mcpmux.log")
 }
 
-// Content is the unit or plist that runs "exe serve --config cfg",
-// with the PATH of the installing shell (servers' commands are looked up
-// there: npx, uvx and docker are rarely in the service manager's own PATH).
+// carried are the variables of the installing shell that the service gets:
+// PATH, since servers' commands are looked up there (npx, uvx and docker
+// are rarely in the service manager's own), and XDG_STATE_HOME, since the
+// state folder is where the daemon records itself for connect and status.
+var carried = []string{"PATH", "XDG_STATE_HOME"}
+
+// variable is one NAME=value a service file sets.
+type variable struct{ name, value string }
+
+// Content is the unit or plist that runs "exe serve --config cfg", with
+// the carried variables that the installing shell sets.
 func Content(env Env, exe, cfg string) ([]byte, error) {
-	path := env.Getenv("PATH")
-	for _, s := range []string{exe, cfg, path} {
+	var vars []variable
+	for _, name := range carried {
+		if v := env.Getenv(name); v != "" {
+			vars = append(vars, variable{name, v})
+		}
+	}
+	check := []string{exe, cfg}
+	for _, v := range vars {
+		check = append(check, v.value)
+	}
+	for _, s := range check {
 		if strings.ContainsAny(s, "\x00\r\n") {
 			return nil, fmt.Errorf("%q cannot be written in a service file: it holds a line break or NUL", s)
 		}
@@ -143,9 +160,9 @@ func Content(env Env, exe, cfg string) ([]byte, error) {
 	var b bytes.Buffer
 	switch env.GOOS {
 	case "linux":
-		systemdUnit(&b, exe, cfg, path)
+		systemdUnit(&b, exe, cfg, vars)
 	case "darwin":
-		launchdPlist(&b, exe, cfg, path, launchdLogPath(env.Getenv("HOME")))
+		launchdPlist(&b, exe, cfg, vars, launchdLogPath(env.Getenv("HOME")))
 	default:
 		return nil, fmt.Errorf("mcpmux service knows Linux (systemd) and macOS (launchd), not %s", env.GOOS)
 	}
@@ -153,14 +170,14 @@ func Content(env Env, exe, cfg string) ([]byte, error) {
 }
 
 // systemdUnit writes the systemd unit that runs "exe serve --config cfg"
-// with PATH path.
-func systemdUnit(b *bytes.Buffer, exe, cfg, path string) {
+// with the variables vars.
+func systemdUnit(b *bytes.Buffer, exe, cfg string, vars []variable) {
 	b.WriteString("# Written by \"mcpmux service install\"; \"mcpmux service uninstall\" removes it.\n")
 	b.WriteString("[Unit]\nDescription=mcpmux: one shared process per MCP server\nDocumentation=https://github.com/mcpmux/mcpmux\n\n")
 	b.WriteString("[Service]\n")
 	fmt.Fprintf(b, "ExecStart=%s serve --config %s\n", systemdExecQuote(exe), systemdExecQuote(cfg))
-	if path != "" {
-		fmt.Fprintf(b, "Environment=%s\n", systemdQuote("PATH="+path))
+	for _, v := range vars {
+		fmt.Fprintf(b, "Environment=%s\n", systemdQuote(v.name+"="+v.value))
 	}
 	// mcpmux stops its servers itself, stdin first; systemd signals only
 	// mcpmux, and kills what is left once the stop timeout passes.
@@ -169,8 +186,8 @@ func systemdUnit(b *bytes.Buffer, exe, cfg, path string) {
 }
 
 // launchdPlist writes the launchd agent that runs "exe serve --config cfg"
-// with PATH path, its output going to the file log.
-func launchdPlist(b *bytes.Buffer, exe, cfg, path, log string) {
+// with the variables vars, its output going to the file log.
+func launchdPlist(b *bytes.Buffer, exe, cfg string, vars []variable, log string) {
 	str := func(s string) string {
 		var e bytes.Buffer
 		xml.EscapeText(&e, []byte(s))
@@ -191,8 +208,12 @@ func launchdPlist(b *bytes.Buffer, exe, cfg, path, log string) {
 		` + str(cfg) + `
 	</array>
 `)
-	if path != "" {
-		b.WriteString("\t<key>EnvironmentVariables</key>\n\t<dict>\n\t\t<key>PATH</key>\n\t\t" + str(path) + "\n\t</dict>\n")
+	if len(vars) > 0 {
+		b.WriteString("\t<key>EnvironmentVariables</key>\n\t<dict>\n")
+		for _, v := range vars {
+			b.WriteString("\t\t<key>" + v.name + "</key>\n\t\t" + str(v.value) + "\n")
+		}
+		b.WriteString("\t</dict>\n")
 	}
 	b.WriteString(`	<key>RunAtLoad</key>
 	<true/>

@@ -283,7 +283,7 @@ func TestServiceLaunchd(t *testing.T) {
 
 // TestServicePlistQuoting checks that odd paths stay well-formed XML.
 func TestServicePlistQuoting(t *testing.T) {
-	f := newServiceFixture(t, "darwin", map[string]string{"PATH": "/a&b:/<c>"})
+	f := newServiceFixture(t, "darwin", map[string]string{"PATH": "/a&b:/<c>", "XDG_STATE_HOME": "/s&t"})
 	content, err := Content(f.env, `/Apps/R&D "x"/mcpmux`, "/cfg/<mux>.toml")
 	require.NoError(t, err)
 	var plist struct {
@@ -295,7 +295,16 @@ func TestServicePlistQuoting(t *testing.T) {
 	}
 	require.NoError(t, xml.Unmarshal(content, &plist), "plist:\n%s", content)
 	assert.Equal(t, []string{`/Apps/R&D "x"/mcpmux`, "serve", "--config", "/cfg/<mux>.toml"}, plist.Dict.Array)
-	assert.Equal(t, []string{"/a&b:/<c>"}, plist.Dict.Env)
+	assert.Equal(t, []string{"/a&b:/<c>", "/s&t"}, plist.Dict.Env)
+}
+
+// TestServiceStateFolder: the unit carries the shell's XDG_STATE_HOME, so
+// that the service's daemon records itself where connect and status look.
+func TestServiceStateFolder(t *testing.T) {
+	f := newServiceFixture(t, "linux", map[string]string{"XDG_STATE_HOME": "/home/me/my state"})
+	content, err := Content(f.env, "/usr/bin/mcpmux", "/cfg/mux.toml")
+	require.NoError(t, err)
+	assert.Contains(t, string(content), "Environment=PATH=/home/me/.nvm/bin:/usr/bin\nEnvironment=\"XDG_STATE_HOME=/home/me/my state\"\n")
 }
 
 // TestServiceSystemdQuoting checks ExecStart= and Environment= words.
