@@ -339,7 +339,12 @@ func (b *bridge) finish(ctx context.Context, l *link, stdinErr error) error {
 			return fmt.Errorf("--drain %s passed with %d %s still due from %s; hanging up", b.drain, n, answers(n), l.path)
 		}
 	case cause := <-l.ended:
-		if n := b.teardown(l, cause); n > 0 {
+		n := b.teardown(l, cause)
+		var refused *refusal
+		switch {
+		case errors.As(cause, &refused):
+			return fmt.Errorf("server %s refused the session on %s: %w", b.name, l.path, refused)
+		case n > 0:
 			return fmt.Errorf("%v with %d %s still due (answered with %s errors)", lost(l.path, cause), n, answers(n), jsonrpc.ReasonDaemonGone)
 		}
 		return nil

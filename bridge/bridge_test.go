@@ -295,6 +295,20 @@ func TestBridgeRefused(t *testing.T) {
 	}
 }
 
+// TestBridgeRefusedWhileDraining: a refusal that arrives after the client
+// closed stdin is named as the refusal, not as daemon_gone answers.
+func TestBridgeRefusedWhileDraining(t *testing.T) {
+	f := newFakeDaemon(t)
+	b, c1 := startTestBridge(t, f, bridgeWithin)
+	b.send(legacyInit)
+	c1.read()
+	require.NoError(t, b.stdin.Close())
+	c1.write(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"server demo has its maximum of 1 sessions","data":{"reason":"too_many_sessions","server":"demo"}}}`)
+	c1.conn.Close()
+	assert.Equal(t, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"server demo has its maximum of 1 sessions","data":{"reason":"too_many_sessions","server":"demo"}}}`, b.read())
+	assert.EqualError(t, b.result(), "server demo refused the session on "+f.path+": server demo has its maximum of 1 sessions (too_many_sessions)")
+}
+
 // TestBridgeGivesUp: with no daemon to reach, the bridge gives up after
 // the reconnect bound, saying so.
 func TestBridgeGivesUp(t *testing.T) {

@@ -347,6 +347,8 @@ func TestConnectTooManySessions(t *testing.T) {
 	assert.NotEqual(t, 0, code, "exit code")
 	assert.Empty(t, rest)
 	assert.Equal(t, 1, strings.Count(b.stderr.String(), "\n"), "one line: %q", b.stderr.String())
+	assert.Contains(t, b.stderr.String(), "refused the session")
 	assert.Contains(t, b.stderr.String(), "(too_many_sessions)")
 	assert.NotContains(t, b.stderr.String(), "reset by peer")
+	assert.NotContains(t, b.stderr.String(), "daemon_gone", "the answers were the refusal, not daemon_gone")
 }
