@@ -92,7 +92,7 @@
 //   - Run, which starts, supervises and restarts the process, and its ping
 //     loop (Hub.pingLoop), which Hub.supervise starts and waits for; while
 //     a start waits for the server's first answer, the log of its progress
-//     (Hub.logStarting), which Hub.startOnce stops and waits for;
+//     (logStarting), which Hub.startOnce stops and waits for;
 //   - timers, which nobody waits for: each takes its entry from a table
 //     (under that table's lock) and acts only if it got it, so stopping one
 //     is enough. They are request_timeout (armed by

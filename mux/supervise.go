@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -344,7 +345,7 @@ func (h *Hub) startOnce(ctx context.Context) (process, error) {
 		return nil, err
 	}
 	h.life.starting(proc) // for the hub's own requests; sessions wait for publish
-	stop := h.logStarting(proc)
+	stop := logStarting(h.log, proc, h.cfg.StartTimeout)
 	info, err := h.open(ctx, proc)
 	stop()
 	if err != nil {
@@ -472,8 +473,8 @@ func jitter(d time.Duration) time.Duration {
 // shorter) until stop is called, that the server is still starting, with
 // its last stderr line: a first start that downloads the server shows
 // that it moves. stop waits for the goroutine it starts.
-func (h *Hub) logStarting(proc process) (stop func()) {
-	every := min(10*time.Second, h.cfg.StartTimeout/3)
+func logStarting(log *slog.Logger, proc process, startTimeout time.Duration) (stop func()) {
+	every := min(10*time.Second, startTimeout/3)
 	began := time.Now()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -489,7 +490,7 @@ func (h *Hub) logStarting(proc process) (stop func()) {
 				if tail := proc.StderrTail(); len(tail) > 0 {
 					last = tail[len(tail)-1]
 				}
-				h.log.Info(fmt.Sprintf("still starting (%s), last stderr: %s", time.Since(began).Round(time.Second), last), "pid", proc.Pid())
+				log.Info(fmt.Sprintf("still starting (%s), last stderr: %s", time.Since(began).Round(time.Second), last), "pid", proc.Pid())
 			}
 		}
 	})
