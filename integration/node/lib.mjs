@@ -17,6 +17,7 @@ import readline from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { WebSocketClientTransport } from "@modelcontextprotocol/sdk/client/websocket.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 export const args = JSON.parse(process.argv[2] ?? "{}");
 
@@ -87,11 +88,12 @@ export class Tap {
 // transportFor builds the SDK transport for a target:
 //   {kind: "connect", mcpmux, config, server, yamux?}  StdioClientTransport running `mcpmux connect`
 //   {kind: "ws", url}                                  WebSocketClientTransport
+//   {kind: "http", url, headers?}                      StreamableHTTPClientTransport
 export function transportFor(target, name) {
   if (target.kind === "connect") {
     const argv = ["connect", "--config", target.config];
     if (target.yamux) argv.push("--yamux");
-    argv.push(target.server);
+    if (target.server) argv.push(target.server); // none: the endpoint all
     const t = new StdioClientTransport({
       command: target.mcpmux,
       args: argv,
@@ -106,6 +108,9 @@ export function transportFor(target, name) {
   if (target.kind === "ws") {
     if (typeof WebSocket === "undefined") throw new Error("no global WebSocket: run node with --experimental-websocket (Node 20/21)");
     return new WebSocketClientTransport(new URL(target.url));
+  }
+  if (target.kind === "http") {
+    return new StreamableHTTPClientTransport(new URL(target.url), { requestInit: { headers: target.headers ?? {} } });
   }
   throw new Error(`unknown target kind ${target.kind}`);
 }
