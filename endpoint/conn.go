@@ -112,6 +112,10 @@ func (c *conn) open(ctx context.Context, wg *sync.WaitGroup) {
 			Transport: "endpoint",
 			Addr:      fmt.Sprintf("endpoint %s session %d (%s %s)", c.cfg.Name, c.sess.ID(), c.peer.Transport, c.peer.Addr),
 			Dir:       c.peer.Dir,
+			// A sessionless 2026-07-28 POST is one request on each member
+			// too: its input_required retry comes on another POST, so the
+			// member's hub must not tie the requestState to this session.
+			OneRequest: c.peer.OneRequest,
 		}
 		wg.Go(func() {
 			err := srv.Serve(ctx, m.p, peer)

@@ -597,4 +597,6 @@ func TestEndpointOverARouter(t *testing.T) {
 	r, e = modern.call(3, "tools/list", `{`+envelope+`}`)
 	require.Nil(t, e, "error %s", e)
 	assert.Contains(t, string(r), `"resultType":"complete"`, "the merged list in the 2026-07-28 shape: %s", r)
+	assert.Contains(t, string(r), `"ttlMs":0`, "a list result says how long it may be cached (the v2 SDK requires it): %s", r)
+	assert.Contains(t, string(r), `"cacheScope":"private"`, "and by whom: %s", r)
 }

@@ -501,7 +501,10 @@ func (c *conn) merge(f *fan) []byte {
 	}
 	out := map[string]any{key: items}
 	if modern {
-		out["resultType"] = "complete" // the 2026-07-28 members' results say so, and so does the merge
+		// The 2026-07-28 members' results say so, and so does the merge; a
+		// list of this session's view is cached by no one else, and, being
+		// a merge, for no time.
+		out["resultType"], out["ttlMs"], out["cacheScope"] = "complete", 0, "private"
 	}
 	if len(next) > 0 {
 		out["nextCursor"] = encodeCursor(next)

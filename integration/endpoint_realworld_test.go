@@ -41,7 +41,8 @@ type endpointReport struct {
 // prefix; a tool the endpoint hides is refused and never reaches its
 // server; the demo server's sampling request reaches this client; its
 // list_changed reaches it once; every resource listed is read and
-// subscribed.
+// subscribed. The TypeScript SDK v2 client, pinned to 2026-07-28, does the
+// same calls on the same endpoint.
 func TestRealWorldEndpoint(t *testing.T) {
 	t.Parallel()
 	rw := needRealWorld(t)
@@ -94,7 +95,44 @@ func TestRealWorldEndpoint(t *testing.T) {
 			assert.Contains(t, r.Capabilities, "resources")
 		})
 	}
-	// Each server is still one process, shared by both sessions.
+	// The 2026-07-28 era: the TypeScript SDK v2 client, pinned, on the same
+	// endpoint over both transports.
+	for _, tc := range []struct {
+		name   string
+		target map[string]any
+	}{
+		{"modern-connect", map[string]any{"kind": "stdio", "command": bins.mcpmux, "args": []string{"connect", "--config", d.path}}},
+		{"modern-http", http},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r struct {
+				Era        string          `json:"era"`
+				Version    string          `json:"version"`
+				Tools      []string        `json:"tools"`
+				Everything string          `json:"everything"`
+				Memory     string          `json:"memory"`
+				Demo       string          `json:"demo"`
+				Hidden     json.RawMessage `json:"hidden"`
+				Asked      string          `json:"asked"`
+			}
+			sampled := "sampled for " + tc.name
+			rw.runScript(t, "endpoint-v2.mjs", map[string]any{"target": tc.target, "hidden": hidden, "sampled": sampled}, &r, nil)
+			t.Logf("%s: era %s %s, %d tools, hidden: %s", tc.name, r.Era, r.Version, len(r.Tools), r.Hidden)
+			assert.Equal(t, "modern", r.Era)
+			assert.Equal(t, "2026-07-28", r.Version)
+			assert.Contains(t, r.Tools, "everything__echo")
+			assert.Contains(t, r.Tools, "memory__read_graph")
+			assert.Contains(t, r.Tools, "demo__echo")
+			assert.NotContains(t, r.Tools, hidden)
+			assert.Contains(t, r.Everything, "modern to everything")
+			assert.Contains(t, r.Memory, "entities")
+			assert.Equal(t, "modern to demo", r.Demo)
+			assert.Contains(t, string(r.Hidden), `-32602`, "the hidden tool is refused")
+			assert.NotContains(t, string(r.Hidden), `"resolved"`)
+			assert.Contains(t, r.Asked, sampled, "the demo server's sampling request reached this client")
+		})
+	}
+	// Each server is still one process, shared by every session.
 	for _, name := range []string{"everything", "memory", "demo"} {
 		pid, restarts, _ := rwServerStatus(t, d, name)
 		assert.Positive(t, pid, "%s runs", name)
