@@ -128,6 +128,43 @@ func (m memoryDir) RememberDescription(era string, result []byte) error {
 	return statefile.WriteFile(filepath.Join(m.dir, descriptionFile), b)
 }
 
+// listFile keeps the server's last answer to a list method, beside its
+// description: tools/list in tools-list.json, and so on.
+func listFile(method string) string {
+	return strings.ReplaceAll(method, "/", "-") + ".json"
+}
+
+// List is the server's last answer to method, as RememberList kept it.
+// A list is one message of the server, bounded as a description is.
+func (m memoryDir) List(method string) (era string, result []byte) {
+	b, err := statefile.ReadFile(filepath.Join(m.dir, listFile(method)), maxDescription)
+	if err != nil {
+		m.refused(err)
+		return "", nil
+	}
+	var d description
+	if json.Unmarshal(b, &d) != nil || len(d.Result) == 0 {
+		return "", nil
+	}
+	return d.Era, d.Result
+}
+
+// RememberList writes the file whole or not at all, as
+// RememberDescription does.
+func (m memoryDir) RememberList(method, era string, result []byte) error {
+	b, err := json.Marshal(description{Era: era, Result: result})
+	if err != nil {
+		return err
+	}
+	if len(b) > maxDescription {
+		return statefile.ErrTooLarge
+	}
+	if err := m.prepare(); err != nil {
+		return err
+	}
+	return statefile.WriteFile(filepath.Join(m.dir, listFile(method)), b)
+}
+
 // startKey names how a server starts: the same command, arguments and
 // folder, and the same era it is opened in, give the same key. (A server
 // of both eras describes itself per era; "auto", the default, adds nothing,

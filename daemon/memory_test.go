@@ -50,3 +50,39 @@ func TestMemoryKeepsAskingKinds(t *testing.T) {
 	assert.Equal(t, []string{"tools/call ask", "prompts/get a\nprompt"}, kinds)
 	assert.False(t, all)
 }
+
+// A server's lists are kept beside its description, one file a list,
+// written whole; a list too large, or a link, is done without.
+func TestMemoryKeepsLists(t *testing.T) {
+	m := memoryDir{dir: filepath.Join(t.TempDir(), "servers", "k")}
+	era, res := m.List("tools/list")
+	assert.Empty(t, era)
+	assert.Nil(t, res, "nothing known")
+
+	require.NoError(t, m.RememberList("tools/list", "legacy", []byte(`{"tools":[{"name":"a"}]}`)))
+	require.NoError(t, m.RememberList("resources/templates/list", "legacy", []byte(`{"resourceTemplates":[]}`)))
+	era, res = m.List("tools/list")
+	assert.Equal(t, "legacy", era)
+	assert.JSONEq(t, `{"tools":[{"name":"a"}]}`, string(res))
+	_, res = m.List("resources/templates/list")
+	assert.JSONEq(t, `{"resourceTemplates":[]}`, string(res))
+	_, res = m.List("prompts/list")
+	assert.Nil(t, res)
+	for _, f := range []string{"tools-list.json", "resources-templates-list.json"} {
+		fi, err := os.Stat(filepath.Join(m.dir, f))
+		require.NoError(t, err, f)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), f)
+	}
+
+	big := []byte(`{"tools":"` + string(make([]byte, maxDescription)) + `"}`)
+	assert.Error(t, m.RememberList("tools/list", "legacy", big), "no larger than a message")
+	_, res = m.List("tools/list")
+	assert.JSONEq(t, `{"tools":[{"name":"a"}]}`, string(res), "the old one stays")
+
+	victim := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.WriteFile(victim, []byte(`{"era":"legacy","result":{"tools":[]}}`), 0o600))
+	require.NoError(t, os.Remove(filepath.Join(m.dir, "tools-list.json")))
+	require.NoError(t, os.Symlink(victim, filepath.Join(m.dir, "tools-list.json")))
+	_, res = m.List("tools/list")
+	assert.Nil(t, res, "a link says nothing")
+}

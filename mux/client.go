@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
@@ -37,6 +38,21 @@ type client struct {
 	// held is the process to which the session's read goroutine, alone,
 	// has queued requests with SendLater since its last Flush.
 	held process
+
+	// using: the session wants the server (set from its start, or, for an
+	// on-demand session, at its first request that needs the server).
+	using atomic.Bool
+}
+
+// use marks the session as wanting the server: a lazy server starts, and
+// idle_timeout does not stop it while the session lasts.
+func (c *client) use() {
+	if c.using.Load() || c.using.Swap(true) {
+		return
+	}
+	c.sess.Logger().Debug("session wants the server")
+	notify(c.h.life.sessions)
+	notify(c.h.life.demand)
 }
 
 func (c *client) capabilities() caps {
@@ -166,6 +182,7 @@ func (h *Hub) Serve(ctx context.Context, t session.Transport, peer session.Peer)
 	cfg.Peer = peer
 	sess := session.New(cfg, t)
 	c := &client{h: h, sess: sess, ctx: ctx}
+	c.using.Store(!peer.OnDemand)
 	if !h.sessions.add(c) {
 		refuseSession(h.log, h.cfg.Name, h.cfg.MaxSessions, cfg.ID, t, peer)
 		return ErrTooManySessions

@@ -40,6 +40,7 @@ type fakeServer struct {
 	maxHeld   int                // the most "held" calls at once
 	inCap     int                // frames its stdin holds (Send refuses more: upstream.ErrQueueFull); 0: 1<<16
 	callGate  chan struct{}      // when set, the first tools/call waits for it to close: stdin fills meanwhile
+	lists     map[string]string  // method -> result of the lists it answers (see lists_test.go); others: method not found
 }
 
 func newFakeServer() *fakeServer {
@@ -306,6 +307,8 @@ func (p *fakeProc) answer(m *jsonrpc.Message) {
 		}
 		json.Unmarshal(m.Params, &n)
 		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"text":"`+string(make([]byte, 0))+repeatX(n.Bytes)+`"}`)))
+	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
+		p.answerList(m)
 	case "crash":
 		p.crash("exited")
 	case "sample", "elicit", "roots":

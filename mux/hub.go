@@ -150,6 +150,7 @@ type Hub struct {
 	asks     serverReqs    // server-to-client requests sent to sessions
 	down     downBridge    // modern sessions on a legacy server (bridge.go)
 	up       upBridge      // legacy sessions on a modern server
+	memo     *recollection // what Memory keeps: the description, the lists
 }
 
 // New returns a hub; Run starts its server.
@@ -186,40 +187,9 @@ func New(cfg Config) *Hub {
 		asks, all = cfg.Memory.Asks()
 	}
 	h.flights.configure(cfg.ServerRequests, asks, all, cfg.MaxConcurrency)
-	h.recall()
+	h.memo = newRecollection(cfg.Memory, h.log)
+	h.memo.recall(cfg.Protocol, &h.life)
 	return h
-}
-
-// recall takes the server's description from Memory, if it keeps one
-// that the configured protocol allows: sessions are answered from it
-// until the server has started and said otherwise.
-func (h *Hub) recall() {
-	if h.cfg.Memory == nil {
-		return
-	}
-	era, raw := h.cfg.Memory.Description()
-	if raw == nil {
-		return
-	}
-	info, err := parseRemembered(era, raw)
-	switch {
-	case err != nil:
-		h.log.Warn("ignoring the remembered description of the server", "error", err)
-	case !protocolAllows(h.cfg.Protocol, info.era):
-		h.log.Debug("ignoring the remembered description of the server: another era than the configured protocol", "era", info.era, "protocol", h.cfg.Protocol)
-	default:
-		h.life.remember(info)
-	}
-}
-
-// keep gives Memory a description that differs from what it had.
-func (h *Hub) keep(prev, info *serverInfo) {
-	if h.cfg.Memory == nil || (prev != nil && prev.same(info)) {
-		return
-	}
-	if err := h.cfg.Memory.RememberDescription(info.era.String(), info.result); err != nil {
-		h.log.Warn("could not remember the server's description", "error", err)
-	}
 }
 
 // withDefaults fills the zero values of cfg with the documented defaults;

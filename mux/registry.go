@@ -58,6 +58,19 @@ func (r *registry) len() int {
 	return len(r.clients)
 }
 
+// using is how many sessions want the server (see client.use).
+func (r *registry) using() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.clients {
+		if c.using.Load() {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *registry) full() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -59,6 +59,9 @@ func (c *client) handleLegacy(m *message, out sink) {
 	if info != nil && c.h.bridgeOf(pairOf(eraLegacy, info.era)).serve(c, *m, info, out) {
 		return
 	}
+	if c.listFromMemory(m, info, out) {
+		return
+	}
 	if !c.handleState(m, info, out) {
 		c.forward(m, out, fwd{})
 	}
@@ -141,6 +144,7 @@ func (c *client) description() (info *serverInfo, err error) {
 	if info, ok := h.life.describedNow(); ok {
 		return info, nil
 	}
+	c.use() // nothing remembered: the server is wanted to say
 	err = c.sess.Await(c.ctx, func(ctx context.Context) error {
 		info, err = h.life.description(ctx, h.cfg.Name, h.startWait())
 		return err
@@ -154,6 +158,7 @@ func (c *client) description() (info *serverInfo, err error) {
 // starts is gone at once.
 func (c *client) waitReady() (proc process, info *serverInfo, err error) {
 	h := c.h
+	c.use()
 	if proc, info, ok := h.life.readyNow(); ok {
 		return proc, info, nil
 	}

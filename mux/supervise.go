@@ -224,7 +224,7 @@ func (h *Hub) Restart() {
 // ctx ended first.
 func (h *Hub) waitDemand(ctx context.Context) bool {
 	for {
-		if h.sessions.len() > 0 {
+		if h.sessions.using() > 0 {
 			return true
 		}
 		select {
@@ -258,7 +258,7 @@ func (h *Hub) supervise(ctx context.Context, proc process) ending {
 		if h.cfg.IdleTimeout <= 0 {
 			return
 		}
-		n := h.sessions.len()
+		n := h.sessions.using()
 		switch {
 		case n == 0 && idle == nil:
 			idle = time.NewTimer(h.cfg.IdleTimeout)
@@ -289,7 +289,7 @@ func (h *Hub) supervise(ctx context.Context, proc process) ending {
 			armIdle()
 		case <-idleC:
 			idle, idleC = nil, nil
-			if h.sessions.len() == 0 {
+			if h.sessions.using() == 0 {
 				stop()
 				return endIdle
 			}
@@ -357,11 +357,18 @@ func (h *Hub) startOnce(ctx context.Context) (process, error) {
 	}
 	prev, remembered := h.life.publish(info)
 	h.log.Info("server ready", "pid", proc.Pid(), "protocol", info.version, "era", info.era, "name", info.serverName)
-	h.keep(prev, info)
+	h.memo.keep(prev, info)
+	changed := h.memo.refresh(ctx, info, func(ctx context.Context, method string) (*jsonrpc.Message, error) {
+		return h.call(ctx, proc, method, nil)
+	})
 	switch {
-	case prev == nil:
-	case remembered && prev.same(info):
-		// The sessions answered from Memory were told the truth.
+	case prev == nil || remembered && prev.same(info):
+		// The sessions answered from Memory were told the truth, but for
+		// the lists that changed.
+		if len(changed) > 0 {
+			h.log.Info("server lists otherwise than remembered; telling its sessions", "lists", changed)
+			h.listsChanged(info, changed)
+		}
 	case remembered:
 		h.log.Info("server describes itself otherwise than remembered; telling its sessions")
 		h.afterRestart(prev, info)
@@ -381,7 +388,13 @@ func (h *Hub) afterRestart(prev, cur *serverInfo) {
 		return
 	}
 	h.replay(cur)
-	for _, kind := range []string{"tools", "prompts", "resources"} {
+	h.listsChanged(cur, []string{"tools", "prompts", "resources"})
+}
+
+// listsChanged tells every session that the lists of kinds ("tools",
+// "prompts", "resources") the server offers may have changed.
+func (h *Hub) listsChanged(cur *serverInfo, kinds []string) {
+	for _, kind := range kinds {
 		if cur.has(kind) {
 			n, _ := jsonrpc.Notification("notifications/"+kind+"/list_changed", nil)
 			h.broadcast(n)

@@ -84,6 +84,10 @@ type Peer struct {
 	// 2026-07-28 HTTP binding), so what the request leaves for a later
 	// one (input it asked for) must outlive it.
 	OneRequest bool
+	// OnDemand: the session wants its server only once it sends a request
+	// that needs the server (an endpoint's session of a member): until
+	// then it does not start a lazy server nor keep one from idle_timeout.
+	OnDemand bool
 }
 
 // The defaults of Config's zero values.
