@@ -600,3 +600,77 @@ func TestEndpointOverARouter(t *testing.T) {
 	assert.Contains(t, string(r), `"ttlMs":0`, "a list result says how long it may be cached (the v2 SDK requires it): %s", r)
 	assert.Contains(t, string(r), `"cacheScope":"private"`, "and by whom: %s", r)
 }
+
+// primed is a server's memory as an earlier run of the daemon left it:
+// its description and its tools.
+type primed struct {
+	mu    sync.Mutex
+	lists map[string][]byte
+}
+
+func (p *primed) Asks() ([]string, bool)    { return nil, false }
+func (p *primed) RememberAsks(string) error { return nil }
+func (p *primed) Description() (string, []byte) {
+	return "legacy", []byte(`{"protocolVersion":"` + protocol.LatestLegacy + `","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`)
+}
+func (p *primed) RememberDescription(string, []byte) error { return nil }
+func (p *primed) List(method string) (string, []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.lists[method]; ok {
+		return "legacy", r
+	}
+	return "", nil
+}
+func (p *primed) RememberList(method, _ string, result []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lists[method] = result
+	return nil
+}
+
+// TestEndpointListsFromMemoryWithoutStarting: the members are lazy routers
+// whose memory has their tools; an endpoint session is initialized and
+// listed without starting any, and a call starts only the server it
+// names, which lists otherwise: the memory is refreshed and the client
+// told its tools changed.
+func TestEndpointListsFromMemoryWithoutStarting(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	hubs := map[string]*mux.Hub{}
+	mems := map[string]*primed{}
+	for _, name := range []string{"one", "two"} {
+		mems[name] = &primed{lists: map[string][]byte{"tools/list": []byte(`{"tools":[{"name":"t` + name + `","inputSchema":{"type":"object"}}]}`)}}
+		h := mux.New(mux.Config{Name: name, Lazy: true, Memory: mems[name], Upstream: upstream.Config{Command: exe,
+			Env: map[string]string{testutil.FakeServerEnv: "serve", testutil.FakeTagEnv: name}}})
+		hubs[name] = h
+		wg.Go(func() { h.Run(ctx) })
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	c := serve(t, endpoint.Config{Name: "all", Servers: []string{"one", "two"}}, hubs["one"], hubs["two"])
+	c.initialize()
+	r, e := c.call(1, "tools/list", `{}`)
+	require.Nil(t, e, "error %s", e)
+	assert.ElementsMatch(t, []string{"one__tone", "two__ttwo"}, names(t, r, "tools"))
+	for name, h := range hubs {
+		assert.Equal(t, mux.StateIdle, h.Status().State, "%s is not started for initialize and lists", name)
+	}
+
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"two__ttwo","arguments":{}}}`)
+	got := map[string]bool{}
+	for len(got) < 2 { // the answer, and the news of the refreshed list, in either order
+		m := c.next()
+		require.Nil(t, m["error"], "error %s", m["error"])
+		got[string(m["id"])+string(m["method"])] = true
+	}
+	assert.Equal(t, map[string]bool{"2": true, `"notifications/tools/list_changed"`: true}, got, "the started server lists otherwise")
+	assert.Equal(t, mux.StateReady, hubs["two"].Status().State, "started by the call")
+	assert.Equal(t, mux.StateIdle, hubs["one"].Status().State, "the other is not")
+	_, tools := mems["two"].List("tools/list")
+	assert.JSONEq(t, `{}`, string(tools), "remembered anew")
+}

@@ -27,7 +27,11 @@
 //   - serverReqs (serverreqs.go): server-to-client requests sent to sessions;
 //   - rootsSeen (roots.go): the union of the sessions' roots the server last saw;
 //   - downBridge and upBridge (bridge.go): what mcpmux keeps to serve
-//     sessions of one era on a server of the other.
+//     sessions of one era on a server of the other;
+//   - recollection (lists.go): what Memory keeps of the server, its
+//     description and its lists, which sessions are answered from while
+//     the server is not ready; the started server is asked its lists
+//     again, and the sessions told of those that changed.
 //
 // The Hub alone sequences them: it reads one part, decides, then updates
 // another. How a server is opened and described (open.go, info.go) and how a
