@@ -46,12 +46,13 @@ type recollection struct {
 	lists ListMemory // nil: lists are not kept
 	log   *slog.Logger
 
-	mu    sync.Mutex
-	known map[string]json.RawMessage // method -> result, legacy era
+	mu     sync.Mutex
+	known  map[string]json.RawMessage // method -> result, legacy era
+	served map[string]bool            // methods answered from known since the server was last asked them
 }
 
 func newRecollection(mem Memory, log *slog.Logger) *recollection {
-	r := &recollection{mem: mem, log: log, known: map[string]json.RawMessage{}}
+	r := &recollection{mem: mem, log: log, known: map[string]json.RawMessage{}, served: map[string]bool{}}
 	if lm, ok := mem.(ListMemory); ok && lm != nil {
 		r.lists = lm
 		for _, l := range listMethods {
@@ -105,28 +106,42 @@ func (r *recollection) answer(m *message) (json.RawMessage, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	result, ok := r.known[m.Method]
+	if ok {
+		r.served[m.Method] = true
+	}
 	return result, ok
+}
+
+// takeServed is the lists answered from memory since the server was last
+// asked them, which it is to be asked now.
+func (r *recollection) takeServed() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	served := r.served
+	r.served = map[string]bool{}
+	return served
 }
 
 // asker sends a request of mcpmux's own to the started server.
 type asker func(ctx context.Context, method string) (*jsonrpc.Message, error)
 
-// refresh asks a started legacy server each list its description offers,
-// and keeps the answers that differ from what was known. changed is the
-// kinds ("tools", "prompts", "resources") whose known list differed: the
-// sessions may have been answered from it.
+// refresh asks a started legacy server each list that sessions were
+// answered from memory while it was not ready, and keeps the answers that
+// differ. changed is the kinds ("tools", "prompts", "resources") whose
+// list differed: the sessions are to be told.
 func (r *recollection) refresh(ctx context.Context, info *serverInfo, ask asker) (changed []string) {
-	if r.lists == nil || info.era != eraLegacy {
+	served := r.takeServed()
+	if r.lists == nil || info.era != eraLegacy || len(served) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, listRefreshTimeout)
 	defer cancel()
 	for _, l := range listMethods {
-		if !info.has(l.capability) {
+		if !served[l.method] || !info.has(l.capability) {
 			continue
 		}
 		m, err := ask(ctx, l.method)
-		if err != nil || m.Kind != jsonrpc.KindResult || !json.Valid(m.Result) {
+		if err != nil || m.Kind != jsonrpc.KindResult {
 			r.log.Debug("server did not list; its list is not remembered", "method", l.method, "error", err)
 			continue
 		}
@@ -138,13 +153,10 @@ func (r *recollection) refresh(ctx context.Context, info *serverInfo, ask asker)
 }
 
 // learn keeps a list the server gave; true when one was known and it
-// differs.
+// differs. It is written to the list memory only when it differs, so a
+// session's list answer costs a comparison.
 func (r *recollection) learn(method string, result json.RawMessage) (differs bool) {
-	var compact bytes.Buffer
-	if json.Compact(&compact, result) != nil {
-		return false
-	}
-	result = compact.Bytes()
+	result = bytes.Clone(result) // the answer's frame is the reader's
 	prev, had := r.swap(method, result)
 	if had && bytes.Equal(prev, result) {
 		return false
@@ -191,4 +203,33 @@ func (c *client) listFromMemory(m *message, info *serverInfo, out sink) bool {
 	c.sess.Logger().Debug("answered a list from memory: the server is not ready", "method", m.Method)
 	out.reply(jsonrpc.Response(m.ID, result))
 	return true
+}
+
+// listObserver is what learns, from a legacy server's answer to a
+// session's list request (the first page), the list to remember; nil when
+// the request is no such list or no list memory is kept.
+func (c *client) listObserver(m *message) func(*jsonrpc.Message) {
+	if c.h.memo.lists == nil || !isListMethod(m.Method) {
+		return nil
+	}
+	if _, paged := m.ParamsPath("cursor"); paged {
+		return nil
+	}
+	method := m.Method
+	return func(ans *jsonrpc.Message) {
+		info := c.h.describedServer()
+		if ans == nil || ans.Kind != jsonrpc.KindResult || info == nil || info.era != eraLegacy {
+			return
+		}
+		c.h.memo.learn(method, ans.Result)
+	}
+}
+
+func isListMethod(method string) bool {
+	for _, l := range listMethods {
+		if l.method == method {
+			return true
+		}
+	}
+	return false
 }

@@ -60,15 +60,21 @@ func (m *fakeListMemory) list(method string) (string, int) {
 const listTools = `{"jsonrpc":"2.0","id":"tl","method":"tools/list"}`
 
 // listsRemembered runs a daemon's first life on a server that lists tools
-// (a) and prompts: Memory keeps its description and both lists.
+// (a) and prompts: a session lists them, and resources, which the server
+// does not list; Memory keeps its description and the two lists.
 func listsRemembered(t *testing.T) *fakeListMemory {
 	t.Helper()
 	mem := &fakeListMemory{fakeMemory: new(fakeMemory)}
 	srv := newFakeServer()
 	srv.lists = map[string]string{"tools/list": `{"tools":[{"name":"a"}]}`, "prompts/list": `{"prompts":[]}`}
 	h := newHarnessOn(t, srv, func(c *Config) { c.Memory = mem; c.Protocol = ProtocolLegacy })
-	h.session("2025-11-25")
+	c := h.session("2025-11-25")
+	for _, method := range []string{"tools/list", "prompts/list", "resources/list"} {
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"` + method + `"}`)
+		c.answer()
+	}
 	eventually(t, "the lists kept", func() bool { _, w := mem.list(""); return w == 2 })
+	assert.Len(t, srv.messages("tools/list"), 1, "the server is asked its lists by the sessions alone")
 	tools, _ := mem.list("tools/list")
 	assert.JSONEq(t, `{"tools":[{"name":"a"}]}`, tools)
 	_, res := mem.List("resources/list")
@@ -108,6 +114,7 @@ func TestListsFromMemoryWhileStarting(t *testing.T) {
 
 	c.send(listTools)
 	assert.JSONEq(t, `{"tools":[{"name":"b"}]}`, string(c.answer().Result), "the server's own answer once it runs")
+	assert.Empty(t, srv.messages("prompts/list"), "a list no session was answered from memory is not asked")
 }
 
 // connectOnDemand attaches a session that wants the server only when it

@@ -63,7 +63,7 @@ func (c *client) handleLegacy(m *message, out sink) {
 		return
 	}
 	if !c.handleState(m, info, out) {
-		c.forward(m, out, fwd{})
+		c.forward(m, out, fwd{after: c.listObserver(m)})
 	}
 }
 
