@@ -235,6 +235,8 @@ func serverKeys(s *daemon.Server) []key {
 			}
 			h.ProjectMarkers = markers
 		}),
+		count("max_projects", &h.MaxProjects, 1),
+		list("project_roots", func(d *decoder, p keyPath, roots []string) { h.ProjectRoots = d.projectRoots(p, roots) }),
 
 		// What the server asks of the sessions.
 		choice("server_requests", &h.ServerRequests, mux.ServerRequestsAuto, mux.ServerRequestsLatest, mux.ServerRequestsSerialize),

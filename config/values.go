@@ -84,6 +84,30 @@ func (d *decoder) cwd(p keyPath, c string) string {
 	return c
 }
 
+// projectRoots decodes the folders a project may be in: absolute paths,
+// or "~" and "~/..." for the user's home folder, cleaned. A folder that
+// does not exist yet is allowed: nothing in it can be a project until it
+// does.
+func (d *decoder) projectRoots(p keyPath, roots []string) []string {
+	out := make([]string, 0, len(roots))
+	for _, r := range roots {
+		if r == "~" || strings.HasPrefix(r, "~/") {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				d.errorf(p, "%q: %v", r, err)
+				continue
+			}
+			r = filepath.Join(home, r[1:])
+		}
+		if !filepath.IsAbs(r) {
+			d.errorf(p, "%q must be an absolute path, or start with ~/", r)
+			continue
+		}
+		out = append(out, filepath.Clean(r))
+	}
+	return out
+}
+
 // stderr decodes where a server's stderr goes: a mode, and for "file:PATH"
 // the absolute file.
 func (d *decoder) stderr(p keyPath, v string) (upstream.StderrMode, string) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -51,7 +52,7 @@ func TestShareProject(t *testing.T) {
 	for _, d := range []string{filepath.Join(a, ".git"), filepath.Join(a, "src", "deep"), filepath.Join(b, ".git")} {
 		require.NoError(t, os.MkdirAll(d, 0o700))
 	}
-	d := startDaemon(t, demo("code", nil, `share = "project"`, `idle_timeout = "1s"`), "")
+	d := startDaemon(t, demo("code", nil, `share = "project"`, `idle_timeout = "1s"`, fmt.Sprintf("project_roots = [%q]", top)), "")
 
 	inA := statsThroughConnect(t, d.path, a, "code")
 	inSub := statsThroughConnect(t, d.path, filepath.Join(a, "src", "deep"), "code")
@@ -143,7 +144,7 @@ func TestShareProjectByRootsOverWebSocket(t *testing.T) {
 	for _, d := range []string{filepath.Join(a, ".git"), filepath.Join(a, "src"), filepath.Join(b, ".git")} {
 		require.NoError(t, os.MkdirAll(d, 0o700))
 	}
-	d := startDaemon(t, demo("code", nil, `share = "project"`), wsListen)
+	d := startDaemon(t, demo("code", nil, `share = "project"`, fmt.Sprintf("project_roots = [%q]", top)), wsListen)
 	viaConnect := statsThroughConnect(t, d.path, a, "code")
 	webA := statsOverWebSocket(t, d, "code", filepath.Join(a, "src"))
 	webB := statsOverWebSocket(t, d, "code", b)

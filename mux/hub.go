@@ -65,6 +65,12 @@ type Config struct {
 	// ProjectMarkers name what makes a folder a project's root, for share =
 	// "project"; nil means DefaultProjectMarkers.
 	ProjectMarkers []string
+	// MaxProjects bounds the live project processes (share = "project");
+	// 0 means DefaultMaxProjects.
+	MaxProjects int
+	// ProjectRoots are the folders a project may be in (share =
+	// "project"), absolute; nil means the user's home folder.
+	ProjectRoots []string
 
 	// Protocol is the era the server is opened in: ProtocolAuto (also
 	// ""), ProtocolLegacy or ProtocolModern.

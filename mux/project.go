@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/upstream"
 )
@@ -26,9 +29,16 @@ import (
 // {project} in its arguments and environment replaced by it. A process
 // starts with the first session of its project and stops IdleTimeout
 // (default projectIdle) after its last.
+//
+// A project must be in one of ProjectRoots (the user's home folder unless
+// configured), its folder's symlinks resolved so that one folder is one
+// project; a client elsewhere is served in the daemon's folder. At most
+// MaxProjects processes live: past it, a new project ends the one idle for
+// longest, or is refused when every one has sessions.
 type Projects struct {
 	cfg     Config
 	markers []string
+	roots   []string  // where a project may be; nil: nowhere but the daemon's folder
 	events  *eventLog // shared by the instances
 	log     *slog.Logger
 
@@ -48,11 +58,16 @@ type instance struct {
 	done     chan struct{} // closed when its Run has returned
 	sessions int
 	idle     *time.Timer // running while sessions == 0
+	since    time.Time   // when sessions last became 0
 }
 
 // projectIdle is how long a project's process outlives its last session
 // when IdleTimeout is zero.
 const projectIdle = 10 * time.Minute
+
+// DefaultMaxProjects bounds the live project processes when MaxProjects
+// is zero.
+const DefaultMaxProjects = 16
 
 // DefaultProjectMarkers name what makes a folder a project's root.
 var DefaultProjectMarkers = []string{".git"}
@@ -72,6 +87,10 @@ func NewProjects(cfg Config) *Projects {
 	if p.cfg.IdleTimeout <= 0 {
 		p.cfg.IdleTimeout = projectIdle
 	}
+	if p.cfg.MaxProjects <= 0 {
+		p.cfg.MaxProjects = DefaultMaxProjects
+	}
+	p.roots = projectRoots(cfg.ProjectRoots, p.log)
 	p.cfg.events = p.events
 	return p
 }
@@ -102,12 +121,8 @@ func (p *Projects) Run(ctx context.Context) error {
 func (p *Projects) stopAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for root, in := range p.instances {
-		if in.idle != nil {
-			in.idle.Stop()
-		}
-		in.cancel()
-		delete(p.instances, root)
+	for _, in := range p.instances {
+		p.stopLocked(in)
 	}
 }
 
@@ -140,48 +155,145 @@ func (p *Projects) Serve(ctx context.Context, t session.Transport, peer session.
 		t.Close()
 		return context.Cause(ctx)
 	}
-	dir := peer.Dir
-	if dir == "" {
-		// A client on the web listener, or where the system does not say
-		// a peer's folder: its roots may tell (see lobby.go).
-		var l *lobby
-		dir, l = p.clientDir(ctx, t)
-		t = l
-		if dir != "" {
-			p.log.Debug("a project session told its folder by its roots", "dir", dir)
-		}
-	}
-	if dir == "" {
-		// Else it shares the instance of the daemon's folder.
-		dir = p.cfg.Upstream.Dir
-		if dir == "" {
-			dir, _ = os.Getwd()
-		}
-		p.log.Debug("no client folder for a project session; using the daemon's", "error", errNoFolder, "dir", dir)
-	}
-	root := ProjectRoot(dir, p.markers)
-	in, started := p.acquire(root)
-	if in == nil {
+	dir, t := p.folderOf(ctx, t, peer)
+	root := p.projectOf(dir)
+	in, err := p.admit(ctx, root)
+	switch {
+	case errors.Is(err, ErrTooManyProjects):
+		p.refuse(t, peer, root)
+		return err
+	case err != nil:
 		t.Close()
-		return context.Cause(p.ctx) // the daemon is stopping
-	}
-	if started {
-		p.log.Info("started the project's instance", "project", root)
+		return err // the daemon is stopping
 	}
 	defer p.release(in)
 	return in.hub.Serve(ctx, t, peer)
 }
 
+// folderKeeper is a transport that keeps the folder its session's roots
+// told, so that the session is served in the same project when a later
+// daemon makes it again (an HTTP session's record).
+type folderKeeper interface{ KeepFolder(dir string) }
+
+// folderOf is the folder a session's client works in, "" when it cannot
+// be told, and the transport to serve the session on.
+func (p *Projects) folderOf(ctx context.Context, t session.Transport, peer session.Peer) (string, session.Transport) {
+	if peer.Dir != "" {
+		return peer.Dir, t
+	}
+	// A client on the web listener, or where the system does not say a
+	// peer's folder: its roots may tell (see lobby.go).
+	dir, l := p.clientDir(ctx, t)
+	if dir != "" {
+		p.log.Debug("a project session told its folder by its roots", "dir", dir)
+		if k, ok := t.(folderKeeper); ok {
+			k.KeepFolder(dir)
+		}
+	}
+	return dir, l
+}
+
+// projectOf is the project of a client working in dir: the project root
+// of dir with its symlinks resolved, when that is within the project
+// roots; else the project of the daemon's folder.
+func (p *Projects) projectOf(dir string) string {
+	if dir == "" {
+		p.log.Debug("no client folder for a project session; using the daemon's", "error", errNoFolder)
+	} else if real, err := filepath.EvalSymlinks(dir); err != nil {
+		p.log.Warn("cannot resolve a project session's folder; serving it in the daemon's folder", "dir", dir, "error", err)
+	} else if !within(real, p.roots) {
+		p.log.Warn("a project session's folder is outside project_roots; serving it in the daemon's folder", "dir", real, "project_roots", strings.Join(p.roots, ", "))
+	} else {
+		if root := ProjectRoot(real, p.markers); within(root, p.roots) {
+			return root
+		}
+		return real
+	}
+	d := p.cfg.Upstream.Dir
+	if d == "" {
+		d, _ = os.Getwd()
+	}
+	if real, err := filepath.EvalSymlinks(d); err == nil {
+		d = real
+	}
+	return ProjectRoot(d, p.markers)
+}
+
+// projectRoots are the folders a project may be in, their symlinks
+// resolved: configured, else the user's home folder.
+func projectRoots(configured []string, log *slog.Logger) []string {
+	if configured == nil {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			log.Warn("no home folder, so no project roots: every project session is served in the daemon's folder", "error", err)
+			return nil
+		}
+		configured = []string{home}
+	}
+	roots := make([]string, 0, len(configured))
+	for _, r := range configured {
+		if real, err := filepath.EvalSymlinks(r); err == nil {
+			r = real
+		}
+		roots = append(roots, filepath.Clean(r))
+	}
+	return roots
+}
+
+// within reports whether path is one of roots or in one of them.
+func within(path string, roots []string) bool {
+	for _, r := range roots {
+		if path == r || strings.HasPrefix(path, strings.TrimSuffix(r, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrTooManyProjects: the server has MaxProjects project processes, each
+// with sessions.
+var ErrTooManyProjects = errors.New("mux: too many projects")
+
+// admit counts a session in on root's instance, starting it if needed. At
+// MaxProjects it first stops the instance idle for longest and waits for
+// its process to end.
+func (p *Projects) admit(ctx context.Context, root string) (*instance, error) {
+	for {
+		in, started, victim, err := p.acquire(root)
+		if victim == nil {
+			if started {
+				p.log.Info("started the project's instance", "project", root)
+			}
+			return in, err
+		}
+		p.log.Info("stopping the idlest project's instance to make room (max_projects)", "project", victim.root,
+			"idle", time.Since(victim.since).Round(time.Second), "max_projects", p.cfg.MaxProjects, "for", root)
+		select {
+		case <-victim.done:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
 // acquire counts a session in on root's instance, starting it if needed;
-// nil once Run is ending.
-func (p *Projects) acquire(root string) (in *instance, started bool) {
+// at MaxProjects it stops and returns the idlest instance instead (the
+// caller waits for it, then asks again), or fails with ErrTooManyProjects.
+func (p *Projects) acquire(root string) (in *instance, started bool, victim *instance, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctx.Err() != nil {
-		return nil, false
+		return nil, false, nil, context.Cause(p.ctx)
 	}
 	in = p.instances[root]
 	if in == nil {
+		if len(p.instances) >= p.cfg.MaxProjects {
+			if victim = p.idlestLocked(); victim == nil {
+				return nil, false, nil, ErrTooManyProjects
+			}
+			p.stopLocked(victim)
+			return nil, false, victim, nil
+		}
 		in, started = p.startLocked(root), true
 	}
 	in.sessions++
@@ -189,7 +301,39 @@ func (p *Projects) acquire(root string) (in *instance, started bool) {
 		in.idle.Stop()
 		in.idle = nil
 	}
-	return in, started
+	return in, started, nil, nil
+}
+
+// idlestLocked is the instance without sessions for longest; nil when
+// each has sessions.
+func (p *Projects) idlestLocked() *instance {
+	var best *instance
+	for _, in := range p.instances {
+		if in.sessions == 0 && (best == nil || in.since.Before(best.since)) {
+			best = in
+		}
+	}
+	return best
+}
+
+// stopLocked stops an instance and forgets it.
+func (p *Projects) stopLocked(in *instance) {
+	if in.idle != nil {
+		in.idle.Stop()
+	}
+	in.cancel()
+	delete(p.instances, in.root)
+}
+
+// refuse tells a client whose project would pass max_projects why, and
+// closes it.
+func (p *Projects) refuse(t session.Transport, peer session.Peer, root string) {
+	max := p.cfg.MaxProjects
+	p.log.Warn("refused a session: max_projects reached, each project with sessions", "project", root, "transport", peer.Transport, "peer", peer.Addr, "max_projects", max)
+	e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Reason: jsonrpc.ReasonTooManySessions, Server: p.cfg.Name,
+		Message: fmt.Sprintf("server %s has its maximum of %d projects (max_projects), each with sessions: none is started for %s", p.cfg.Name, max, root)}
+	t.WriteFrames([]outbox.Frame{{Data: e.Response(nil), Last: true}})
+	t.Close()
 }
 
 // startLocked makes and runs root's instance.
@@ -215,6 +359,7 @@ func (p *Projects) release(in *instance) {
 	if in.sessions > 0 {
 		return
 	}
+	in.since = time.Now()
 	in.idle = time.AfterFunc(p.cfg.IdleTimeout, func() { p.stopIfIdle(in) })
 }
 

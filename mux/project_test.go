@@ -45,7 +45,7 @@ func TestProjectsShareAProcessPerProject(t *testing.T) {
 	}
 	srv := newFakeServer()
 	projects := NewProjects(Config{Name: "proj", Upstream: upstream.Config{MaxMessageBytes: 1 << 20, Args: []string{"--root={project}"}},
-		IdleTimeout: 50 * time.Millisecond, start: srv.start, IDs: new(atomic.Uint64)})
+		IdleTimeout: 50 * time.Millisecond, ProjectRoots: []string{top}, start: srv.start, IDs: new(atomic.Uint64)})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { projects.Run(ctx) })
@@ -105,7 +105,7 @@ func TestProjectsTellAWebClientsProjectByItsRoots(t *testing.T) {
 	}
 	srv := newFakeServer()
 	projects := NewProjects(Config{Name: "proj", Upstream: upstream.Config{MaxMessageBytes: 1 << 20, Dir: home},
-		start: srv.start, IDs: new(atomic.Uint64)})
+		ProjectRoots: []string{top}, start: srv.start, IDs: new(atomic.Uint64)})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { projects.Run(ctx) })
@@ -159,4 +159,88 @@ func TestProjectsTellAWebClientsProjectByItsRoots(t *testing.T) {
 		roots = append(roots, in.Project)
 	}
 	assert.ElementsMatch(t, []string{a, b, home}, roots)
+}
+
+// Projects within bounds: a folder outside project_roots (or one that does
+// not exist) is served in the daemon's folder, a symlink to a project is
+// that project, and past max_projects a new project stops the one idle for
+// longest, or is refused naming the key when every one has sessions.
+func TestProjectsWithinBounds(t *testing.T) {
+	top, outside := t.TempDir(), t.TempDir()
+	home := filepath.Join(top, "home")
+	var repos []string
+	for _, n := range []string{"a", "b", "c", "d"} {
+		repos = append(repos, filepath.Join(top, n))
+		require.NoError(t, os.MkdirAll(filepath.Join(top, n, ".git"), 0o700))
+	}
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	link := filepath.Join(top, "link-to-a")
+	require.NoError(t, os.Symlink(repos[0], link))
+	srv := newFakeServer()
+	projects := NewProjects(Config{Name: "proj", Upstream: upstream.Config{MaxMessageBytes: 1 << 20, Dir: home},
+		IdleTimeout: time.Hour, MaxProjects: 2, ProjectRoots: []string{top}, start: srv.start, IDs: new(atomic.Uint64)})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { projects.Run(ctx) })
+	h := &harness{t: t, srv: srv, ctx: ctx}
+	t.Cleanup(func() { cancel(); h.wg.Wait(); wg.Wait() })
+	attach := func(dir string) (*testClient, *jsonrpc.Message) {
+		c := h.pipe(func(conn net.Conn) {
+			projects.Serve(ctx, session.NewStream(conn, 1<<20), session.Peer{Transport: "test", Dir: dir})
+		})
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+		return c, c.recv()
+	}
+	projectsNow := func() []string {
+		var out []string
+		for _, in := range projects.Status().Instances {
+			out = append(out, in.Project)
+		}
+		return out
+	}
+
+	c1, m := attach(outside)
+	require.Equal(t, jsonrpc.KindResult, m.Kind, "%s", m.Frame)
+	_, m = attach(filepath.Join(top, "no-such-folder"))
+	require.Equal(t, jsonrpc.KindResult, m.Kind, "%s", m.Frame)
+	assert.Equal(t, []string{home}, projectsNow(), "outside project_roots, or not there: the daemon's folder")
+	c1.conn.Close()
+
+	a1, m := attach(link)
+	require.Equal(t, jsonrpc.KindResult, m.Kind, "%s", m.Frame)
+	a2, m := attach(repos[0])
+	require.Equal(t, jsonrpc.KindResult, m.Kind, "%s", m.Frame)
+	assert.ElementsMatch(t, []string{home, repos[0]}, projectsNow(), "a symlink to a is a")
+
+	// The daemon's folder still has a session, and so has a: a third
+	// project is refused, naming max_projects.
+	_, m = attach(repos[1])
+	require.Equal(t, jsonrpc.KindError, m.Kind, "%s", m.Frame)
+	assert.Contains(t, string(m.Error), "max_projects")
+	assert.Contains(t, string(m.Error), `"reason":"too_many_sessions"`)
+	assert.ElementsMatch(t, []string{home, repos[0]}, projectsNow())
+
+	// Once a has no session, b stops it to start: a's process ends first.
+	a1.conn.Close()
+	a2.conn.Close()
+	eventually(t, "a without sessions", func() bool {
+		for _, in := range projects.Status().Instances {
+			if in.Project == repos[0] && in.Sessions == 0 {
+				return true
+			}
+		}
+		return false
+	})
+	_, m = attach(repos[1])
+	require.Equal(t, jsonrpc.KindResult, m.Kind, "%s", m.Frame)
+	assert.ElementsMatch(t, []string{home, repos[1]}, projectsNow(), "a made room for b")
+	srv.mu.Lock()
+	live := 0
+	for _, p := range srv.procs {
+		if !p.closed.Load() {
+			live++
+		}
+	}
+	srv.mu.Unlock()
+	assert.Equal(t, 2, live, "never more than max_projects processes")
 }

@@ -75,12 +75,32 @@ func (m *memo) note(msg *jsonrpc.Message) (saved bool, err error) {
 	if len(m.rec.Initialize) == 0 {
 		return false, nil
 	}
+	return true, m.saveLocked()
+}
+
+// saveLocked writes a copy of the record; m.mu is held.
+func (m *memo) saveLocked() error {
 	rec := m.rec
 	rec.Initialize = slices.Clone(rec.Initialize)
 	rec.Level = slices.Clone(rec.Level)
 	rec.Subscriptions = maps.Clone(rec.Subscriptions)
 	m.touched = time.Now()
-	return true, m.store.Save(&rec)
+	return m.store.Save(&rec)
+}
+
+// keepFolder notes the folder the session's roots told; the record is
+// saved now if it has its initialize, else with it.
+func (m *memo) keepFolder(dir string) error {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rec.Folder = dir
+	if len(m.rec.Initialize) == 0 {
+		return nil
+	}
+	return m.saveLocked()
 }
 
 // touch notes a request on the session in the store, at most once every

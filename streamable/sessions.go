@@ -24,7 +24,7 @@ func (h *Handler) admit(r *http.Request, server string, ep Endpoint, rec Record)
 	}
 	if h.cfg.Store != nil {
 		rec.ID, rec.Server = t.id, server
-		t.memo = newMemo(h.cfg.Store, rec, h.cfg.SessionIdle)
+		t.memo, t.log = newMemo(h.cfg.Store, rec, h.cfg.SessionIdle), h.log
 	}
 	t.expire = func() {
 		h.end(t)
@@ -44,7 +44,7 @@ func (h *Handler) admit(r *http.Request, server string, ep Endpoint, rec Record)
 		h.end(victim)
 	}
 	// The session outlives this request; Close ends it.
-	peer := session.Peer{Transport: "http", Addr: r.RemoteAddr}
+	peer := session.Peer{Transport: "http", Addr: r.RemoteAddr, Dir: rec.Folder}
 	go func() { // owned by Close, which waits on h.active
 		defer h.active.Done()
 		err := ep.Serve(h.ctx, t, peer)

@@ -32,6 +32,10 @@ type Record struct {
 	// Subscriptions are the params of each resources/subscribe not
 	// unsubscribed, by URI.
 	Subscriptions map[string]json.RawMessage `json:"subscriptions,omitempty"`
+	// Folder is the client's folder its roots told, for a server with
+	// share = "project": a later daemon serves the session in that
+	// project at once, whatever its first message.
+	Folder string `json:"folder,omitempty"`
 }
 
 // Store keeps Records across runs of the daemon.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"log/slog"
 	"maps"
 	"net"
 	"slices"
@@ -48,6 +49,7 @@ type transport struct {
 	budget *replayBudget  // what its streams keep for resumption
 	posts  chan struct{}  // a token per POST being read or handed over: max_inflight at most
 	memo   *memo          // what the client set up, kept in the store; nil without one
+	log    *slog.Logger   // for a record that cannot be written; set with memo
 
 	mu         sync.Mutex
 	streams    map[uint64]*stream // by tag; 0: the GET stream
@@ -452,4 +454,12 @@ func (t *transport) stream(no uint64) *stream {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.streams[no]
+}
+
+// KeepFolder keeps the folder the session's roots told (share = "project")
+// in its record, so that a later daemon serves it in the same project.
+func (t *transport) KeepFolder(dir string) {
+	if err := t.memo.keepFolder(dir); err != nil {
+		t.log.Warn("cannot keep the HTTP session's project for after a restart", "server", t.server, "http_session", t.id, "error", err)
+	}
 }
