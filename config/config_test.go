@@ -47,6 +47,7 @@ outbox_max = 8388608
 http_allow_remote = true
 max_streams_per_conn = 16
 http_session_idle = "5m"
+http_session_dormant = "2m"
 drain_timeout = "3s"
 http_max_connections = 100
 http_max_streams = 60
@@ -86,6 +87,8 @@ server_request_timeout = "5s"
 roots = ["file:///home/me/project"]
 default_log_level = "warning"
 share = "isolated"
+max_projects = 3
+project_roots = ["/srv/code", "/home/me/../me/work/"]
 
 [servers."alpha.v2"]
 command = "bin/alpha"
@@ -117,15 +120,16 @@ separator = "."
 				DrainTimeout:    3 * time.Second,
 			},
 			Web: socket.WebConfig{
-				Addr:            "127.0.0.1:7878",
-				Token:           "s3cret",
-				Origins:         []string{"https://app.example", "http://localhost:3000"},
-				AllowRemote:     true,
-				HTTPSessionIdle: 5 * time.Minute,
-				MaxInflight:     32,
-				MaxConnections:  100,
-				MaxStreams:      60,
-				MaxListens:      4,
+				Addr:               "127.0.0.1:7878",
+				Token:              "s3cret",
+				Origins:            []string{"https://app.example", "http://localhost:3000"},
+				AllowRemote:        true,
+				HTTPSessionIdle:    5 * time.Minute,
+				HTTPSessionDormant: 2 * time.Minute,
+				MaxInflight:        32,
+				MaxConnections:     100,
+				MaxStreams:         60,
+				MaxListens:         4,
 			},
 		},
 		Servers: []daemon.Server{
@@ -196,6 +200,8 @@ separator = "."
 				ServerRequestTimeout: 5 * time.Second,
 				Roots:                []string{"file:///home/me/project"},
 				DefaultLogLevel:      "warning",
+				MaxProjects:          3,
+				ProjectRoots:         []string{"/srv/code", "/home/me/work"},
 			}, Share: "isolated"},
 		},
 		Endpoints: []endpoint.Config{
@@ -250,11 +256,12 @@ func TestParseConfigDefaults(t *testing.T) {
 				DrainTimeout:    time.Minute,
 			},
 			Web: socket.WebConfig{
-				MaxInflight:     256,
-				HTTPSessionIdle: 24 * time.Hour,
-				MaxConnections:  1024,
-				MaxStreams:      768,
-				MaxListens:      16,
+				MaxInflight:        256,
+				HTTPSessionIdle:    24 * time.Hour,
+				HTTPSessionDormant: 10 * time.Minute,
+				MaxConnections:     1024,
+				MaxStreams:         768,
+				MaxListens:         16,
 			},
 		}
 	}
@@ -406,6 +413,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"http with empty port", "[listen]\nhttp = \"localhost:\"\n", `2: listen.http: invalid address "localhost:"`},
 		{"empty origin", "[listen]\nhttp_origins = [\"\"]\n", `2: listen.http_origins: origins must not be empty strings`},
 		{"max_inflight zero", "[listen]\nmax_inflight = 0\n", `2: listen.max_inflight: must be at least 1 (got 0)`},
+		{"project_roots relative", "[servers.a]\ncommand = \"/bin/true\"\nproject_roots = [\"code\"]\n", `3: servers.a.project_roots: "code" must be an absolute path, or start with ~/`},
+		{"max_projects zero", "[servers.a]\ncommand = \"/bin/true\"\nmax_projects = 0\n", `3: servers.a.max_projects: `},
 		{"http_session_idle zero", "[listen]\nhttp_session_idle = \"0s\"\n", `2: listen.http_session_idle: must be longer than zero`},
 		{"outbox_max not above high water", "[listen]\noutbox_high_water = \"2MiB\"\noutbox_max = \"2MiB\"\n", `3: listen.outbox_max: 2MiB must be larger than outbox_high_water (2MiB)`},
 		{"max_queued_bytes below outbox_max", "[daemon]\nmax_queued_bytes = \"32MiB\"\n", `2: daemon.max_queued_bytes: 32MiB must be 0 (no bound) or at least [listen] outbox_max (64MiB)`},

@@ -57,6 +57,10 @@ type WebConfig struct {
 	// HTTPSessionIdle ends a Streamable HTTP session that has had no
 	// request for this long; zero means streamable.DefaultSessionIdle.
 	HTTPSessionIdle time.Duration
+	// HTTPSessionDormant lets go of a Streamable HTTP session that never
+	// opened a GET stream and has been idle this long, keeping its record
+	// (streamable.Config.SessionDormant); zero means its default.
+	HTTPSessionDormant time.Duration
 	// MaxHTTPSessions bounds the Streamable HTTP sessions, all servers
 	// together (the idlest is evicted for a new one); zero means
 	// streamable.DefaultMaxSessions.
@@ -211,7 +215,7 @@ func ListenWeb(cfg WebConfig) (*Web, error) {
 		},
 	}
 	w.streams = streamable.NewStreams(maxStreams, cfg.MaxListens)
-	hc := streamable.Config{SessionIdle: cfg.HTTPSessionIdle, WriteTimeout: cfg.WriteTimeout,
+	hc := streamable.Config{SessionIdle: cfg.HTTPSessionIdle, SessionDormant: cfg.HTTPSessionDormant, WriteTimeout: cfg.WriteTimeout,
 		MaxSessions: cfg.MaxHTTPSessions, MaxInflight: cfg.MaxInflight, Streams: w.streams, Logger: log}
 	if cfg.HTTPSessionDir != "" {
 		fs := &streamable.FileStore{Dir: cfg.HTTPSessionDir,

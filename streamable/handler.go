@@ -31,8 +31,11 @@ const (
 const (
 	// DefaultSessionIdle is long enough that an editor left open overnight
 	// keeps its session, and its tools, in the morning.
-	DefaultSessionIdle  = 24 * time.Hour
-	DefaultWriteTimeout = 60 * time.Second
+	DefaultSessionIdle = 24 * time.Hour
+	// DefaultSessionDormant is how long a session that never opened a
+	// GET stream may be idle before it is let go (kept in the Store).
+	DefaultSessionDormant = 10 * time.Minute
+	DefaultWriteTimeout   = 60 * time.Second
 	// DefaultMaxSessions bounds the HTTP sessions of a Handler, all servers
 	// together; when it is reached a new session evicts the idlest.
 	DefaultMaxSessions = 256
@@ -56,6 +59,13 @@ type Config struct {
 	// SessionIdle ends an HTTP session that has had no request for this
 	// long; zero means DefaultSessionIdle.
 	SessionIdle time.Duration
+	// SessionDormant: a session that has never had a GET stream open, and
+	// has no request, for this long is dormant: it ends, which lets go of
+	// what it held on its server (an isolated or project process, its
+	// roots), but its record stays in the Store, so that a client that
+	// comes back has it made again, as after a restart. Without a Store
+	// there is no dormancy. Zero means DefaultSessionDormant.
+	SessionDormant time.Duration
 	// WriteTimeout bounds each write to a stream; zero means
 	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
@@ -106,6 +116,9 @@ type Handler struct {
 func New(cfg Config) *Handler {
 	if cfg.SessionIdle <= 0 {
 		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.SessionDormant <= 0 {
+		cfg.SessionDormant = DefaultSessionDormant
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
@@ -350,6 +363,7 @@ func (h *Handler) get(rw http.ResponseWriter, r *http.Request, server string, ep
 	}
 	t.enter()
 	defer t.leave()
+	t.streamed()
 	var no, from uint64
 	resume := r.Header.Get(headerLastEventID)
 	if resume != "" {
@@ -450,7 +464,7 @@ func (h *Handler) lookup(id string) *transport {
 // Handler is closing: the daemon is stopping, and a later one will make
 // the session again.
 func (h *Handler) end(t *transport) {
-	if h.forget(t) && h.cfg.Store != nil {
+	if h.forget(t) && h.cfg.Store != nil && !t.asleep.Load() {
 		h.cfg.Store.Delete(t.id)
 	}
 	t.Close()

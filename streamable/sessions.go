@@ -30,6 +30,16 @@ func (h *Handler) admit(r *http.Request, server string, ep Endpoint, rec Record)
 		h.end(t)
 		h.log.Debug("HTTP session expired", "server", server, "http_session", t.id, "idle", h.cfg.SessionIdle)
 	}
+	if h.cfg.Store != nil && h.cfg.SessionDormant < h.cfg.SessionIdle {
+		t.dormant = h.cfg.SessionDormant
+		t.sleep = func() {
+			t.asleep.Store(true)
+			h.forget(t)
+			t.Close()
+			h.log.Info("HTTP session dormant: it never opened a GET stream and was idle, so what it held on its server is let go; it is made again if its client comes back",
+				"server", server, "http_session", t.id, "http_session_dormant", h.cfg.SessionDormant)
+		}
+	}
 	for {
 		victim, f := h.register(t)
 		if f != nil {

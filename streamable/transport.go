@@ -38,7 +38,10 @@ type transport struct {
 	server       string
 	idle         time.Duration
 	writeTimeout time.Duration
-	expire       func() // ends the session after idle time
+	expire       func()        // ends the session after idle time
+	dormant      time.Duration // idle time after which a session that never streamed sleeps; 0: never
+	sleep        func()        // ends a dormant session, its record kept
+	asleep       atomic.Bool   // ended dormant: its record stays
 
 	in        chan inbound  // unbuffered: a POST returns once the session took its message
 	done      chan struct{} // closed by Close
@@ -58,6 +61,7 @@ type transport struct {
 	busy       int      // requests being served
 	idleTimer  *time.Timer
 	lastActive time.Time // when its last request began or ended
+	getStream  bool      // a GET stream was opened: the session never goes dormant
 }
 
 // newTransport makes a session named id ("": a new name) whose streams
@@ -195,23 +199,43 @@ func (t *transport) leave() {
 	if t.busy > 0 || t.expire == nil {
 		return
 	}
+	wait := t.idle
+	if t.sleepsLocked() {
+		wait = t.dormant
+	}
 	if t.idleTimer == nil {
-		t.idleTimer = time.AfterFunc(t.idle, t.expireIfIdle)
+		t.idleTimer = time.AfterFunc(wait, t.expireIfIdle)
 	} else {
-		t.idleTimer.Reset(t.idle)
+		t.idleTimer.Reset(wait)
 	}
 }
 
+// streamed notes that the session opened a GET stream: a client that
+// listens is there, however quiet.
+func (t *transport) streamed() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.getStream = true
+}
+
+// sleepsLocked: the session goes dormant, not expired, when idle.
+func (t *transport) sleepsLocked() bool { return t.sleep != nil && !t.getStream }
+
 func (t *transport) expireIfIdle() {
-	if t.isIdle() {
+	idle, sleeps := t.isIdle()
+	switch {
+	case !idle:
+	case sleeps:
+		t.sleep()
+	default:
 		t.expire()
 	}
 }
 
-func (t *transport) isIdle() bool {
+func (t *transport) isIdle() (idle, sleeps bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.busy == 0
+	return t.busy == 0, t.sleepsLocked()
 }
 
 // idleSince is when the session last had a request, zero while it has one.
