@@ -32,6 +32,10 @@ func (c *client) handleRequest(msg *jsonrpc.Message, out sink) {
 		c.handleDiscover(msg, out)
 		return
 	}
+	if e := c.h.view.refusal(m); e != nil {
+		c.fail(out, m.ID, e) // hidden by the server's view: it never sees the call
+		return
+	}
 	env, enveloped := envelopeOf(m)
 	switch c.sessionEra() {
 	case eraModern:

@@ -147,6 +147,7 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		h.settle(d)
 		return
 	}
+	m = h.view.filterAnswer(r.Method, m)
 	frame, taken := u.answerFrame(c, up, r, d, m)
 	if taken {
 		return // the bridge took the request on
