@@ -89,6 +89,8 @@ default_log_level = "warning"
 share = "isolated"
 max_projects = 3
 project_roots = ["/srv/code", "/home/me/../me/work/"]
+allow_tools = ["read_*", "search"]
+deny_tools = ["*_graph", "delete_?"]
 
 [servers."alpha.v2"]
 command = "bin/alpha"
@@ -202,6 +204,7 @@ separator = "."
 				DefaultLogLevel:      "warning",
 				MaxProjects:          3,
 				ProjectRoots:         []string{"/srv/code", "/home/me/work"},
+				Tools:                mux.ToolView{Allow: []string{"read_*", "search"}, Deny: []string{"*_graph", "delete_?"}},
 			}, Share: "isolated"},
 		},
 		Endpoints: []endpoint.Config{
@@ -466,6 +469,12 @@ func TestParseConfigErrors(t *testing.T) {
 		{"server name starting with .", "[servers.\".x\"]\ncommand = \"a\"\n", `1: servers.".x": invalid server name`},
 		{"server name too long", "[servers." + strings.Repeat("a", 65) + "]\ncommand = \"a\"\n", `1: servers.` + strings.Repeat("a", 65) + `: invalid server name`},
 		{"non-ASCII server name", "[servers.\"mémoire\"]\ncommand = \"a\"\n", `1: servers."mémoire": invalid server name`},
+
+		{"server with an empty glob", "[servers.x]\ncommand = \"a\"\nallow_tools = [\"read\", \"\"]\n", `3: servers.x.allow_tools: globs must not be empty strings`},
+		{"server deny_tools not a list", "[servers.x]\ncommand = \"a\"\ndeny_tools = \"delete_*\"\n", `3: servers.x.deny_tools: must be an array of strings (got a string)`},
+		{"server allow_tools of numbers", "[servers.x]\ncommand = \"a\"\nallow_tools = [1]\n", `3: servers.x.allow_tools: must be an array of strings`},
+		{"server view key misspelt", "[servers.x]\ncommand = \"a\"\ndeny_tool = [\"x\"]\n", `3: servers.x.deny_tool: unknown key (did you mean deny_tools?)`},
+		{"server view key under listen", "[listen]\ndeny_tools = [\"x\"]\n", `2: listen.deny_tools: unknown key here (it belongs in [servers.NAME])`},
 
 		// Endpoints.
 		{"endpoint named as a server", "[servers.fs]\ncommand = \"a\"\n\n[endpoints.fs]\nservers = [\"fs\"]\n", `4: endpoints.fs: the name "fs" is also a server's (servers.fs, line 1): servers and endpoints share one namespace`},

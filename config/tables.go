@@ -240,6 +240,10 @@ func serverKeys(s *daemon.Server) []key {
 		count("max_projects", &h.MaxProjects, 1),
 		list("project_roots", func(d *decoder, p keyPath, roots []string) { h.ProjectRoots = d.projectRoots(p, roots) }),
 
+		// What the sessions see of the server.
+		list("allow_tools", globs(&h.Tools.Allow)),
+		list("deny_tools", globs(&h.Tools.Deny)),
+
 		// What the server asks of the sessions.
 		choice("server_requests", &h.ServerRequests, mux.ServerRequestsAuto, mux.ServerRequestsLatest, mux.ServerRequestsSerialize),
 		table("upstream_capabilities", func(d *decoder, p keyPath, t map[string]any) {
@@ -262,17 +266,19 @@ func serverKeys(s *daemon.Server) []key {
 	}
 }
 
+// globs stores a list of tool globs (allow_tools, deny_tools) in dst.
+func globs(dst *[]string) func(d *decoder, p keyPath, l []string) {
+	return func(d *decoder, p keyPath, l []string) {
+		if slices.Contains(l, "") {
+			d.errorf(p, "globs must not be empty strings")
+		}
+		*dst = l
+	}
+}
+
 // endpointKeys are the keys of an [endpoints.NAME] table, stored in e.
 // known are the configured servers' names.
 func endpointKeys(e *endpoint.Config, known []string) []key {
-	globs := func(dst *[]string) func(d *decoder, p keyPath, l []string) {
-		return func(d *decoder, p keyPath, l []string) {
-			if slices.Contains(l, "") {
-				d.errorf(p, "globs must not be empty strings")
-			}
-			*dst = l
-		}
-	}
 	return []key{
 		list("servers", func(d *decoder, p keyPath, names []string) {
 			for _, n := range names {

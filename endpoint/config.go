@@ -1,6 +1,6 @@
 package endpoint
 
-import "slices"
+import "github.com/mcpmux/mcpmux/mux"
 
 // All is the name of the endpoint that holds every configured server when
 // the configuration does not define it.
@@ -33,39 +33,7 @@ func (c *Config) separator() string {
 }
 
 // Visible reports whether the tool of prefixed name is in the endpoint's
-// view: deny wins over allow.
+// view: deny wins over allow, with the matching of a server's own view.
 func (c *Config) Visible(name string) bool {
-	match := func(g string) bool { return Glob(g, name) }
-	if slices.ContainsFunc(c.DenyTools, match) {
-		return false
-	}
-	return len(c.AllowTools) == 0 || slices.ContainsFunc(c.AllowTools, match)
-}
-
-// Glob reports whether name matches pattern, where '*' stands for any run
-// of characters (none included) and '?' for any one character.
-func Glob(pattern, name string) bool {
-	p, n := []rune(pattern), []rune(name)
-	// The last '*' seen, and where in name its run would end next.
-	star, next := -1, 0
-	i, j := 0, 0
-	for j < len(n) {
-		switch {
-		case i < len(p) && (p[i] == '?' || p[i] == n[j]):
-			i++
-			j++
-		case i < len(p) && p[i] == '*':
-			star, next = i, j
-			i++
-		case star >= 0:
-			next++
-			i, j = star+1, next
-		default:
-			return false
-		}
-	}
-	for i < len(p) && p[i] == '*' {
-		i++
-	}
-	return i == len(p)
+	return mux.ToolView{Allow: c.AllowTools, Deny: c.DenyTools}.Visible(name)
 }

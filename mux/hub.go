@@ -36,11 +36,7 @@ type Config struct {
 	PingFailures      int           // missed pings in a row that restart the server; 0 means 3
 	Lazy              bool          // start the server at the first session rather than at once
 	MaxSessions       int           // sessions at once; 0 means DefaultMaxSessions, NoLimit none
-	// AllowTools and DenyTools are the server's tool view, for every
-	// session: globs ('*', '?') over its own tool names; deny wins, and a
-	// non-empty AllowTools hides every tool none of its globs matches.
-	AllowTools []string
-	DenyTools  []string
+	Tools             ToolView      // the server's tool view, for every session: globs over its own tool names; the zero value hides none
 
 	ServerRequests       string        // "auto" (default, also ""), "latest" or "serialize": how a server request picks among sessions
 	MaxConcurrency       int           // requests in flight at the server at once; the rest wait, the sessions taking turns; 0 means no limit
@@ -162,7 +158,7 @@ type Hub struct {
 	down     downBridge    // modern sessions on a legacy server (bridge.go)
 	up       upBridge      // legacy sessions on a modern server
 	memo     *recollection // what Memory keeps: the description, the lists
-	view     toolView      // the tools every session may see (Config.AllowTools, DenyTools)
+	view     ToolView      // the tools every session may see (Config.Tools)
 }
 
 // New returns a hub; Run starts its server.
@@ -181,7 +177,7 @@ func New(cfg Config) *Hub {
 	cfg.Upstream.Logger = log
 	h := &Hub{
 		cfg:      cfg,
-		view:     toolView{allow: cfg.AllowTools, deny: cfg.DenyTools},
+		view:     cfg.Tools,
 		log:      log.With("server", cfg.Name),
 		life:     newLife(cfg.Upstream, cfg.Lazy),
 		calls:    newCalls(),

@@ -32,11 +32,15 @@ func (c *client) handleRequest(msg *jsonrpc.Message, out sink) {
 		c.handleDiscover(msg, out)
 		return
 	}
-	if e := c.h.view.refusal(m); e != nil {
-		c.fail(out, m.ID, e) // hidden by the server's view: it never sees the call
-		return
-	}
 	env, enveloped := envelopeOf(m)
+	if enveloped || c.sessionEra() != eraUnknown {
+		// Both eras: a tool the server's view hides is unknown, and the
+		// server never sees the call.
+		if e := c.h.view.refusal(m); e != nil {
+			c.fail(out, m.ID, e)
+			return
+		}
+	}
 	switch c.sessionEra() {
 	case eraModern:
 		c.handleModern(m, env, enveloped, out)

@@ -147,8 +147,9 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		h.settle(d)
 		return
 	}
-	m = h.view.filterAnswer(r.Method, m)
-	frame, taken := u.answerFrame(c, up, r, d, m)
+	// The session sees the answer through the server's tool view; what
+	// learns from it (the lists kept) sees what the server said.
+	frame, taken := u.answerFrame(c, up, r, d, h.view.filterAnswer(r.Method, m))
 	if taken {
 		return // the bridge took the request on
 	}

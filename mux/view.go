@@ -2,48 +2,48 @@ package mux
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
-// toolView is a server's view of its tools (Config.AllowTools and
-// DenyTools): a hidden tool is left out of every tools/list answer and a
-// call to it is refused before it reaches the server.
-type toolView struct{ allow, deny []string }
+// ToolView is a view of a server's tools: Allow and Deny are globs ('*'
+// any run of characters, none included, '?' any one character) over tool
+// names. A tool is visible when it matches no Deny glob and, if Allow is
+// not empty, an Allow glob. The zero value shows every tool. The router
+// applies a server's view (Config.Tools) to every session; the endpoints
+// apply theirs to the prefixed names with the same matching.
+type ToolView struct{ Allow, Deny []string }
 
 // empty reports that the view hides nothing.
-func (v toolView) empty() bool { return len(v.allow) == 0 && len(v.deny) == 0 }
+func (v ToolView) empty() bool { return len(v.Allow) == 0 && len(v.Deny) == 0 }
 
-// visible reports whether the tool of that name is in the view.
-func (v toolView) visible(name string) bool {
+// Visible reports whether the tool of that name is in the view.
+func (v ToolView) Visible(name string) bool {
 	match := func(g string) bool { return glob(g, name) }
-	if slices.ContainsFunc(v.deny, match) {
+	if slices.ContainsFunc(v.Deny, match) {
 		return false
 	}
-	return len(v.allow) == 0 || slices.ContainsFunc(v.allow, match)
+	return len(v.Allow) == 0 || slices.ContainsFunc(v.Allow, match)
 }
 
-// refusal is the error for a tools/call the view hides, or nil.
-func (v toolView) refusal(m *message) *jsonrpc.Error {
+// refusal is the error for a tools/call of a tool the view hides, or nil:
+// the call never reaches the server.
+func (v ToolView) refusal(m *message) *jsonrpc.Error {
 	if v.empty() || m.Method != "tools/call" {
 		return nil
 	}
-	var p struct {
-		Name string `json:"name"`
+	name, ok := m.paramString(pName)
+	if !ok || v.Visible(name) {
+		return nil // no name, or not a string: the server's to refuse
 	}
-	if m.Params != nil {
-		_ = json.Unmarshal(m.Params, &p) // a bad name is the server's to refuse
-	}
-	if v.visible(p.Name) {
-		return nil
-	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown tool: " + p.Name, Reason: jsonrpc.ReasonUnknownTool}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name), Reason: jsonrpc.ReasonUnknownTool}
 }
 
 // filter is a tools/list result without the hidden tools; ok is false
 // when it is unchanged (nothing hidden, or not a list it can read).
-func (v toolView) filter(result json.RawMessage) (out json.RawMessage, ok bool) {
+func (v ToolView) filter(result json.RawMessage) (out json.RawMessage, ok bool) {
 	if v.empty() || len(result) == 0 {
 		return nil, false
 	}
@@ -59,7 +59,7 @@ func (v toolView) filter(result json.RawMessage) (out json.RawMessage, ok bool) 
 		var named struct {
 			Name string `json:"name"`
 		}
-		return json.Unmarshal(t, &named) == nil && !v.visible(named.Name)
+		return json.Unmarshal(t, &named) == nil && !v.Visible(named.Name)
 	})
 	if len(kept) == len(tools) {
 		return nil, false
@@ -72,10 +72,24 @@ func (v toolView) filter(result json.RawMessage) (out json.RawMessage, ok bool) 
 	return out, err == nil
 }
 
-// filterAnswer is the server's answer m to a tools/list as the view lets
-// a session see it: m itself, or a new message with the hidden tools left
-// out.
-func (v toolView) filterAnswer(method string, m *jsonrpc.Message) *jsonrpc.Message {
+// filterResult is the result of an answer to method as the view lets a
+// session see it: result itself, or a new one without the hidden tools.
+func (v ToolView) filterResult(method string, result json.RawMessage) json.RawMessage {
+	if method != "tools/list" {
+		return result
+	}
+	if out, ok := v.filter(result); ok {
+		return out
+	}
+	return result
+}
+
+// filterAnswer is the server's answer m to a session's request of method
+// as the view lets the session see it: m itself, or a new message without
+// the hidden tools. What the hub keeps of the server's lists is what the
+// server said; the view applies when a session is answered, so a view that
+// changes needs no list forgotten.
+func (v ToolView) filterAnswer(method string, m *jsonrpc.Message) *jsonrpc.Message {
 	if method != "tools/list" || m.Kind != jsonrpc.KindResult {
 		return m
 	}
@@ -91,10 +105,10 @@ func (v toolView) filterAnswer(method string, m *jsonrpc.Message) *jsonrpc.Messa
 }
 
 // glob reports whether name matches pattern, where '*' stands for any run
-// of characters (none included) and '?' for any one character: the
-// endpoints' matching (endpoint.Glob).
+// of characters (none included) and '?' for any one character.
 func glob(pattern, name string) bool {
 	p, n := []rune(pattern), []rune(name)
+	// The last '*' seen, and where in name its run would end next.
 	star, next := -1, 0
 	i, j := 0, 0
 	for j < len(n) {
