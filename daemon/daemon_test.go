@@ -183,6 +183,60 @@ func TestReloadKeepsTheOthers(t *testing.T) {
 	}
 }
 
+// TestReloadChangesAToolViewInPlace: a reload that changes a server's
+// tool view alone applies it to the running router: the session stays on
+// the same process, hears that its tools changed, and a call to the tool
+// now hidden is refused unknown_tool; a reload back shows it again.
+func TestReloadChangesAToolViewInPlace(t *testing.T) {
+	a := fake(t, "a", "a")
+	next := daemon.Reloaded{Servers: []daemon.Server{a}}
+	r := start(t, daemon.Config{
+		Servers: []daemon.Server{a},
+		Reload:  func() (daemon.Reloaded, error) { return next, nil },
+	})
+	c := dial(t, r.socket("a"))
+	pid, _, err := c.whoami("1")
+	require.NoError(t, err)
+	call := func(id string) error {
+		c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"secret"}}`)
+		_, err := c.await(id)
+		return err
+	}
+	toolsChanged := func(what string) {
+		t.Helper()
+		c.conn.SetReadDeadline(time.Now().Add(within))
+		for {
+			line, err := c.r.ReadBytes('\n')
+			require.NoError(t, err, "%s: the session hears that its tools changed", what)
+			if strings.Contains(string(line), `"notifications/tools/list_changed"`) {
+				return
+			}
+		}
+	}
+	require.NoError(t, call("2"), "visible before the reload")
+
+	hidden := a
+	hidden.Hub.Tools = mux.ToolView{Deny: []string{"sec*"}}
+	next.Servers = []daemon.Server{hidden}
+	res, err := r.d.Reload(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, daemon.ReloadResult{Retooled: []string{"a"}}, res)
+	toolsChanged("hidden")
+	err = call("3")
+	require.Error(t, err, "hidden after the reload")
+	assert.Contains(t, err.Error(), `"reason":"unknown_tool"`)
+
+	next.Servers = []daemon.Server{a}
+	res, err = r.d.Reload(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, daemon.ReloadResult{Retooled: []string{"a"}}, res)
+	toolsChanged("shown again")
+	assert.NoError(t, call("4"), "visible again")
+	after, _, err := c.whoami("5")
+	require.NoError(t, err)
+	assert.Equal(t, pid, after, "the same process all along")
+}
+
 func TestReloadRefused(t *testing.T) {
 	r := start(t, daemon.Config{
 		Servers: []daemon.Server{fake(t, "a", "a")},

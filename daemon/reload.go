@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/upstream"
 )
 
@@ -12,8 +13,9 @@ import (
 type ReloadResult struct {
 	Added     []string `json:"added"`
 	Removed   []string `json:"removed"`
-	Restarted []string `json:"restarted"` // changed how it starts: restarted, sessions kept
-	Replaced  []string `json:"replaced"`  // changed otherwise: a new router, sessions closed
+	Restarted []string `json:"restarted"`          // changed how it starts: restarted, sessions kept
+	Replaced  []string `json:"replaced"`           // changed otherwise: a new router, sessions closed
+	Retooled  []string `json:"retooled,omitempty"` // changed its tool view (allow_tools, deny_tools) alone: applied, sessions kept and told
 	Ignored   []string `json:"ignored,omitempty"`
 }
 
@@ -71,7 +73,7 @@ func (d *Daemon) reload(ctx context.Context) (ReloadResult, error) {
 	}
 	res.Ignored = next.Ignored
 	plan := d.plan(next.Servers)
-	res.Removed, res.Restarted, res.Replaced = plan.removed, names(plan.restarted), plan.replaced
+	res.Removed, res.Restarted, res.Replaced, res.Retooled = plan.removed, names(plan.restarted), plan.replaced, names(plan.retooled)
 	// Never nil, even when nothing goes: take(nil) takes every server.
 	going := append(append([]string{}, plan.removed...), plan.replaced...)
 	for _, s := range d.take(going) {
@@ -83,11 +85,7 @@ func (d *Daemon) reload(ctx context.Context) (ReloadResult, error) {
 		s.stop()
 	}
 	d.dropEndpoints(next.Endpoints) // before a server may take a socket one of them had
-	for _, c := range plan.restarted {
-		d.log.Info("reload: server changed; restarting it, sessions kept", "server", c.to.Name())
-		c.s.given = c.to
-		c.s.srv.Reconfigure(c.to.Hub.Upstream)
-	}
+	d.applyChanges(plan)
 	for _, s := range plan.start {
 		sv, err := d.listen(s)
 		if err != nil {
@@ -103,11 +101,27 @@ func (d *Daemon) reload(ctx context.Context) (ReloadResult, error) {
 	if err := d.applyEndpoints(ctx, next); err != nil {
 		return res, err
 	}
-	for _, l := range [][]string{res.Added, res.Removed, res.Restarted, res.Replaced} {
+	for _, l := range [][]string{res.Added, res.Removed, res.Restarted, res.Replaced, res.Retooled} {
 		slices.Sort(l)
 	}
-	d.log.Info("reloaded", "added", res.Added, "removed", res.Removed, "restarted", res.Restarted, "replaced", res.Replaced, "ignored", res.Ignored)
+	d.log.Info("reloaded", "added", res.Added, "removed", res.Removed, "restarted", res.Restarted, "replaced", res.Replaced, "retooled", res.Retooled, "ignored", res.Ignored)
 	return res, nil
+}
+
+// applyChanges gives the servers that keep their router their new
+// configuration: a new tool view at once, a new way to start by a restart.
+func (d *Daemon) applyChanges(plan reloadPlan) {
+	for _, c := range plan.retooled {
+		d.log.Info("reload: server's tool view changed; applying it, sessions kept", "server", c.to.Name())
+		c.s.given = c.to
+		c.s.srv.SetTools(c.to.Hub.Tools)
+	}
+	for _, c := range plan.restarted {
+		d.log.Info("reload: server changed; restarting it, sessions kept", "server", c.to.Name())
+		c.s.given = c.to
+		c.s.srv.SetTools(c.to.Hub.Tools)
+		c.s.srv.Reconfigure(c.to.Hub.Upstream)
+	}
 }
 
 // dropEndpoints stops the endpoints that are not among next.
@@ -163,6 +177,7 @@ type reloadPlan struct {
 	removed   []string
 	replaced  []string
 	restarted []change
+	retooled  []change
 	start     []Server // new, and the replacements, in the order configured
 }
 
@@ -195,6 +210,8 @@ func (d *Daemon) plan(want []Server) reloadPlan {
 		case !keep:
 			p.removed = append(p.removed, name)
 		case reflect.DeepEqual(to, s.given):
+		case onlyTheToolView(s.given, to):
+			p.retooled = append(p.retooled, change{s, to})
 		case onlyHowItStarts(s.given, to):
 			p.restarted = append(p.restarted, change{s, to})
 		default:
@@ -217,9 +234,19 @@ func (d *Daemon) plan(want []Server) reloadPlan {
 //
 // The router's memory of the server follows from how it starts, so it is
 // not compared either: a restarted server keeps what was learned of it.
+//
+// The tool view is not compared either: it is applied to the running
+// router (SetTools), with or without a restart.
 func onlyHowItStarts(a, b Server) bool {
 	a.Hub.Upstream = upstream.Config{MaxMessageBytes: a.Hub.Upstream.MaxMessageBytes}
 	b.Hub.Upstream = upstream.Config{MaxMessageBytes: b.Hub.Upstream.MaxMessageBytes}
 	a.Hub.Memory, b.Hub.Memory = nil, nil
+	return onlyTheToolView(a, b)
+}
+
+// onlyTheToolView reports whether two servers differ only in their tool
+// view (allow_tools, deny_tools), or not at all.
+func onlyTheToolView(a, b Server) bool {
+	a.Hub.Tools, b.Hub.Tools = mux.ToolView{}, mux.ToolView{}
 	return reflect.DeepEqual(a, b)
 }

@@ -158,7 +158,7 @@ type Hub struct {
 	down     downBridge    // modern sessions on a legacy server (bridge.go)
 	up       upBridge      // legacy sessions on a modern server
 	memo     *recollection // what Memory keeps: the description, the lists
-	view     ToolView      // the tools every session may see (Config.Tools)
+	view     *liveView     // the tools every session may see (Config.Tools; SetTools)
 }
 
 // New returns a hub; Run starts its server.
@@ -177,7 +177,7 @@ func New(cfg Config) *Hub {
 	cfg.Upstream.Logger = log
 	h := &Hub{
 		cfg:      cfg,
-		view:     cfg.Tools,
+		view:     newLiveView(cfg.Tools),
 		log:      log.With("server", cfg.Name),
 		life:     newLife(cfg.Upstream, cfg.Lazy),
 		calls:    newCalls(),

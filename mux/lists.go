@@ -201,7 +201,7 @@ func (c *client) listFromMemory(m *message, info *serverInfo, out sink) bool {
 		return false
 	}
 	c.sess.Logger().Debug("answered a list from memory: the server is not ready", "method", m.Method)
-	out.reply(jsonrpc.Response(m.ID, c.h.view.filterResult(m.Method, result)))
+	out.reply(jsonrpc.Response(m.ID, c.h.view.load().filterResult(m.Method, result)))
 	return true
 }
 

@@ -239,7 +239,7 @@ func (b *downBridge) answerEnded(c *client, p *parkedInput, id json.RawMessage, 
 	r := idmap.Route{Session: c.sess.ID(), ID: id, Method: p.route.Method, Tag: tag, Started: time.Now()}
 	switch {
 	case p.final != nil:
-		c.deliver(r, b.shapeDown(h.view.filterAnswer(r.Method, p.final), id, r.Method), nil)
+		c.deliver(r, b.shapeDown(h.view.load().filterAnswer(r.Method, p.final), id, r.Method), nil)
 	case p.failed != nil:
 		c.deliver(r, p.failed.WithServer(h.cfg.Name).Response(id), nil)
 	default:

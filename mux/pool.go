@@ -24,6 +24,7 @@ type Server interface {
 	Logs() []string
 	FollowLogs(ctx context.Context, fn func(string) error) error
 	Reconfigure(up upstream.Config)
+	SetTools(v ToolView)
 }
 
 // How a server's processes are shared among its sessions.
@@ -177,6 +178,20 @@ func (p *Pool) Reconfigure(up upstream.Config) {
 	for _, h := range p.running() {
 		h.Reconfigure(up)
 	}
+}
+
+// SetTools changes the tool view of every process, running or to come.
+func (p *Pool) SetTools(v ToolView) {
+	p.setTools(v)
+	for _, h := range p.running() {
+		h.SetTools(v)
+	}
+}
+
+func (p *Pool) setTools(v ToolView) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg.Tools = v
 }
 
 func (p *Pool) setUpstream(up upstream.Config) {

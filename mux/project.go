@@ -451,6 +451,20 @@ func (p *Projects) Reconfigure(up upstream.Config) {
 	}
 }
 
+// SetTools changes the tool view of every instance, running or to come.
+func (p *Projects) SetTools(v ToolView) {
+	p.setTools(v)
+	for _, in := range p.all() {
+		in.hub.SetTools(v)
+	}
+}
+
+func (p *Projects) setTools(v ToolView) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg.Tools = v
+}
+
 func (p *Projects) setUpstream(up upstream.Config) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

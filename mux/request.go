@@ -36,7 +36,7 @@ func (c *client) handleRequest(msg *jsonrpc.Message, out sink) {
 	if enveloped || c.sessionEra() != eraUnknown {
 		// Both eras: a tool the server's view hides is unknown, and the
 		// server never sees the call.
-		if e := c.h.view.refusal(m); e != nil {
+		if e := c.h.view.load().refusal(m); e != nil {
 			c.fail(out, m.ID, e)
 			return
 		}

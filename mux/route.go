@@ -149,7 +149,7 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 	}
 	// The session sees the answer through the server's tool view; what
 	// learns from it (the lists kept) sees what the server said.
-	frame, taken := u.answerFrame(c, up, r, d, h.view.filterAnswer(r.Method, m))
+	frame, taken := u.answerFrame(c, up, r, d, h.view.load().filterAnswer(r.Method, m))
 	if taken {
 		return // the bridge took the request on
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
@@ -15,6 +16,38 @@ import (
 // applies a server's view (Config.Tools) to every session; the endpoints
 // apply theirs to the prefixed names with the same matching.
 type ToolView struct{ Allow, Deny []string }
+
+// liveView is a hub's tool view, which a reload may change while sessions
+// run (Hub.SetTools): each use loads the view of the moment.
+type liveView struct{ p atomic.Pointer[ToolView] }
+
+func newLiveView(v ToolView) *liveView {
+	lv := new(liveView)
+	lv.p.Store(&v)
+	return lv
+}
+
+func (lv *liveView) load() ToolView { return *lv.p.Load() }
+
+// swap sets the view; false when it was that already.
+func (lv *liveView) swap(v ToolView) (changed bool) {
+	old := lv.p.Swap(&v)
+	return !slices.Equal(old.Allow, v.Allow) || !slices.Equal(old.Deny, v.Deny)
+}
+
+// SetTools gives the server another tool view (a reload changed
+// allow_tools or deny_tools), for every session at once; the sessions are
+// told that their tools changed, and list them again through the new view.
+// The lists kept need nothing forgotten: they are the server's whole ones.
+func (h *Hub) SetTools(v ToolView) {
+	if !h.view.swap(v) {
+		return
+	}
+	h.log.Info("tool view changed; telling the sessions", "allow_tools", v.Allow, "deny_tools", v.Deny)
+	if info := h.describedServer(); info != nil {
+		h.listsChanged(info, []string{"tools"})
+	}
+}
 
 // empty reports that the view hides nothing.
 func (v ToolView) empty() bool { return len(v.Allow) == 0 && len(v.Deny) == 0 }
