@@ -31,7 +31,13 @@
 //   - recollection (lists.go): what Memory keeps of the server, its
 //     description and its lists, which sessions are answered from while
 //     the server is not ready; the started server is asked its lists
-//     again, and the sessions told of those that changed.
+//     again, and the sessions told of those that changed;
+//   - liveView (view.go): the server's tool view (ToolView), which a
+//     reload may swap (SetTools); a hook at two fixed points: a session's
+//     tools/call of a hidden tool is refused before the era bridges, and
+//     every tools/list answer a session gets (from the server, or from
+//     recollection) leaves the hidden tools out. What recollection keeps
+//     is the server's whole list.
 //
 // The Hub alone sequences them: it reads one part, decides, then updates
 // another. How a server is opened and described (open.go, info.go) and how a
