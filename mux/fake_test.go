@@ -41,6 +41,7 @@ type fakeServer struct {
 	inCap     int                // frames its stdin holds (Send refuses more: upstream.ErrQueueFull); 0: 1<<16
 	callGate  chan struct{}      // when set, the first tools/call waits for it to close: stdin fills meanwhile
 	lists     map[string]string  // method -> result of the lists it answers (see lists_test.go); others: method not found
+	listFirst bool               // write a list's "result" before its "id", as the TypeScript SDK does
 }
 
 func newFakeServer() *fakeServer {

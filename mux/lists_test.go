@@ -16,12 +16,16 @@ import (
 func (p *fakeProc) answerList(m *jsonrpc.Message) {
 	p.srv.mu.Lock()
 	result, ok := p.srv.lists[m.Method]
+	first := p.srv.listFirst
 	p.srv.mu.Unlock()
-	if !ok {
+	switch {
+	case !ok:
 		p.reply((&jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no " + m.Method}).Response(m.ID))
-		return
+	case first:
+		p.reply([]byte(`{"result":` + result + `,"jsonrpc":"2.0","id":` + string(m.ID) + `}`))
+	default:
+		p.reply(jsonrpc.Response(m.ID, []byte(result)))
 	}
-	p.reply(jsonrpc.Response(m.ID, []byte(result)))
 }
 
 // fakeListMemory is a fakeMemory that keeps lists too.

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -147,9 +148,8 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		h.settle(d)
 		return
 	}
-	// The session sees the answer through the server's tool view; what
-	// learns from it (the lists kept) sees what the server said.
-	frame, taken := u.answerFrame(c, up, r, d, h.view.load().filterAnswer(r.Method, m))
+	shown, m := shownAndSeen(h.view.load(), r, d, m)
+	frame, taken := u.answerFrame(c, up, r, d, shown)
 	if taken {
 		return // the bridge took the request on
 	}
@@ -164,6 +164,20 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		return
 	}
 	c.deliver(r, frame, m)
+}
+
+// shownAndSeen are the server's answer m as its session is to get it
+// (through the tool view) and as what learns from it (routeData.after: the
+// lists kept, subscriptions) is to see it: what the server said, intact,
+// although answerFrame rewrites the frame it is given in place.
+func shownAndSeen(v ToolView, r idmap.Route, d *routeData, m *jsonrpc.Message) (shown, seen *jsonrpc.Message) {
+	shown, seen = v.filterAnswer(r.Method, m), m
+	if shown == m && d != nil && d.after != nil {
+		if own, err := jsonrpc.Parse(bytes.Clone(m.Frame)); err == nil {
+			seen = own
+		}
+	}
+	return shown, seen
 }
 
 // recordOwnership notes what an answer gives its session alone: a task it

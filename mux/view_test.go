@@ -2,6 +2,7 @@ package mux
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -144,4 +145,36 @@ func TestToolViewOfListsFromMemory(t *testing.T) {
 	assert.JSONEq(t, `{"tools":[{"name":"a"}]}`, string(c.answer().Result), "from memory, through the view")
 	assert.Equal(t, StateStarting, h.Status().State)
 	close(srv.initGate)
+}
+
+// A list whose "result" comes before its "id" (the TypeScript SDK writes
+// them so), answered under a session id shorter than mcpmux's: the session
+// and the list kept both get the server's list intact, with a view and
+// without one.
+func TestListKeptWhenResultComesFirst(t *testing.T) {
+	for _, view := range []ToolView{{}, {Deny: []string{"b"}}} {
+		t.Run(fmt.Sprintf("view %+v", view), func(t *testing.T) {
+			mem := &fakeListMemory{fakeMemory: new(fakeMemory)}
+			whole := `{"tools":[{"name":"a"},{"name":"b"}]}`
+			srv := newFakeServer()
+			srv.lists, srv.listFirst = map[string]string{"tools/list": whole}, true
+			h := newHarnessOn(t, srv, func(c *Config) { c.Memory = mem; c.Protocol = ProtocolLegacy; c.Tools = view })
+			c := h.session("2025-11-25")
+			for i := range 12 { // mcpmux's ids reach two digits
+				c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"e%d","method":"tools/call","params":{"name":"echo"}}`, i))
+				c.answer()
+			}
+			c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+			m := c.answer()
+			require.Equal(t, jsonrpc.KindResult, m.Kind, "%s", m.Frame)
+			want, _ := view.filter(json.RawMessage(whole))
+			if want == nil {
+				want = json.RawMessage(whole)
+			}
+			assert.JSONEq(t, string(want), string(m.Result), "the session's answer")
+			eventually(t, "the list kept", func() bool { _, w := mem.list(""); return w == 1 })
+			kept, _ := mem.list("tools/list")
+			assert.JSONEq(t, whole, kept, "the list kept")
+		})
+	}
 }
