@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -128,6 +130,28 @@ func TestToolViewsAtTheServer(t *testing.T) {
 	whole, err := os.ReadFile(kept[0])
 	require.NoError(t, err)
 	assert.Contains(t, string(whole), `"crash"`, "the state folder keeps the server's whole list")
+
+	// A reload that changes the view applies it to the running server:
+	// the session stays, hears that its tools changed, and lists anew.
+	text, err := os.ReadFile(cfg.path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(cfg.path, bytes.Replace(text, []byte(`deny_tools = ["crash", "j*"]`), []byte(`deny_tools = ["j*"]`), 1), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	out, err := mcpmux(ctx, "reload", "--config", cfg.path).CombinedOutput()
+	require.NoError(t, err, "mcpmux reload: %s", out)
+	assert.Contains(t, string(out), "tool view changed: demo")
+	require.NoError(t, c.send(request(`"l4"`, "tools/list", nil)))
+	m, heard, err := c.await(`"l4"`)
+	require.NoError(t, err)
+	names = toolNames(t, m)
+	assert.Contains(t, names, "crash", "shown after the reload")
+	assert.NotContains(t, names, "junk", "still hidden after the reload")
+	var told bool
+	for _, n := range heard {
+		told = told || n.Method == "notifications/tools/list_changed"
+	}
+	assert.True(t, told, "the session heard that its tools changed before its answer")
 }
 
 // listedTools lists a session's tools under id.
