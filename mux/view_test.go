@@ -1,14 +1,20 @@
 package mux
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/upstream"
 )
 
 // TestToolViewVisible checks which tools a view shows: allow only, deny
@@ -177,4 +183,41 @@ func TestListKeptWhenResultComesFirst(t *testing.T) {
 			assert.JSONEq(t, whole, kept, "the list kept")
 		})
 	}
+}
+
+// A pool's SetTools reaches the process of a session already running and
+// the processes of sessions to come.
+func TestPoolSetTools(t *testing.T) {
+	srv := newFakeServer()
+	pool := NewPool(Config{Name: "iso", Upstream: upstream.Config{MaxMessageBytes: 1 << 20}, start: srv.start, IDs: new(atomic.Uint64)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { pool.Run(ctx) })
+	h := &harness{t: t, srv: srv, ctx: ctx}
+	defer h.wg.Wait()
+	defer cancel()
+	attach := func() *testClient {
+		c := h.pipe(func(conn net.Conn) {
+			pool.Serve(ctx, session.NewStream(conn, 1<<20), session.Peer{Transport: "test"})
+		})
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`,
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		require.Equal(t, jsonrpc.KindResult, c.recv().Kind)
+		return c
+	}
+	call := `{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"echo"}}`
+	a := attach()
+	a.send(call)
+	require.Equal(t, jsonrpc.KindResult, a.answer().Kind, "visible at first")
+
+	pool.SetTools(ToolView{Deny: []string{"echo"}})
+	assert.Equal(t, "notifications/tools/list_changed", a.recv().Method, "the running session is told")
+	for name, c := range map[string]*testClient{"running": a, "new": attach()} {
+		c.send(call)
+		code, reason := errorOf(t, c.answer())
+		assert.Equal(t, []any{jsonrpc.CodeInvalidParams, "unknown_tool"}, []any{code, reason}, name)
+	}
+	assert.Len(t, srv.messages("tools/call"), 1, "the hidden calls never reached a process")
 }
