@@ -109,7 +109,7 @@ type Server struct {
 	// upstream.DefaultMaxMessageBytes: the sessions read with it too).
 	Hub mux.Config
 	// Share says how the server's processes are shared: mux.ShareShared
-	// (also ""), mux.ShareIsolated (a process per session) or
+	// (also ""), mux.ShareIsolated (a process per client) or
 	// mux.ShareProject (a process per project).
 	Share string
 }

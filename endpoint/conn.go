@@ -116,7 +116,8 @@ func (c *conn) open(ctx context.Context, wg *sync.WaitGroup) {
 			// too: its input_required retry comes on another POST, so the
 			// member's hub must not tie the requestState to this session.
 			OneRequest: c.peer.OneRequest,
-			OnDemand:   true, // lists and initialize come from memory; a call starts a lazy server
+			Client:     c.peer.Client, // an isolated member keeps one process per client
+			OnDemand:   true,          // lists and initialize come from memory; a call starts a lazy server
 		}
 		wg.Go(func() {
 			err := srv.Serve(ctx, m.p, peer)

@@ -15,8 +15,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -635,4 +637,61 @@ func TestRealWorldSequentialThinkingSharing(t *testing.T) {
 		a.close()
 		b.close()
 	}
+}
+
+// TestRealWorldSequentialThinkingIsolated: with share = "isolated", one
+// client keeps one process, and so one thought history, in both eras and
+// over both transports: three thoughts count 1, 2, 3 from a legacy client
+// (TypeScript SDK v1) and from a 2026-07-28 client (SDK v2, pinned, whose
+// requests over HTTP are each a session of their own), over `mcpmux
+// connect` and over Streamable HTTP. Each client gets exactly one process,
+// and it is gone once the client has left: at once for a connection,
+// idle_timeout after its last request for a modern HTTP client, and when
+// its HTTP session goes dormant for a legacy one (the SDK never deletes
+// it).
+func TestRealWorldSequentialThinkingIsolated(t *testing.T) {
+	t.Parallel()
+	rw := needRealWorld(t)
+	const idle, dormant = time.Second, 2 * time.Second
+	d := startDaemon(t, rw.server("think", rwThinking, nil, `env = { DISABLE_THOUGHT_LOGGING = "true" }`, `share = "isolated"`,
+		fmt.Sprintf("idle_timeout = %q", idle)), rwListen+fmt.Sprintf("\nhttp_session_idle = %q", dormant))
+	for _, tc := range []struct{ era, kind string }{
+		{"legacy", "connect"}, {"legacy", "http"}, {"modern", "connect"}, {"modern", "http"},
+	} {
+		t.Run(tc.era+"-"+tc.kind, func(t *testing.T) {
+			target := connectTarget(d, "think")
+			if tc.kind == "http" {
+				target = httpTarget(d, "think", rwToken, false)
+			}
+			before := len(startedPids(d, "think"))
+			var pids []int
+			var r struct {
+				Era     string `json:"era"`
+				Lengths []int  `json:"lengths"`
+			}
+			rw.runScript(t, "isolated-think.mjs", map[string]any{"era": tc.era, "name": "think-" + tc.era + "-" + tc.kind, "target": target}, &r,
+				func(string) { pids = startedPids(d, "think")[before:] })
+			assert.Equal(t, tc.era, r.Era)
+			assert.Equal(t, []int{1, 2, 3}, r.Lengths, "the thought history's length after each thought")
+			require.Len(t, pids, 1, "one process for the client")
+			took := testutil.Eventually(t, dormant+idle+5*time.Second, "the client's process is gone", func() (bool, error) { return gone(pids[0]), nil })
+			t.Logf("%s over %s: lengths %v, %d process (pid %d), gone %v after the client left", tc.era, tc.kind, r.Lengths, len(pids), pids[0], took.Round(time.Millisecond))
+		})
+	}
+	assert.Len(t, startedPids(d, "think"), 4, "four clients, four processes")
+}
+
+var serverStarted = regexp.MustCompile(`msg="server started" server=(\S+) pid=(\d+)`)
+
+// startedPids lists the processes the daemon has logged starting for a
+// server, in order.
+func startedPids(d *daemon, server string) []int {
+	var pids []int
+	for _, m := range serverStarted.FindAllStringSubmatch(d.log(), -1) {
+		if m[1] == server {
+			pid, _ := strconv.Atoi(m[2])
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

@@ -117,7 +117,11 @@
 //     life holds and wake Run, which does the rest.
 //
 // Pool.Serve runs one Hub per session, with its Run on a goroutine of its
-// own that it waits for. Projects runs one Hub per project: the goroutine
+// own that it waits for; the hub of a client whose requests are sessions
+// of their own (a 2026-07-28 HTTP client) is run by Pool.startLocked in
+// Pool.wg, which Pool.Run waits for, and stopped by a timer armed by
+// Pool.release when its last request has ended (Pool.stopIfIdle), which
+// nobody waits for. Projects runs one Hub per project: the goroutine
 // Projects.startLocked starts for its Run is in Projects.wg, which
 // Projects.Run waits for. When a project's last session leaves, a timer
 // (armed by Projects.release) stops that hub if no session came back

@@ -20,6 +20,7 @@ func TestEveryLockIsALeaf(t *testing.T) {
 			"(log/slog.Handler).Handle":                  "teeHandler.format: slog's text handler writes the line into the tee's own buffer, in memory",
 			"(github.com/mcpmux/mcpmux/mux.process).Pid": "a field read (upstream.Process.Pid)",
 			"Projects.startLocked":                       "New takes the new hub's own locks, which nothing else can hold yet",
+			"Pool.startLocked":                           "New takes the new hub's own locks, which nothing else can hold yet",
 			"s.hook":                                     "set by tests only, to act inside subscriptions.add's critical section",
 		},
 		Order:         [][2]string{{"mux.flights", "idmap.Table"}},

@@ -3,8 +3,10 @@ package mux
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/upstream"
@@ -30,7 +32,7 @@ type Server interface {
 // How a server's processes are shared among its sessions.
 const (
 	ShareShared   = "shared"   // one process for every session (Hub)
-	ShareIsolated = "isolated" // one process per session (Pool)
+	ShareIsolated = "isolated" // one process per client (Pool)
 	ShareProject  = "project"  // one process per project (Projects)
 )
 
@@ -45,21 +47,43 @@ func NewServer(cfg Config, share string) Server {
 	return New(cfg)
 }
 
-// Pool serves share = "isolated": every session gets its own server process,
-// started for it and stopped, with the usual escalation, when it leaves. For
-// servers whose state cannot be shared (a browser, a REPL).
+// Pool serves share = "isolated": every client gets its own server process,
+// for servers whose state cannot be shared (a browser, a REPL). A session on
+// a connection (the socket, `mcpmux connect`, a WebSocket) is one client,
+// whatever its era: its process starts with it and stops, with the usual
+// escalation, when it leaves. A 2026-07-28 request over HTTP is a session
+// of its own; the requests of one client (session.Peer.Client) share one
+// process, which stops IdleTimeout (default clientIdle) after its last.
 type Pool struct {
-	cfg    Config
-	events *eventLog // shared by the pool's hubs
+	cfg     Config
+	events  *eventLog // shared by the pool's hubs
+	log     *slog.Logger
+	started chan struct{} // closed by Run once ctx is set
+	ctx     context.Context
 
-	mu   sync.Mutex
-	hubs map[*Hub]bool
+	mu      sync.Mutex
+	hubs    map[*Hub]bool        // every process, the clients' too
+	clients map[string]*instance // the hubs of clients whose requests are sessions of their own, by Peer.Client
+	wg      sync.WaitGroup       // the clients' hubs' Run
 }
 
-// NewPool returns a pool; its processes start with their sessions.
+// clientIdle is how long a client's process outlives its last request
+// when IdleTimeout is zero: such a client never says that it left.
+const clientIdle = 10 * time.Minute
+
+// NewPool returns a pool; its processes start with their sessions, once
+// Run runs.
 func NewPool(cfg Config) *Pool {
-	p := &Pool{cfg: withDefaults(cfg), events: newEventLog(), hubs: make(map[*Hub]bool)}
+	p := &Pool{cfg: withDefaults(cfg), events: newEventLog(), started: make(chan struct{}), hubs: make(map[*Hub]bool), clients: make(map[string]*instance)}
 	p.cfg.events = p.events
+	base := cfg.Logger
+	if base == nil {
+		base = slog.New(slog.DiscardHandler)
+	}
+	p.log = slog.New(newTeeHandler(base.Handler(), p.events)).With("server", cfg.Name)
+	if p.cfg.IdleTimeout <= 0 {
+		p.cfg.IdleTimeout = clientIdle
+	}
 	return p
 }
 
@@ -69,28 +93,36 @@ func (p *Pool) Name() string { return p.cfg.Name }
 // MaxMessageBytes is the size limit of one message, both directions.
 func (p *Pool) MaxMessageBytes() int { return p.cfg.Upstream.MaxMessageBytes }
 
-// Run waits for ctx; each session's process is owned by that session's Serve.
+// Run waits for ctx, then stops the clients' processes and returns once
+// they are stopped; each connection's process is owned by its Serve.
 func (p *Pool) Run(ctx context.Context) error {
+	p.ctx = ctx
+	close(p.started)
 	<-ctx.Done()
+	p.stopClients()
+	p.wg.Wait()
 	return nil
 }
 
-// Full reports whether the pool has max_sessions sessions already.
+// Full reports whether the pool has max_sessions processes already.
 func (p *Pool) Full() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cfg.MaxSessions > 0 && len(p.hubs) >= p.cfg.MaxSessions
 }
 
-// Serve starts a process for one session, serves the session on it, and
-// stops the process when the session ends.
+// Serve serves a session on its client's process: a process of its own,
+// started for it and stopped when it ends, or for a request of a client
+// whose requests are sessions of their own, that client's.
 func (p *Pool) Serve(ctx context.Context, t session.Transport, peer session.Peer) error {
-	cfg := p.config()
-	max := cfg.MaxSessions
-	cfg.Lazy, cfg.IdleTimeout, cfg.MaxSessions = false, 0, NoLimit
+	peer.OnDemand = true // the process starts with the client's first request that needs it
+	if peer.OneRequest && peer.Client != "" {
+		return p.serveClient(ctx, t, peer)
+	}
+	cfg := p.hubConfig()
 	h := New(cfg)
 	if !p.admit(h) {
-		refuseSession(h.log, cfg.Name, max, 0, t, peer)
+		refuseSession(h.log, cfg.Name, p.cfg.MaxSessions, 0, t, peer)
 		return ErrTooManySessions
 	}
 	defer p.leave(h)
@@ -104,10 +136,21 @@ func (p *Pool) Serve(ctx context.Context, t session.Transport, peer session.Peer
 	return err
 }
 
-func (p *Pool) config() Config {
+// hubConfig is how one process of the pool is run: started by the first
+// request that needs it (initialize, server/discover and the lists are
+// answered from what the state folder remembers of the server, if it does:
+// a client that only probes starts nothing), never idle, its one client
+// never refused.
+func (p *Pool) hubConfig() Config {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cfg
+	return p.hubConfigLocked()
+}
+
+func (p *Pool) hubConfigLocked() Config {
+	cfg := p.cfg
+	cfg.Lazy, cfg.IdleTimeout, cfg.MaxSessions = true, 0, NoLimit
+	return cfg
 }
 
 // admit counts a session's hub in; false when the pool is full.
@@ -125,6 +168,112 @@ func (p *Pool) leave(h *Hub) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.hubs, h)
+}
+
+// serveClient serves one request's session on its client's process,
+// starting it if needed.
+func (p *Pool) serveClient(ctx context.Context, t session.Transport, peer session.Peer) error {
+	select {
+	case <-p.started:
+	case <-ctx.Done():
+		t.Close()
+		return context.Cause(ctx)
+	}
+	in, started, full := p.acquire(peer.Client)
+	switch {
+	case full:
+		refuseSession(p.log, p.cfg.Name, p.cfg.MaxSessions, 0, t, peer)
+		return ErrTooManySessions
+	case in == nil:
+		t.Close()
+		return context.Cause(p.ctx) // the daemon is stopping
+	case started:
+		p.log.Info("started a client's process", "client", peer.Client)
+	}
+	defer p.release(in)
+	return in.hub.Serve(ctx, t, peer)
+}
+
+// acquire counts a request in on its client's hub, starting it if needed;
+// nil once Run is ending, or when the pool is full.
+func (p *Pool) acquire(client string) (in *instance, started, full bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx.Err() != nil {
+		return nil, false, false
+	}
+	in = p.clients[client]
+	if in == nil {
+		if p.cfg.MaxSessions > 0 && len(p.hubs) >= p.cfg.MaxSessions {
+			return nil, false, true
+		}
+		in, started = p.startLocked(client), true
+	}
+	in.sessions++
+	if in.idle != nil {
+		in.idle.Stop()
+		in.idle = nil
+	}
+	return in, started, false
+}
+
+// startLocked makes and runs a client's hub.
+func (p *Pool) startLocked(client string) *instance {
+	ctx, cancel := context.WithCancel(p.ctx)
+	in := &instance{key: client, hub: New(p.hubConfigLocked()), cancel: cancel, done: make(chan struct{})}
+	p.clients[client] = in
+	p.hubs[in.hub] = true
+	p.wg.Go(func() {
+		defer close(in.done)
+		in.hub.Run(ctx)
+	})
+	return in
+}
+
+// release counts a request out; the client's last arms its idle stop.
+func (p *Pool) release(in *instance) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	in.sessions--
+	if in.sessions > 0 {
+		return
+	}
+	in.idle = time.AfterFunc(p.cfg.IdleTimeout, func() { p.stopIfIdle(in) })
+}
+
+// stopIfIdle stops a client's process that still has no request.
+func (p *Pool) stopIfIdle(in *instance) {
+	if !p.forget(in) {
+		return
+	}
+	p.log.Info("stopping a client's process: no requests", "client", in.key, "idle_timeout", p.cfg.IdleTimeout)
+	in.cancel()
+}
+
+func (p *Pool) forget(in *instance) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if in.sessions > 0 || p.clients[in.key] != in {
+		return false
+	}
+	delete(p.clients, in.key)
+	delete(p.hubs, in.hub)
+	return true
+}
+
+// stopClients stops every client's process and their idle timers; acquire
+// starts no more once ctx is done, so nothing is added to wg after this.
+func (p *Pool) stopClients() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, in := range p.clients {
+		if in.idle != nil {
+			in.idle.Stop()
+		}
+		in.cancel()
+		delete(p.clients, key)
+		delete(p.hubs, in.hub)
+	}
 }
 
 // running is every session's hub, in no order.

@@ -50,9 +50,10 @@ type Projects struct {
 	wg        sync.WaitGroup       // the instances' Run
 }
 
-// instance is one project's hub and how many sessions use it.
+// instance is one hub of a pool, found by a key (a project's root, a
+// client), and how many sessions use it.
 type instance struct {
-	root     string
+	key      string
 	hub      *Hub
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when its Run has returned
@@ -342,7 +343,7 @@ func (p *Projects) startLocked(root string) *instance {
 	cfg.Upstream = projectUpstream(cfg.Upstream, root)
 	cfg.Lazy, cfg.IdleTimeout = false, 0
 	ctx, cancel := context.WithCancel(p.ctx)
-	in := &instance{root: root, hub: New(cfg), cancel: cancel, done: make(chan struct{})}
+	in := &instance{key: root, hub: New(cfg), cancel: cancel, done: make(chan struct{})}
 	p.instances[root] = in
 	p.wg.Go(func() {
 		defer close(in.done)
@@ -368,17 +369,17 @@ func (p *Projects) stopIfIdle(in *instance) {
 	if !p.forget(in) {
 		return
 	}
-	p.log.Info("stopping the project's instance: no sessions", "project", in.root, "idle_timeout", p.cfg.IdleTimeout)
+	p.log.Info("stopping the project's instance: no sessions", "project", in.key, "idle_timeout", p.cfg.IdleTimeout)
 	in.cancel()
 }
 
 func (p *Projects) forget(in *instance) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if in.sessions > 0 || p.instances[in.root] != in {
+	if in.sessions > 0 || p.instances[in.key] != in {
 		return false
 	}
-	delete(p.instances, in.root)
+	delete(p.instances, in.key)
 	return true
 }
 
@@ -420,7 +421,7 @@ func (p *Projects) Status() Status {
 		st.Inflight += hs.Inflight
 		st.Restarts += hs.Restarts
 		st.SessionList = append(st.SessionList, hs.SessionList...)
-		st.Instances = append(st.Instances, InstanceStatus{Project: in.root, State: hs.State, Pid: hs.Pid, Sessions: hs.Sessions, LastExit: hs.LastExit})
+		st.Instances = append(st.Instances, InstanceStatus{Project: in.key, State: hs.State, Pid: hs.Pid, Sessions: hs.Sessions, LastExit: hs.LastExit})
 	}
 	slices.SortFunc(st.SessionList, func(a, b SessionStatus) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(st.Instances, func(a, b InstanceStatus) int { return cmp.Compare(a.Project, b.Project) })
@@ -447,7 +448,7 @@ func (p *Projects) FollowLogs(ctx context.Context, fn func(string) error) error 
 func (p *Projects) Reconfigure(up upstream.Config) {
 	p.setUpstream(up)
 	for _, in := range p.all() {
-		in.hub.Reconfigure(projectUpstream(up, in.root))
+		in.hub.Reconfigure(projectUpstream(up, in.key))
 	}
 }
 

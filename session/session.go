@@ -84,6 +84,12 @@ type Peer struct {
 	// 2026-07-28 HTTP binding), so what the request leaves for a later
 	// one (input it asked for) must outlive it.
 	OneRequest bool
+	// Client names the client a OneRequest session's request came from, as
+	// far as mcpmux can tell it (the peer's host and the clientInfo the
+	// request names): the requests of one Client are one client's, whose
+	// state a server with share = "isolated" keeps in one process. "" when
+	// nothing names it.
+	Client string
 	// OnDemand: the session wants its server only once it sends a request
 	// that needs the server (an endpoint's session of a member): until
 	// then it does not start a lazy server nor keep one from idle_timeout.

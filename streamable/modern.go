@@ -193,7 +193,7 @@ func (h *Handler) postModern(rw http.ResponseWriter, r *http.Request, server str
 		defer release()
 	}
 	p := newReply(rw, r, h.cfg.WriteTimeout, b.msg.ID, listen)
-	served := h.serveOne(ep, b.frame, p.put, session.Peer{Transport: "http", Addr: r.RemoteAddr, OneRequest: true})
+	served := h.serveOne(ep, b.frame, p.put, session.Peer{Transport: "http", Addr: r.RemoteAddr, OneRequest: true, Client: clientOf(r, b.msg)})
 	h.holdModern(r, server, p, served, ended)
 }
 
@@ -206,6 +206,26 @@ func listenClient(r *http.Request, m *jsonrpc.Message) string {
 	}
 	name, _ := stringAt(m.Frame, m.ParamsPath, "_meta", protocol.MetaClientInfo, "name")
 	return "peer " + host + " client " + strconv.Quote(name)
+}
+
+// clientOf is what a modern request repeats of its client, and so what
+// ties its requests together (session.Peer.Client): the peer's host and
+// the name and version in the request's clientInfo. The binding has no
+// session and the TypeScript SDK's client sends no id of its own; the TCP
+// connection is no key either, since a client may open several and one
+// process's clients share them. Two clients that name themselves alike
+// on one host are one client to it; "" when the request names none.
+func clientOf(r *http.Request, m *jsonrpc.Message) string {
+	name, _ := stringAt(m.Frame, m.ParamsPath, "_meta", protocol.MetaClientInfo, "name")
+	if name == "" {
+		return ""
+	}
+	version, _ := stringAt(m.Frame, m.ParamsPath, "_meta", protocol.MetaClientInfo, "version")
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "peer " + host + " client " + strconv.Quote(name) + " " + strconv.Quote(version)
 }
 
 // checkModern runs the binding's checks of a POST: one message, its

@@ -67,14 +67,14 @@ func (c *toolCache) set(server string, l *toolList) {
 // headersOf is the parameter headers of tool on server, asking the server
 // for its tools when the list kept is stale or lacks the tool; false when
 // the tool is not known even then.
-func (c *toolCache) headersOf(h *Handler, server string, ep Endpoint, tool string) ([]paramHeader, bool) {
+func (c *toolCache) headersOf(h *Handler, server string, ep Endpoint, tool, client string) ([]paramHeader, bool) {
 	l := c.get(server)
 	if l != nil && time.Since(l.at) < toolsFresh {
 		if ph, ok := l.tools[tool]; ok || time.Since(l.at) < toolsRecheck {
 			return ph, ok
 		}
 	}
-	if fresh := h.listTools(ep); fresh != nil {
+	if fresh := h.listTools(ep, client); fresh != nil {
 		c.set(server, fresh)
 		l = fresh
 	}
@@ -89,7 +89,7 @@ func (c *toolCache) headersOf(h *Handler, server string, ep Endpoint, tool strin
 // arguments, for the parameters the tool's schema marks.
 func (c *toolCache) checkParams(h *Handler, r *http.Request, server string, ep Endpoint, m *jsonrpc.Message) *refusal {
 	tool, _ := stringAt(m.Frame, m.ParamsPath, "name")
-	phs, _ := c.headersOf(h, server, ep, tool)
+	phs, _ := c.headersOf(h, server, ep, tool, clientOf(r, m))
 	var args json.RawMessage
 	if s, ok := m.ParamsPath("arguments"); ok {
 		args = m.Frame[s.Start:s.End]
@@ -149,12 +149,14 @@ func sameValue(header string, v json.RawMessage) bool {
 }
 
 // listTools asks the server for its tools on a session of mcpmux's own, as
-// a 2026-07-28 client; nil when it could not get them.
-func (h *Handler) listTools(ep Endpoint) *toolList {
+// a 2026-07-28 client, on behalf of client (session.Peer.Client: an
+// isolated server is asked on that client's process, not one of its own);
+// nil when it could not get them.
+func (h *Handler) listTools(ep Endpoint, client string) *toolList {
 	l := &toolList{at: time.Now(), tools: make(map[string][]paramHeader)}
 	var cursor string
 	for range toolsPages {
-		page, ok := h.toolsPage(ep, cursor)
+		page, ok := h.toolsPage(ep, cursor, client)
 		if !ok {
 			return nil
 		}
@@ -185,7 +187,7 @@ var ownEnvelope = map[string]any{
 }
 
 // toolsPage asks for one page of tools/list.
-func (h *Handler) toolsPage(ep Endpoint, cursor string) (toolsPageResult, bool) {
+func (h *Handler) toolsPage(ep Endpoint, cursor, client string) (toolsPageResult, bool) {
 	params := map[string]any{"_meta": ownEnvelope}
 	if cursor != "" {
 		params["cursor"] = cursor
@@ -203,7 +205,7 @@ func (h *Handler) toolsPage(ep Endpoint, cursor string) (toolsPageResult, bool) 
 			default:
 			}
 		}
-	}, session.Peer{Transport: "http", Addr: "mcpmux (tool definitions)", OneRequest: true})
+	}, session.Peer{Transport: "http", Addr: "mcpmux (tool definitions)", OneRequest: true, Client: client})
 	defer s.end()
 	wait := time.NewTimer(toolsWait)
 	defer wait.Stop()
