@@ -65,6 +65,16 @@ func (c *client) handleModern(m *message, env envelope, enveloped bool, out sink
 			return
 		}
 	}
+	next, handled := c.modernRoots(m, mr, out)
+	if handled {
+		return // asked for its roots, or refused a retry without them
+	}
+	c.forwardModern(next, env, mr, out)
+}
+
+// forwardModern forwards a modern session's request, or answers a retry
+// from the bridge.
+func (c *client) forwardModern(m *message, env envelope, mr *modernReq, out sink) {
 	if c.h.down.retry(c, m, out) {
 		return // a retry with an input mcpmux asked for: answered from the bridge
 	}

@@ -16,6 +16,9 @@ type registry struct {
 	clients map[uint64]*client
 
 	roots rootsSeen // the union of the sessions' roots, as the server last heard of it
+	// clientRoots is the roots of modern clients over HTTP, kept for their
+	// next requests
+	clientRoots clientRoots
 }
 
 func newRegistry(ids *atomic.Uint64, max int) registry {

@@ -64,7 +64,7 @@ func (h *Hub) answerRoots(proc process, m *jsonrpc.Message) {
 func (h *Hub) rootsUnion() []root {
 	var out []root
 	seen := map[string]bool{}
-	for _, c := range h.sessions.ready() {
+	for _, c := range h.sessions.all() { // a legacy session's are asked once it is ready, a modern one's with a request
 		for _, r := range c.rootList() {
 			if !seen[r.URI] {
 				seen[r.URI] = true
@@ -110,4 +110,137 @@ func (h *Hub) rootsChanged() {
 		n, _ := jsonrpc.Notification("notifications/roots/list_changed", nil)
 		proc.Send(n)
 	}
+}
+
+// A modern session has no handshake after which mcpmux could ask it for
+// its roots, and sends no notification when they change. With roots =
+// "sessions", mcpmux asks for them as a modern server would: the first
+// request of the session (or, over HTTP, of its client) that declares
+// roots and may take input is answered input_required, with a roots/list
+// input of mcpmux's own, and the retry carries the roots, which mcpmux
+// keeps and takes out before the request goes on. The roots are served
+// while the session lasts: over HTTP, while one of the client's requests
+// or listens does. They are kept by client (session.Peer.Client) for its
+// next requests, up to maxClientRoots clients.
+
+// The input mcpmux asks a modern session for its roots with, and the
+// requestState of its retry.
+const (
+	rootsInput = "mcpmux-roots"
+	rootsState = "mcpmux-roots.1"
+)
+
+// maxClientRoots bounds the clients whose roots are kept.
+const maxClientRoots = 1024
+
+// clientRoots is the roots of modern clients whose requests are sessions
+// of their own, by client, as they last gave them.
+type clientRoots struct {
+	mu   sync.Mutex
+	byID map[string][]root
+}
+
+func (r *clientRoots) get(client string) ([]root, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rs, ok := r.byID[client]
+	return rs, ok
+}
+
+// set keeps a client's roots, forgetting another client's when full.
+func (r *clientRoots) set(client string, rs []root) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byID == nil {
+		r.byID = make(map[string][]root)
+	}
+	if _, ok := r.byID[client]; !ok && len(r.byID) >= maxClientRoots {
+		for k := range r.byID {
+			delete(r.byID, k)
+			break
+		}
+	}
+	r.byID[client] = rs
+}
+
+// rootsClient is the client a modern session's roots are kept under; ""
+// when they live and die with the session.
+func (c *client) rootsClient() string {
+	if p := c.sess.Peer(); p.OneRequest {
+		return p.Client
+	}
+	return ""
+}
+
+// modernRoots gathers a modern session's roots, with roots = "sessions":
+// it takes them from the retry of mcpmux's roots input (giving back the
+// request without it), from what its client gave before, or asks for them
+// (answering the request, and then handled is true).
+func (c *client) modernRoots(m *message, mr *modernReq, out sink) (next *message, handled bool) {
+	h := c.h
+	if !h.cfg.RootsFromSessions || !mr.caps.roots {
+		return m, false
+	}
+	s, ok := m.p.param(pRequestState)
+	if state, _ := stringIn(m.Frame, s, ok); state == rootsState {
+		next, err := c.takeRoots(m)
+		if err != nil {
+			c.fail(out, m.ID, err)
+			return nil, true
+		}
+		return next, false
+	}
+	if c.rootList() != nil {
+		return m, false
+	}
+	if rs, ok := h.sessions.clientRoots.get(c.rootsClient()); ok && c.rootsClient() != "" {
+		c.setRoots(rs)
+		h.rootsChanged()
+		return m, false
+	}
+	if !inputMethod(m.Method) {
+		return m, false // only a request that may take input is asked for it
+	}
+	body, _ := json.Marshal(map[string]any{
+		"resultType":    "input_required",
+		"inputRequests": map[string]any{rootsInput: map[string]any{"method": "roots/list", "params": map[string]any{}}},
+		"requestState":  rootsState,
+	})
+	c.sess.Logger().Debug("asked a modern session for its roots", "id", string(m.ID))
+	out.reply(jsonrpc.Response(m.ID, body))
+	return nil, true
+}
+
+// takeRoots keeps the roots a retry carries and returns the request
+// without mcpmux's input and requestState.
+func (c *client) takeRoots(m *message) (*message, *jsonrpc.Error) {
+	var p map[string]json.RawMessage
+	var res struct {
+		Roots []root `json:"roots"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil || json.Unmarshal(jsonrpc.Member(p["inputResponses"], rootsInput), &res) != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the retry carries no roots/list result under inputResponses." + rootsInput, Reason: jsonrpc.ReasonInvalidRequestState}
+	}
+	delete(p, "requestState")
+	delete(p, "inputResponses")
+	frame, err := jsonrpc.Request(m.ID, m.Method, p)
+	var next *jsonrpc.Message
+	if err == nil {
+		next, err = jsonrpc.Parse(frame)
+	}
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "cannot take the roots out of the retry: " + err.Error(), Reason: jsonrpc.ReasonInvalidRequest}
+	}
+	rs := res.Roots
+	if rs == nil {
+		rs = []root{}
+	}
+	c.setRoots(rs)
+	if client := c.rootsClient(); client != "" {
+		c.h.sessions.clientRoots.set(client, rs)
+	}
+	c.sess.Logger().Debug("a modern session gave its roots", "count", len(rs))
+	c.h.rootsChanged()
+	v := viewOf(next)
+	return &v, nil
 }

@@ -308,7 +308,7 @@ func TestToolsList(t *testing.T) {
 			t.Errorf("tool %s: incomplete entry", tool.Name)
 		}
 	}
-	want := []string{"echo", "add", "slow", "crash", "junk", "huge", "stderr", "stop_reading", "stats", "notify", "ask", "invalid"}
+	want := []string{"echo", "add", "slow", "crash", "junk", "huge", "stderr", "stop_reading", "stats", "notify", "ask", "invalid", "roots"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("tool names = %v, want %v", names, want)
 	}

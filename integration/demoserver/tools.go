@@ -170,6 +170,8 @@ func tools() []tool {
 			schema(nil, property{"text", "string", "the message to sample on"}), toolAsk},
 		{"invalid", "Answers with a line that is not valid JSON-RPC but whose id is readable: a NaN (kind nan, the default, as Python's json writes one) or a Latin-1 byte in a string (kind latin1).",
 			schema(nil, property{"kind", "string", "nan or latin1"}), toolInvalid},
+		{"roots", "Asks the client for its roots (roots/list) and answers with their URIs, one a line.",
+			schema(nil), toolRoots},
 	}
 }
 
@@ -462,6 +464,42 @@ func toolAsk(s *server, req *request, raw json.RawMessage) (*toolResult, error) 
 	if err := decodeArgs(raw, &a); err != nil {
 		return nil, err
 	}
+	params := map[string]any{
+		"messages":  []any{map[string]any{"role": "user", "content": map[string]string{"type": "text", "text": a.Text}}},
+		"maxTokens": 16,
+	}
+	var r struct {
+		Content struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := s.askClient(req, "sampling/createMessage", params, &r); err != nil {
+		return nil, err
+	}
+	return textResult(r.Content.Text), nil
+}
+
+// toolRoots asks the client for its roots and answers with their URIs, one
+// a line.
+func toolRoots(s *server, req *request, _ json.RawMessage) (*toolResult, error) {
+	var r struct {
+		Roots []struct {
+			URI string `json:"uri"`
+		} `json:"roots"`
+	}
+	if err := s.askClient(req, "roots/list", map[string]any{}, &r); err != nil {
+		return nil, err
+	}
+	uris := make([]string, len(r.Roots))
+	for i, root := range r.Roots {
+		uris[i] = root.URI
+	}
+	return textResult(strings.Join(uris, "\n")), nil
+}
+
+// askClient sends the client a request and decodes its result into
+// result; errNoResponse when req is cancelled first.
+func (s *server) askClient(req *request, method string, params any, result any) error {
 	answer := make(chan json.RawMessage, 1)
 	s.mu.Lock()
 	if s.asks == nil {
@@ -476,39 +514,31 @@ func toolAsk(s *server, req *request, raw json.RawMessage) (*toolResult, error) 
 		defer s.mu.Unlock()
 		delete(s.asks, string(id))
 	}()
-	params := map[string]any{
-		"messages":  []any{map[string]any{"role": "user", "content": map[string]string{"type": "text", "text": a.Text}}},
-		"maxTokens": 16,
-	}
 	line, err := marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Method  string          `json:"method"`
 		Params  any             `json:"params"`
-	}{"2.0", id, "sampling/createMessage", params})
+	}{"2.0", id, method, params})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.writeLine(line, false)
 	select {
 	case m := <-answer:
 		var r struct {
-			Result *struct {
-				Content struct {
-					Text string `json:"text"`
-				} `json:"content"`
-			} `json:"result"`
-			Error *rpcError `json:"error"`
+			Result json.RawMessage `json:"result"`
+			Error  *rpcError       `json:"error"`
 		}
 		if err := json.Unmarshal(m, &r); err != nil || r.Result == nil {
 			if r.Error != nil {
-				return nil, fmt.Errorf("the client answered %d: %s", r.Error.Code, r.Error.Message)
+				return fmt.Errorf("the client answered %d: %s", r.Error.Code, r.Error.Message)
 			}
-			return nil, errors.New("the client's answer has no result")
+			return errors.New("the client's answer has no result")
 		}
-		return textResult(r.Result.Content.Text), nil
+		return json.Unmarshal(r.Result, result)
 	case <-req.ctx.Done():
-		return nil, errNoResponse
+		return errNoResponse
 	}
 }
 
