@@ -26,6 +26,8 @@
 //   - taskTable (tasks.go): which session created each task;
 //   - serverReqs (serverreqs.go): server-to-client requests sent to sessions;
 //   - rootsSeen (roots.go): the union of the sessions' roots the server last saw;
+//   - clientRoots (roots.go): the roots modern clients over HTTP gave,
+//     by client, for their next requests;
 //   - downBridge and upBridge (bridge.go): what mcpmux keeps to serve
 //     sessions of one era on a server of the other;
 //   - recollection (lists.go): what Memory keeps of the server, its

@@ -78,6 +78,10 @@ func (h *Hub) rootsUnion() []root {
 
 // refreshRoots asks a session for its roots, when mcpmux gathers them.
 func (h *Hub) refreshRoots(c *client) {
+	if h.cfg.RootsFromSessions && c.sessionEra() == eraModern {
+		c.forgetRoots() // its next request that may take input asks again
+		return
+	}
 	if !h.cfg.RootsFromSessions || !c.capabilities().roots {
 		return
 	}
@@ -161,6 +165,16 @@ func (r *clientRoots) set(client string, rs []root) {
 		}
 	}
 	r.byID[client] = rs
+}
+
+// forgetRoots: a modern session said its roots changed (over a
+// connection, where it can send notifications).
+func (c *client) forgetRoots() {
+	if c.rootList() == nil {
+		return
+	}
+	c.setRoots(nil)
+	c.h.rootsChanged()
 }
 
 // rootsClient is the client a modern session's roots are kept under; ""

@@ -16,7 +16,8 @@ import (
 // server's roots/list then gets them, while the session lasts. A client
 // over HTTP, whose requests are sessions of their own, is asked once too:
 // its roots are served while one of its requests is, and given again to
-// its next request without asking. When they have all left, the server's
+// its next request without asking. A session that says its roots changed
+// is asked again. When they have all left, the server's
 // roots/list gets none.
 func TestModernRootsUnderSessions(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.RootsFromSessions = true })
@@ -40,6 +41,9 @@ func TestModernRootsUnderSessions(t *testing.T) {
 	last := h.srv.messages("tools/call")
 	assert.NotContains(t, string(last[len(last)-1].Params), "mcpmux-roots", "the server gets the call without mcpmux's input")
 	assert.JSONEq(t, `{"answer":{"roots":[{"uri":"file:///a"}]},"resultType":"complete"}`, call(a, `"3"`, ""), "not asked again")
+	a.send(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	assert.JSONEq(t, asked, call(a, `"3a"`, ""), "asked again once it said its roots changed")
+	assert.JSONEq(t, `{"answer":{"roots":[{"uri":"file:///a"}]},"resultType":"complete"}`, call(a, `"3b"`, retry("file:///a")))
 
 	// A request of client x over HTTP: a session of its own, ended with it.
 	callAsX := func(id, extra string) string {
