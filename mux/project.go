@@ -267,7 +267,7 @@ func (p *Projects) admit(ctx context.Context, root string) (*instance, error) {
 			}
 			return in, err
 		}
-		p.log.Info("stopping the idlest project's instance to make room (max_projects)", "project", victim.root,
+		p.log.Info("stopping the idlest project's instance to make room (max_projects)", "project", victim.key,
 			"idle", time.Since(victim.since).Round(time.Second), "max_projects", p.cfg.MaxProjects, "for", root)
 		select {
 		case <-victim.done:
@@ -323,7 +323,7 @@ func (p *Projects) stopLocked(in *instance) {
 		in.idle.Stop()
 	}
 	in.cancel()
-	delete(p.instances, in.root)
+	delete(p.instances, in.key)
 }
 
 // refuse tells a client whose project would pass max_projects why, and
