@@ -168,3 +168,37 @@ func httpStats(t *testing.T, c *httpClient, sid, id string) demoStats {
 	require.NoError(t, decodeStructured(last, &st), "%s", last.Frame)
 	return st
 }
+
+// Twenty servers: `mcpmux status` in a terminal 100 columns wide is 22
+// lines or fewer, none wider; `status NAME` shows one in full.
+func TestStatusOfTwentyServersFits(t *testing.T) {
+	var servers strings.Builder
+	for i := range 20 {
+		servers.WriteString(demo(fmt.Sprintf("server-with-a-long-name-%02d", i), nil, `start = "lazy"`))
+	}
+	d := startDaemon(t, servers.String(), "")
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cmd := mcpmux(ctx, "status", "--config", d.path)
+	cmd.Env = append(cmd.Environ(), "COLUMNS=100")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	t.Logf("status of twenty servers: %d lines, the widest %d columns", len(lines), widest(lines))
+	assert.LessOrEqual(t, len(lines), 22, "%s", out)
+	assert.LessOrEqual(t, widest(lines), 100, "%s", out)
+	assert.Contains(t, string(out), "server-with-a-long-name-19")
+
+	one, err := mcpmux(ctx, "status", "server-with-a-long-name-07", "--config", d.path).Output()
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(one), "server-with-a-long-name-07: idle"), "%s", one)
+	assert.NotContains(t, string(one), "server-with-a-long-name-08")
+}
+
+func widest(lines []string) int {
+	w := 0
+	for _, l := range lines {
+		w = max(w, len([]rune(l)))
+	}
+	return w
+}

@@ -4,25 +4,26 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/daemon"
+	"github.com/mcpmux/mcpmux/internal/statusview"
 )
 
 func newStatusCmd() *cobra.Command {
 	var asJSON, verbose bool
 	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show the daemon's servers: state, pid, uptime, restarts, sessions, last exit, last stderr lines",
-		Args:  cobra.NoArgs,
+		Use:   "status [NAME]",
+		Short: "Show the daemon's servers, a line each; with NAME, that server in full (sessions, last stderr lines)",
+		Args:  cobra.MaximumNArgs(1),
 	}
 	find := daemonFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list each server's sessions too")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		t, err := find(cmd.Context(), cmd.ErrOrStderr())
 		if err != nil {
 			return err
@@ -32,125 +33,24 @@ func newStatusCmd() *cobra.Command {
 			return err
 		}
 		out := cmd.OutOrStdout()
-		if asJSON {
+		switch {
+		case asJSON:
 			enc := json.NewEncoder(out)
 			enc.SetIndent("", "  ")
 			return enc.Encode(st)
+		case len(args) == 1:
+			return statusview.Server(out, st, args[0])
 		}
-		if err := printStatus(out, st); err != nil || !verbose {
+		width := 0
+		if f, ok := out.(*os.File); ok {
+			width = statusview.Width(f)
+		}
+		if err := statusview.Table(out, st, width); err != nil || !verbose {
 			return err
 		}
-		return printSessions(out, st)
+		return statusview.Sessions(out, st)
 	}
 	return cmd
-}
-
-// protocolOf is a revision with its era, as status shows them.
-func protocolOf(version, era string) string {
-	if version == "" {
-		return "-"
-	}
-	return version + " (" + era + ")"
-}
-
-// printSessions lists every server's sessions: who, over what, in which
-// protocol, how long, with how much in flight.
-func printSessions(w io.Writer, st daemon.Status) error {
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tSESSION\tTRANSPORT\tPEER\tCLIENT\tPROTOCOL\tAGE\tIN FLIGHT")
-	for _, s := range st.Servers {
-		for _, ss := range s.SessionList {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", s.Name, ss.ID, ss.Transport, dash(ss.Peer), dash(ss.Client), protocolOf(ss.Protocol, ss.Era), ss.Age, ss.Inflight)
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, s := range st.Servers {
-		if s.Serialized {
-			fmt.Fprintf(w, "\n%s: serialized as a whole: every interactive request takes turns\n", s.Name)
-		}
-		if len(s.Asks) > 0 {
-			fmt.Fprintf(w, "\n%s: these requests cause the server's own, and take turns: %s\n", s.Name, strings.Join(s.Asks, ", "))
-		}
-	}
-	return nil
-}
-
-// printShortages says which servers cannot start for want of the
-// machine's resources, and why.
-func printShortages(w io.Writer, st daemon.Status) {
-	for _, s := range st.Servers {
-		if s.Shortage != "" {
-			fmt.Fprintf(w, "\n%s cannot start for want of the machine's resources (no crash: it is tried again with backoff): %s\n", s.Name, s.Shortage)
-		}
-	}
-}
-
-// printEndpoints lists the endpoints the daemon serves, if any.
-func printEndpoints(w io.Writer, st daemon.Status) error {
-	if len(st.Endpoints) == 0 {
-		return nil
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENDPOINT\tSESSIONS\tSERVERS")
-	for _, e := range st.Endpoints {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", e.Name, e.Sessions, strings.Join(e.Servers, ", "))
-	}
-	return tw.Flush()
-}
-
-func printStatus(w io.Writer, st daemon.Status) error {
-	fmt.Fprintf(w, "mcpmux %s, pid %d, up %s, %d goroutines, %.1f MiB resident\n", st.Version, st.Pid, st.Uptime, st.Goroutines, float64(st.RSSBytes)/(1<<20))
-	printConfigLine(w, st)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tSTATE\tPID\tUPTIME\tPROTOCOL\tRESTARTS\tSESSIONS\tIN FLIGHT\tLAST EXIT")
-	for _, s := range st.Servers {
-		pid := "-"
-		if s.Pid > 0 {
-			pid = fmt.Sprint(s.Pid)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.Name, s.State, pid, dash(s.Uptime), protocolOf(s.Protocol, s.Era), s.Restarts, s.Sessions, s.Inflight, dash(s.LastExit))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	printShortages(w, st)
-	if err := printEndpoints(w, st); err != nil {
-		return err
-	}
-	for _, s := range st.Servers {
-		if len(s.Instances) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\n%s runs one process per project:\n", s.Name)
-		for _, in := range s.Instances {
-			pid := "-"
-			if in.Pid > 0 {
-				pid = fmt.Sprint(in.Pid)
-			}
-			fmt.Fprintf(w, "  %s  %s  pid %s  %d sessions\n", in.Project, in.State, pid, in.Sessions)
-		}
-	}
-	for _, s := range st.Servers {
-		if len(s.Stderr) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\n%s stderr (last %d lines):\n", s.Name, len(s.Stderr))
-		for _, l := range s.Stderr {
-			fmt.Fprintln(w, "  "+strings.TrimRight(l, "\r\n"))
-		}
-	}
-	return nil
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func newLogsCmd() *cobra.Command {
