@@ -76,7 +76,8 @@ type Listen struct {
 	// Web is the web listener: http (Addr; "" = none), http_token (Token;
 	// "" = generated and kept by the daemon), http_origins,
 	// http_allow_remote, http_session_idle, http_max_connections,
-	// http_max_streams, http_max_listens, and
+	// http_max_streams, http_max_listens, metrics (Metrics: GET /metrics
+	// behind the token), and
 	// max_inflight for the POSTs of a Streamable HTTP session. What is
 	// not a key of [listen] is left for the daemon to set.
 	Web socket.WebConfig

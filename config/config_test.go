@@ -52,6 +52,7 @@ drain_timeout = "3s"
 http_max_connections = 100
 http_max_streams = 60
 http_max_listens = 4
+metrics = true
 
 [servers.memory]
 command = "npx"
@@ -126,6 +127,7 @@ separator = "."
 				Token:              "s3cret",
 				Origins:            []string{"https://app.example", "http://localhost:3000"},
 				AllowRemote:        true,
+				Metrics:            true,
 				HTTPSessionIdle:    5 * time.Minute,
 				HTTPSessionDormant: 2 * time.Minute,
 				MaxInflight:        32,
@@ -424,6 +426,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"line_timeout negative", "[daemon]\nline_timeout = \"-1s\"\n", `2: daemon.line_timeout: negative duration "-1s"`},
 		{"http_max_streams not below connections", "[listen]\nhttp_max_connections = 100\nhttp_max_streams = 100\n", `3: listen.http_max_streams: 100 must be smaller than http_max_connections (100), so that short requests have room`},
 		{"http_max_streams default not below connections", "[listen]\nhttp_max_connections = 1\n", `1: listen.http_max_streams: 1 must be smaller than http_max_connections (1), so that short requests have room`},
+		{"metrics without http", "[listen]\nmetrics = true\n", `2: listen.metrics: true needs a web listener ([listen] http)`},
+		{"metrics not a boolean", "[listen]\nhttp = \"127.0.0.1:1\"\nmetrics = \"yes\"\n", `3: listen.metrics: must be true or false (got a string)`},
 		{"http_max_listens zero", "[listen]\nhttp_max_listens = 0\n", `2: listen.http_max_listens: must be at least 1 (got 0)`},
 		{"outbox_high_water above default max", "[listen]\noutbox_high_water = \"64MiB\"\n", `2: listen.outbox_high_water: 64MiB must be smaller than outbox_max (default 64MiB)`},
 		{"bad duration", "[servers.memory]\ncommand = \"npx\"\nstdin_grace = \"2 s\"\n", `3: servers.memory.stdin_grace: invalid duration "2 s"`},

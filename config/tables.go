@@ -165,6 +165,7 @@ func listenKeys(c *Listen) []key {
 		count("http_max_connections", &c.Web.MaxConnections, 1),
 		count("http_max_streams", &c.Web.MaxStreams, 1),
 		count("http_max_listens", &c.Web.MaxListens, 1),
+		flag("metrics", &c.Web.Metrics),
 	}
 }
 
@@ -379,6 +380,9 @@ func (d *decoder) listen(path keyPath, t map[string]any, c *Listen) {
 			d.errorf(path.with("http_max_streams"), "%d must be smaller than http_max_connections (%d), so that short requests have room",
 				c.Web.MaxStreams, c.Web.MaxConnections)
 		}
+	}
+	if c.Web.Metrics && c.Web.Addr == "" {
+		d.errorf(path.with("metrics"), "true needs a web listener ([listen] http) to serve /metrics on; the control endpoint serves it without this key")
 	}
 	// Compare the two only when both are known to be what the user meant.
 	if d.bad == bad && c.Session.OutboxMax <= c.Session.OutboxHighWater {

@@ -75,6 +75,7 @@ func (d *Daemon) controlHandler() http.Handler {
 		writeJSON(w, http.StatusOK, d.Status())
 	})
 	m.HandleFunc("GET /servers/{name}/logs", d.serveLogs)
+	m.Handle("GET /metrics", d.metrics.Handler())
 	m.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
 		res, err := d.Reload(r.Context())
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/endpoint"
+	"github.com/mcpmux/mcpmux/metrics"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/socket"
@@ -60,6 +61,8 @@ type Daemon struct {
 	done    chan struct{}   // closed when Run stops taking reloads
 
 	wg sync.WaitGroup // every server's goroutines
+
+	metrics *metrics.Registry // GET /metrics (metrics.go)
 
 	mu        sync.Mutex
 	servers   map[string]*served
@@ -120,6 +123,7 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.MaxQueuedBytes > 0 {
 		d.budget = outbox.NewBudget(cfg.MaxQueuedBytes)
 	}
+	d.watch()
 	return d, nil
 }
 
@@ -234,6 +238,9 @@ func (d *Daemon) open() (ls listeners, err error) {
 	if d.cfg.Web != nil {
 		wc := *d.cfg.Web
 		wc.Lookup = d.endpoint
+		if wc.Metrics {
+			wc.MetricsHandler = d.metrics.Handler()
+		}
 		if wc.Logger == nil {
 			wc.Logger = d.log
 		}
@@ -272,6 +279,7 @@ func (d *Daemon) listen(s Server) (*served, error) {
 		cfg.Memory = serverMemory(d.cfg.StateDir, cfg, d.log)
 	}
 	cfg.IDs = &d.ids
+	cfg.Metrics = d.metrics.Server(s.Name())
 	if cfg.Session.Budget == nil {
 		cfg.Session.Budget = d.budget
 	}

@@ -38,6 +38,9 @@ type client struct {
 	// held is the process to which the session's read goroutine, alone,
 	// has queued requests with SendLater since its last Flush.
 	held process
+	// asking is the method of the request the read goroutine, alone, is
+	// handling, for what it refuses (countRefused).
+	asking string
 
 	// using: the session wants the server (set from its start, or, for an
 	// on-demand session, at its first request that needs the server).
@@ -151,6 +154,7 @@ func (c *client) status() SessionStatus {
 		Inflight:  st.Inflight,
 		BytesIn:   st.BytesIn,
 		BytesOut:  st.BytesOut,
+		Queued:    st.Queued,
 	}
 }
 
@@ -219,6 +223,7 @@ func (h *Hub) detach(c *client) {
 	id := c.sess.ID()
 	proc := h.life.current()
 	gone := h.flights.dropSession(id)
+	c.countDeparted(gone.routes)
 	for up, r := range gone.routes {
 		if proc != nil && wentUp(r) {
 			proc.Send(cancelFrame(up, "client disconnected"))
@@ -322,6 +327,7 @@ func (a answerTo) pending()           {}
 func (a answerTo) tag() uint64        { return a.t }
 
 func (c *client) fail(out sink, id json.RawMessage, e *jsonrpc.Error) {
+	c.countRefused()
 	out.reply(e.WithServer(c.h.cfg.Name).Response(id))
 }
 
@@ -337,7 +343,9 @@ func (c *client) failWith(out sink, id json.RawMessage, err error) {
 func (c *client) handle(m *jsonrpc.Message, out sink) {
 	switch m.Kind {
 	case jsonrpc.KindRequest:
+		c.asking = m.Method
 		c.handleRequest(m, out)
+		c.asking = ""
 	case jsonrpc.KindNotification:
 		c.handleNotification(m)
 	default:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/metrics"
 	"github.com/mcpmux/mcpmux/session"
 	"github.com/mcpmux/mcpmux/upstream"
 )
@@ -49,6 +50,7 @@ type Config struct {
 
 	Version string // mcpmux's version, sent upstream in clientInfo
 	Logger  *slog.Logger
+	Metrics *metrics.Server // where the hub counts (metrics.go); nil: nowhere
 
 	// IDs hands out session ids; sessions of all hubs share one counter so
 	// that logs name each session once. Nil means a counter of the hub's own.
@@ -159,6 +161,8 @@ type Hub struct {
 	up       upBridge      // legacy sessions on a modern server
 	memo     *recollection // what Memory keeps: the description, the lists
 	view     *liveView     // the tools every session may see (Config.Tools; SetTools)
+
+	ended string // why its last process ended or did not start, a restart's cause for Metrics; Run's goroutine only
 }
 
 // New returns a hub; Run starts its server.
@@ -322,6 +326,7 @@ type SessionStatus struct {
 	Inflight  int    `json:"inflight"`
 	BytesIn   int64  `json:"bytes_in"`
 	BytesOut  int64  `json:"bytes_out"`
+	Queued    int    `json:"queued_bytes,omitempty"` // answers waiting in its outbox
 }
 
 // Status reports the hub's state.

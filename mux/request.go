@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/metrics"
 	"github.com/mcpmux/mcpmux/outbox"
 )
 
@@ -280,6 +281,7 @@ func (c *client) deliver(r idmap.Route, frame []byte, ans *jsonrpc.Message) {
 // deliverWith is deliver with the session's Send or SendLater. The answer
 // is the last frame about the tag the request came in under.
 func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, send func(outbox.Frame) error) {
+	c.countDone(r, answerOutcome(ans, frame))
 	d := dataOf(r)
 	if d != nil && d.after != nil {
 		d.after(ans)
@@ -299,6 +301,7 @@ func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, 
 // settle counts out of flight a request that gets no answer (cancelled);
 // the transport hears that nothing more comes about its tag.
 func (c *client) settle(r idmap.Route) {
+	c.countDone(r, metrics.Cancelled)
 	d := dataOf(r)
 	if d != nil && d.after != nil {
 		d.after(nil)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/metrics"
 	"github.com/mcpmux/mcpmux/protocol"
 )
 
@@ -140,6 +141,7 @@ func (u *upstreamHandler) routeServerRequest(proc process, m *message) {
 	if up, cause, ok := h.undeclaredCause(n); ok {
 		h.learn(cause)
 		h.refuseUndeclared(proc, up, cause, m.Message, n)
+		h.cfg.Metrics.ServerRequest(m.Method, metrics.MissingCapability)
 		return
 	}
 	c, up, cause := h.chooseSession(m, n)
@@ -147,8 +149,10 @@ func (u *upstreamHandler) routeServerRequest(proc process, m *message) {
 	if c == nil {
 		h.log.Info("no session can take a server request", "method", m.Method)
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, "no session can take "+m.Method))
+		h.cfg.Metrics.ServerRequest(m.Method, metrics.NoClient)
 		return
 	}
+	h.cfg.Metrics.ServerRequest(m.Method, metrics.Routed)
 	if h.bridgeOf(pairOf(c.sessionEra(), eraLegacy)).ask(proc, c, up, cause, m.Message) {
 		return // a modern session: asked in an answer, not a request
 	}
@@ -224,6 +228,7 @@ func (h *Hub) unanswered(sr *serverReq, reason, msg string) {
 		sr.local(nil)
 		return
 	}
+	h.cfg.Metrics.ServerRequest(sr.method, reason) // client_gone, client_timeout
 	if proc := h.life.current(); proc != nil {
 		proc.Send(noClientAnswer(h.cfg.Name, sr.method, sr.up, reason, msg))
 	}
@@ -256,6 +261,7 @@ func (c *client) answerFromSession(m *jsonrpc.Message) {
 	case sr.local != nil:
 		sr.local(m)
 	default:
+		c.h.cfg.Metrics.ServerRequest(sr.method, metrics.Answered)
 		if proc := c.h.life.current(); proc != nil {
 			proc.Send(m.WithID(sr.up))
 		}

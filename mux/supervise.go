@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/metrics"
 	"github.com/mcpmux/mcpmux/upstream"
 )
 
@@ -55,6 +56,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		switch {
 		case why == endRestart:
 			h.life.countRestart()
+			h.cfg.Metrics.Restart(metrics.Requested)
 			continue
 		case why == endIdle:
 			h.life.setState(StateIdle)
@@ -94,11 +96,13 @@ func (h *Hub) runOnce(ctx context.Context) (why ending, healthy bool, err error)
 			}
 			h.life.startFailed(shortageCause(err), cannotExec(err), short)
 		}
+		h.ended = metrics.StartFailed
 		return endCrash, false, err
 	}
 	up := time.Now()
 	why = h.supervise(ctx, proc)
 	h.exited(proc)
+	h.ended = proc.Exit().Reason
 	return why, time.Since(up) >= h.cfg.RestartWindow, nil
 }
 
@@ -135,6 +139,7 @@ func (r *restarts) crashed(ctx context.Context) afterCrash {
 		}
 		r.reset()
 		r.h.life.countRestart()
+		r.h.cfg.Metrics.Restart(metrics.Requested)
 		return startNow
 	}
 	return backOff
@@ -156,6 +161,7 @@ func (r *restarts) wait(ctx context.Context) bool {
 	}
 	r.backoff = min(2*r.backoff, h.cfg.RestartBackoffMax)
 	h.life.countRestart()
+	h.cfg.Metrics.Restart(h.ended)
 	return true
 }
 

@@ -45,6 +45,11 @@ type WebConfig struct {
 	Origins     []string // browser Origins allowed; a request with any other Origin is refused
 	AllowRemote bool     // listen beyond loopback and accept any Host
 
+	// Metrics serves GET /metrics, behind the token like the rest, with
+	// MetricsHandler (which the daemon sets); false: /metrics is no server.
+	Metrics        bool
+	MetricsHandler http.Handler
+
 	// Lookup finds the endpoint of a server name.
 	Lookup func(name string) (Endpoint, bool)
 
@@ -100,6 +105,9 @@ type WebConfig struct {
 
 // ServersPath is where server NAME is served: ServersPath + NAME.
 const ServersPath = "/servers/"
+
+// MetricsPath is where the web listener serves metrics, when WebConfig.Metrics.
+const MetricsPath = "/metrics"
 
 // DefaultMaxConnections is WebConfig.MaxConnections' default.
 const DefaultMaxConnections = 1024
@@ -402,6 +410,10 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	}
 	if conn != nil {
 		conn.promote()
+	}
+	if r.URL.Path == MetricsPath && w.cfg.Metrics && w.cfg.MetricsHandler != nil {
+		w.cfg.MetricsHandler.ServeHTTP(rw, r)
+		return
 	}
 	var ep Endpoint
 	ok := name != ""

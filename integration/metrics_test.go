@@ -1,0 +1,181 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
+	"github.com/mcpmux/mcpmux/jsonrpc"
+)
+
+// scrape is one parse of GET /metrics.
+type scrape map[string]*dto.MetricFamily
+
+// value is the value of the series of family name whose labels include
+// want (a counter's, a gauge's, or a histogram's sample count); 0 when
+// there is none.
+func (s scrape) value(name string, want map[string]string) float64 {
+	f := s[name]
+	if f == nil {
+		return 0
+	}
+	for _, m := range f.GetMetric() {
+		if hasLabels(m, want) {
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+			n++
+		}
+	}
+	return n == len(want)
+}
+
+// getMetrics fetches and parses GET /metrics with client c at url; the
+// status is returned when it is not 200.
+func getMetrics(tb testing.TB, c *http.Client, url, token string) (scrape, int) {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(tb, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	require.NoError(tb, err, "GET %s", url)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, resp.Body)
+		return nil, resp.StatusCode
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	require.NoError(tb, err, "the client_golang text parser reads GET %s", url)
+	return fams, resp.StatusCode
+}
+
+// controlClient speaks HTTP over the daemon's control socket.
+func controlClient(d *daemon) *http.Client {
+	path := filepath.Join(d.sockets, ".control.sock")
+	return &http.Client{Timeout: ioTimeout, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "unix", path)
+		},
+	}}
+}
+
+// TestMetricsCountTheCallsMade: GET /metrics, on the control endpoint and
+// on the web listener behind the token, counts each request by method and
+// outcome: answered, timed out, cancelled by the client, refused before
+// initialize.
+func TestMetricsCountTheCallsMade(t *testing.T) {
+	d := startDaemon(t, demo("demo", nil, `request_timeout = "300ms"`), wsListen+"\nmetrics = true")
+	ctl := controlClient(d)
+
+	c := dial(t, d.socket("demo"))
+	_, err := c.initialize("2025-06-18")
+	require.NoError(t, err)
+	for _, id := range []string{`1`, `2`, `3`} {
+		m, err := c.tool(id, "echo", map[string]any{"text": "hi"})
+		require.NoError(t, err)
+		require.Equal(t, jsonrpc.KindResult, m.Kind, "echo %s", id)
+	}
+	m, err := c.call(`4`, "tools/list", nil)
+	require.NoError(t, err)
+	require.Equal(t, jsonrpc.KindResult, m.Kind, "tools/list")
+
+	// One that outlives request_timeout.
+	m, err = c.tool(`"late"`, "slow", map[string]any{"ms": 600000})
+	require.NoError(t, err)
+	require.Equal(t, jsonrpc.KindError, m.Kind, "the slow call times out: %s", m.Frame)
+
+	// One the client cancels.
+	require.NoError(t, c.send(request(`"gone"`, "tools/call", toolParams("slow", map[string]any{"ms": 600000}))))
+	demoTools := map[string]string{"server": "demo", "method": "tools/call"}
+	testutil.Eventually(t, readyTimeout, "the slow call is in flight", func() (bool, error) {
+		s, _ := getMetrics(t, ctl, "http://mcpmux/metrics", "")
+		return s.value("mcpmux_requests_in_flight", map[string]string{"server": "demo"}) == 1, nil
+	})
+	require.NoError(t, c.send(notification("notifications/cancelled", map[string]any{"requestId": "gone"})))
+
+	// One refused: a request before initialize, on a second session.
+	c2 := dial(t, d.socket("demo"))
+	m, err = c2.call(`1`, "tools/list", nil)
+	require.NoError(t, err)
+	require.Equal(t, jsonrpc.KindError, m.Kind)
+
+	var s scrape
+	testutil.Eventually(t, readyTimeout, "the cancelled call is counted", func() (bool, error) {
+		s, _ = getMetrics(t, ctl, "http://mcpmux/metrics", "")
+		return s.value("mcpmux_requests_total", with(demoTools, "outcome", "cancelled")) == 1, nil
+	})
+	assert.Equal(t, 3.0, s.value("mcpmux_requests_total", with(demoTools, "outcome", "ok")), "echo x3")
+	assert.Equal(t, 1.0, s.value("mcpmux_requests_total", with(demoTools, "outcome", "timeout")), "the slow call")
+	assert.Equal(t, 1.0, s.value("mcpmux_requests_total", map[string]string{"server": "demo", "method": "tools/list", "outcome": "ok"}))
+	assert.Equal(t, 1.0, s.value("mcpmux_requests_total", map[string]string{"server": "demo", "method": "tools/list", "outcome": "refused"}), "before initialize")
+	assert.Equal(t, 5.0, s.value("mcpmux_request_duration_seconds", demoTools), "every forwarded tools/call is timed")
+	assert.Equal(t, 0.0, s.value("mcpmux_requests_in_flight", map[string]string{"server": "demo"}))
+	assert.Equal(t, 2.0, s.value("mcpmux_sessions", map[string]string{"server": "demo", "transport": "unix"}))
+	assert.Greater(t, s.value("mcpmux_bytes_total", map[string]string{"server": "demo", "direction": "up"}), 0.0)
+	assert.Greater(t, s.value("mcpmux_bytes_total", map[string]string{"server": "demo", "direction": "down"}), 0.0)
+	for _, f := range s {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				assert.NotContains(t, l.GetValue(), "hi", "no argument reaches a label")
+			}
+		}
+	}
+
+	// The web listener: behind the token.
+	web := &http.Client{Timeout: ioTimeout}
+	url := "http://" + d.webAddr() + "/metrics"
+	_, code := getMetrics(t, web, url, "")
+	assert.Equal(t, http.StatusUnauthorized, code, "no token")
+	_, code = getMetrics(t, web, url, "wrong")
+	assert.Equal(t, http.StatusUnauthorized, code, "a wrong token")
+	ws, code := getMetrics(t, web, url, wsToken)
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, 3.0, ws.value("mcpmux_requests_total", with(demoTools, "outcome", "ok")))
+}
+
+// TestMetricsOffTheWebByDefault: without metrics = true, the web listener
+// has no /metrics, even with the token; the control endpoint has.
+func TestMetricsOffTheWebByDefault(t *testing.T) {
+	d := startDaemon(t, demo("demo", nil), wsListen)
+	_, code := getMetrics(t, &http.Client{Timeout: ioTimeout}, "http://"+d.webAddr()+"/metrics", wsToken)
+	assert.Equal(t, http.StatusNotFound, code)
+	s, code := getMetrics(t, controlClient(d), "http://mcpmux/metrics", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, s, "go_goroutines", "the runtime's metrics too")
+}
+
+func with(m map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for a, b := range m {
+		out[a] = b
+	}
+	return out
+}
