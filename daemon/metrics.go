@@ -18,7 +18,7 @@ func (d *Daemon) snapshots() []metrics.Snapshot {
 	out := make([]metrics.Snapshot, 0, len(servers))
 	for _, srv := range servers {
 		st := srv.Status()
-		s := metrics.Snapshot{Server: st.Name, Inflight: st.Inflight, Sessions: map[string]int{}}
+		s := metrics.Snapshot{Server: st.Name, Inflight: st.Inflight, Sessions: map[string]int{}, Stdin: int64(st.Queued)}
 		for _, ss := range st.SessionList {
 			s.Sessions[ss.Transport]++
 			s.BytesIn += ss.BytesIn

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -106,6 +107,9 @@ func TestMetricsCountTheCallsMade(t *testing.T) {
 	m, err := c.call(`4`, "tools/list", nil)
 	require.NoError(t, err)
 	require.Equal(t, jsonrpc.KindResult, m.Kind, "tools/list")
+	m, err = c.tool(`5`, "nope", nil)
+	require.NoError(t, err)
+	require.Equal(t, jsonrpc.KindError, m.Kind, "the server's error for an unknown tool")
 
 	// One that outlives request_timeout.
 	m, err = c.tool(`"late"`, "slow", map[string]any{"ms": 600000})
@@ -134,13 +138,17 @@ func TestMetricsCountTheCallsMade(t *testing.T) {
 	})
 	assert.Equal(t, 3.0, s.value("mcpmux_requests_total", with(demoTools, "outcome", "ok")), "echo x3")
 	assert.Equal(t, 1.0, s.value("mcpmux_requests_total", with(demoTools, "outcome", "timeout")), "the slow call")
+	assert.Equal(t, 1.0, s.value("mcpmux_requests_total", with(demoTools, "outcome", "error")), "the unknown tool")
 	assert.Equal(t, 1.0, s.value("mcpmux_requests_total", map[string]string{"server": "demo", "method": "tools/list", "outcome": "ok"}))
 	assert.Equal(t, 1.0, s.value("mcpmux_requests_total", map[string]string{"server": "demo", "method": "tools/list", "outcome": "refused"}), "before initialize")
-	assert.Equal(t, 5.0, s.value("mcpmux_request_duration_seconds", demoTools), "every forwarded tools/call is timed")
+	assert.Equal(t, 6.0, s.value("mcpmux_request_duration_seconds", demoTools), "every forwarded tools/call is timed")
 	assert.Equal(t, 0.0, s.value("mcpmux_requests_in_flight", map[string]string{"server": "demo"}))
 	assert.Equal(t, 2.0, s.value("mcpmux_sessions", map[string]string{"server": "demo", "transport": "unix"}))
 	assert.Greater(t, s.value("mcpmux_bytes_total", map[string]string{"server": "demo", "direction": "up"}), 0.0)
 	assert.Greater(t, s.value("mcpmux_bytes_total", map[string]string{"server": "demo", "direction": "down"}), 0.0)
+	for _, q := range []string{"outbox", "stdin"} {
+		assert.Contains(t, seriesOf(s, "mcpmux_queue_bytes"), `queue="`+q+`",server="demo"`)
+	}
 	for _, f := range s {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
@@ -178,4 +186,48 @@ func with(m map[string]string, k, v string) map[string]string {
 		out[a] = b
 	}
 	return out
+}
+
+// seriesOf lists the label sets of family name, as `k="v",...` in label
+// order.
+func seriesOf(s scrape, name string) []string {
+	var out []string
+	for _, m := range s[name].GetMetric() {
+		var parts []string
+		for _, l := range m.GetLabel() {
+			parts = append(parts, l.GetName()+`="`+l.GetValue()+`"`)
+		}
+		out = append(out, strings.Join(parts, ","))
+	}
+	return out
+}
+
+// TestMetricsCountRestartsByCause: a crash and a `mcpmux restart` are
+// counted apart, and the call the crash ended as failed.
+func TestMetricsCountRestartsByCause(t *testing.T) {
+	d := startDaemon(t, demo("demo", nil, `restart_backoff = "10ms"`), "")
+	ctl := controlClient(d)
+	c := dial(t, d.socket("demo"))
+	_, err := c.initialize("2025-06-18")
+	require.NoError(t, err)
+	m, err := c.tool(`1`, "crash", nil)
+	require.NoError(t, err)
+	require.Equal(t, jsonrpc.KindError, m.Kind, "the crash fails the call")
+
+	restarts := func(cause string) map[string]string { return map[string]string{"server": "demo", "cause": cause} }
+	var s scrape
+	testutil.Eventually(t, readyTimeout, "the crash's restart is counted", func() (bool, error) {
+		s, _ = getMetrics(t, ctl, "http://mcpmux/metrics", "")
+		return s.value("mcpmux_restarts_total", restarts("exited")) == 1, nil
+	})
+	assert.Equal(t, 1.0, s.value("mcpmux_requests_total", map[string]string{"server": "demo", "method": "tools/call", "outcome": "failed"}))
+	assert.Equal(t, 0.0, s.value("mcpmux_restarts_total", restarts("requested")))
+
+	out, err := mcpmux(t.Context(), "restart", "--config", d.path, "demo").CombinedOutput()
+	require.NoError(t, err, "mcpmux restart demo: %s", out)
+	testutil.Eventually(t, readyTimeout, "the requested restart is counted", func() (bool, error) {
+		s, _ = getMetrics(t, ctl, "http://mcpmux/metrics", "")
+		return s.value("mcpmux_restarts_total", restarts("requested")) == 1, nil
+	})
+	assert.Equal(t, 1.0, s.value("mcpmux_restarts_total", restarts("exited")))
 }

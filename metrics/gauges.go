@@ -14,13 +14,14 @@ type Snapshot struct {
 	BytesIn  int64          // read from its live sessions
 	BytesOut int64          // written to its live sessions
 	Outbox   int64          // bytes queued for its sessions
+	Stdin    int64          // bytes queued for the server's stdin
 }
 
 var (
 	descInflight = prometheus.NewDesc("mcpmux_requests_in_flight", "Requests in flight at the server.", []string{"server"}, nil)
 	descSessions = prometheus.NewDesc("mcpmux_sessions", "Client sessions, by transport.", []string{"server", "transport"}, nil)
 	descBytes    = prometheus.NewDesc("mcpmux_bytes_total", `Bytes of the server's sessions, by direction: "up" read from clients, "down" written to them.`, []string{"server", "direction"}, nil)
-	descQueue    = prometheus.NewDesc("mcpmux_queue_bytes", `Bytes waiting in a queue: "outbox", the answers queued for the server's sessions.`, []string{"server", "queue"}, nil)
+	descQueue    = prometheus.NewDesc("mcpmux_queue_bytes", `Bytes waiting in a queue: "outbox", the answers queued for the server's sessions; "stdin", the messages queued for the server.`, []string{"server", "queue"}, nil)
 )
 
 // gauges is the collector of what is read at each scrape.
@@ -49,6 +50,7 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, g.rising(s.Server, "up", in+s.BytesIn), s.Server, "up")
 		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, g.rising(s.Server, "down", out+s.BytesOut), s.Server, "down")
 		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(s.Outbox), s.Server, "outbox")
+		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(s.Stdin), s.Server, "stdin")
 	}
 }
 

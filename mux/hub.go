@@ -284,6 +284,7 @@ type Status struct {
 	Restarts int      `json:"restarts"`
 	Sessions int      `json:"sessions"`
 	Inflight int      `json:"inflight"`
+	Queued   int      `json:"queued_bytes,omitempty"` // waiting in the server's write queue (its stdin)
 	LastExit string   `json:"last_exit,omitempty"`
 	Stderr   []string `json:"stderr,omitempty"` // the server's last stderr lines
 	// StartingFor is how long the server has been starting, while it is.
@@ -334,6 +335,9 @@ func (h *Hub) Status() Status {
 	s := Status{Name: h.cfg.Name, Inflight: h.flights.len()}
 	s.Asks, s.Serialized = h.flights.asking()
 	h.life.status(&s)
+	if q, ok := h.life.current().(interface{ Queued() int }); ok {
+		s.Queued = q.Queued()
+	}
 	cs := h.sessions.all()
 	s.Sessions = len(cs)
 	s.SessionList = make([]SessionStatus, 0, len(cs))

@@ -295,6 +295,7 @@ func (p *Pool) Status() Status {
 		hs := h.Status()
 		st.Sessions += hs.Sessions
 		st.Inflight += hs.Inflight
+		st.Queued += hs.Queued
 		st.Restarts += hs.Restarts
 		st.SessionList = append(st.SessionList, hs.SessionList...)
 		if hs.LastExit != "" {

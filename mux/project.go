@@ -419,6 +419,7 @@ func (p *Projects) Status() Status {
 		hs := in.hub.Status()
 		st.Sessions += hs.Sessions
 		st.Inflight += hs.Inflight
+		st.Queued += hs.Queued
 		st.Restarts += hs.Restarts
 		st.SessionList = append(st.SessionList, hs.SessionList...)
 		st.Instances = append(st.Instances, InstanceStatus{Project: in.key, State: hs.State, Pid: hs.Pid, Sessions: hs.Sessions, LastExit: hs.LastExit})
