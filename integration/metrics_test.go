@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -230,4 +231,52 @@ func TestMetricsCountRestartsByCause(t *testing.T) {
 		return s.value("mcpmux_restarts_total", restarts("requested")) == 1, nil
 	})
 	assert.Equal(t, 1.0, s.value("mcpmux_restarts_total", restarts("exited")))
+}
+
+// TestMetricsCountServerRequests: a sampling request the server sends is
+// counted as routed to the session whose call caused it, then answered;
+// one while only a session that did not declare sampling has a call in
+// flight, as no_client.
+func TestMetricsCountServerRequests(t *testing.T) {
+	d := startDaemon(t, demo("demo", nil), "")
+	ctl := controlClient(d)
+	c := dial(t, d.socket("demo"))
+	m, err := c.call(`"init"`, "initialize", map[string]any{
+		"protocolVersion": "2025-06-18",
+		"capabilities":    map[string]any{"sampling": map[string]any{}},
+		"clientInfo":      map[string]any{"name": "sampler", "version": "1"},
+	})
+	require.NoError(t, err)
+	require.Equal(t, jsonrpc.KindResult, m.Kind)
+	require.NoError(t, c.send(notification("notifications/initialized", nil)))
+	require.NoError(t, c.send(request(`"ask"`, "tools/call", toolParams("ask", map[string]any{"text": "hello"}))))
+	for {
+		m, err = c.read()
+		require.NoError(t, err)
+		if m.Kind == jsonrpc.KindRequest && m.Method == "sampling/createMessage" {
+			break
+		}
+	}
+	require.NoError(t, c.send(jsonrpc.Response(m.ID, json.RawMessage(`{"role":"assistant","content":{"type":"text","text":"sampled"},"model":"m"}`))))
+	m, _, err = c.await(`"ask"`)
+	require.NoError(t, err)
+	require.Equal(t, jsonrpc.KindResult, m.Kind, "the ask call: %s", m.Frame)
+
+	plain := dial(t, d.socket("demo"))
+	_, err = plain.initialize("2025-06-18")
+	require.NoError(t, err)
+	_, err = plain.tool(`"ask"`, "ask", map[string]any{"text": "hello"})
+	require.NoError(t, err)
+
+	sampling := func(outcome string) map[string]string {
+		return map[string]string{"server": "demo", "method": "sampling/createMessage", "outcome": outcome}
+	}
+	var s scrape
+	testutil.Eventually(t, readyTimeout, "the refused sampling is counted", func() (bool, error) {
+		s, _ = getMetrics(t, ctl, "http://mcpmux/metrics", "")
+		return s.value("mcpmux_server_requests_total", sampling("no_client")) == 1, nil
+	})
+	assert.Equal(t, 1.0, s.value("mcpmux_server_requests_total", sampling("routed")))
+	assert.Equal(t, 1.0, s.value("mcpmux_server_requests_total", sampling("answered")))
+	assert.Equal(t, 0.0, s.value("mcpmux_server_requests_total", sampling("missing_capability")))
 }

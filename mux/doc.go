@@ -41,6 +41,12 @@
 //     recollection) leaves the hidden tools out. What recollection keeps
 //     is the server's whole list.
 //
+// Beside the parts, Config.Metrics (metrics.go) is told where a request's
+// life ends (an answer delivered, a request settled unanswered, refused,
+// or left by a departed session), of restarts and their causes, and of
+// the server requests' attribution; what the parts hold now (sessions, in
+// flight, queues) is read from Status when the metrics are scraped.
+//
 // The Hub alone sequences them: it reads one part, decides, then updates
 // another. How a server is opened and described (open.go, info.go) and how a
 // session's protocol era shapes what it is sent are where the MCP eras
