@@ -18,7 +18,8 @@ func (d *Daemon) snapshots() []metrics.Snapshot {
 	out := make([]metrics.Snapshot, 0, len(servers))
 	for _, srv := range servers {
 		st := srv.Status()
-		s := metrics.Snapshot{Server: st.Name, Inflight: st.Inflight, Sessions: map[string]int{}, Stdin: int64(st.Queued)}
+		s := metrics.Snapshot{Server: st.Name, Inflight: st.Inflight, Stdin: int64(st.Queued),
+			Sessions: map[string]int{"unix": 0, "yamux": 0, "websocket": 0, "http": 0}} // each transport, 0 too
 		for _, ss := range st.SessionList {
 			s.Sessions[ss.Transport]++
 			s.BytesIn += ss.BytesIn

@@ -145,6 +145,7 @@ func TestMetricsCountTheCallsMade(t *testing.T) {
 	assert.Equal(t, 6.0, s.value("mcpmux_request_duration_seconds", demoTools), "every forwarded tools/call is timed")
 	assert.Equal(t, 0.0, s.value("mcpmux_requests_in_flight", map[string]string{"server": "demo"}))
 	assert.Equal(t, 2.0, s.value("mcpmux_sessions", map[string]string{"server": "demo", "transport": "unix"}))
+	assert.Contains(t, seriesOf(s, "mcpmux_sessions"), `server="demo",transport="websocket"`, "a transport with no session is 0, not absent")
 	assert.Greater(t, s.value("mcpmux_bytes_total", map[string]string{"server": "demo", "direction": "up"}), 0.0)
 	assert.Greater(t, s.value("mcpmux_bytes_total", map[string]string{"server": "demo", "direction": "down"}), 0.0)
 	for _, q := range []string{"outbox", "stdin"} {
