@@ -75,7 +75,6 @@ func (d *Daemon) controlHandler() http.Handler {
 		writeJSON(w, http.StatusOK, d.Status())
 	})
 	m.HandleFunc("GET /servers/{name}/logs", d.serveLogs)
-	m.Handle("GET /metrics", d.metrics.Handler())
 	m.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
 		res, err := d.Reload(r.Context())
 		if err != nil {
@@ -93,6 +92,7 @@ func (d *Daemon) controlHandler() http.Handler {
 		srv.Restart()
 		writeJSON(w, http.StatusOK, map[string]string{"restarting": srv.Name()})
 	})
+	m.Handle("GET /metrics", d.metrics.Handler())
 	return m
 }
 

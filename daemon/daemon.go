@@ -275,11 +275,11 @@ func (d *Daemon) listen(s Server) (*served, error) {
 	if cfg.Version == "" {
 		cfg.Version = d.cfg.Version
 	}
+	cfg.Metrics = d.metrics.Server(s.Name())
 	if cfg.Memory == nil {
 		cfg.Memory = serverMemory(d.cfg.StateDir, cfg, d.log)
 	}
 	cfg.IDs = &d.ids
-	cfg.Metrics = d.metrics.Server(s.Name())
 	if cfg.Session.Budget == nil {
 		cfg.Session.Budget = d.budget
 	}
