@@ -92,6 +92,7 @@ func (d *Daemon) controlHandler() http.Handler {
 		srv.Restart()
 		writeJSON(w, http.StatusOK, map[string]string{"restarting": srv.Name()})
 	})
+	// GET /metrics: the Prometheus text format (metrics.go).
 	m.Handle("GET /metrics", d.metrics.Handler())
 	return m
 }
