@@ -52,7 +52,6 @@ drain_timeout = "3s"
 http_max_connections = 100
 http_max_streams = 60
 http_max_listens = 4
-metrics = true
 
 [servers.memory]
 command = "npx"
@@ -127,7 +126,6 @@ separator = "."
 				Token:              "s3cret",
 				Origins:            []string{"https://app.example", "http://localhost:3000"},
 				AllowRemote:        true,
-				Metrics:            true,
 				HTTPSessionIdle:    5 * time.Minute,
 				HTTPSessionDormant: 2 * time.Minute,
 				MaxInflight:        32,
@@ -792,4 +790,20 @@ func TestParseConfigEndpoints(t *testing.T) {
 	assert.Equal(t, []endpoint.Config{{Name: "all", Servers: []string{"a", "b"}}, {Name: "one", Servers: []string{"b"}}},
 		names(two+"[endpoints.one]\nservers = [\"b\"]\n"), "all beside another, sorted by name")
 	assert.Empty(t, names("[servers.all]\ncommand = \"a\"\n"), "a server named all takes the name")
+}
+
+// TestParseConfigMetrics: [listen] metrics = true serves /metrics on the
+// web listener; it is off by default.
+func TestParseConfigMetrics(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want bool
+	}{
+		{"[listen]\nhttp = \"127.0.0.1:7878\"\n", false},
+		{"[listen]\nhttp = \"127.0.0.1:7878\"\nmetrics = true\n", true},
+	} {
+		cfg, err := Parse([]byte(tt.text), "mux.toml", t.TempDir())
+		require.NoError(t, err, "%s", tt.text)
+		assert.Equal(t, tt.want, cfg.Listen.Web.Metrics, "%s", tt.text)
+	}
 }
