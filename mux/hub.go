@@ -149,6 +149,8 @@ type Hub struct {
 	cfg Config
 	log *slog.Logger
 
+	ended string // why its last process ended or did not start, a restart's cause for Metrics; Run's goroutine only
+
 	flights  flights       // every request in flight upstream, and the gates: the one door of a request's life
 	life     life          // the process: which, whether ready, what it said
 	calls    calls         // mcpmux's own requests and their waiters
@@ -161,8 +163,6 @@ type Hub struct {
 	up       upBridge      // legacy sessions on a modern server
 	memo     *recollection // what Memory keeps: the description, the lists
 	view     *liveView     // the tools every session may see (Config.Tools; SetTools)
-
-	ended string // why its last process ended or did not start, a restart's cause for Metrics; Run's goroutine only
 }
 
 // New returns a hub; Run starts its server.
