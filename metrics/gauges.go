@@ -17,40 +17,46 @@ type Snapshot struct {
 	Stdin    int64          // bytes queued for the server's stdin
 }
 
-var (
-	descInflight = prometheus.NewDesc("mcpmux_requests_in_flight", "Requests in flight at the server.", []string{"server"}, nil)
-	descSessions = prometheus.NewDesc("mcpmux_sessions", "Client sessions, by transport.", []string{"server", "transport"}, nil)
-	descBytes    = prometheus.NewDesc("mcpmux_bytes_total", `Bytes of the server's sessions, by direction: "up" read from clients, "down" written to them.`, []string{"server", "direction"}, nil)
-	descQueue    = prometheus.NewDesc("mcpmux_queue_bytes", `Bytes waiting in a queue: "outbox", the answers queued for the server's sessions; "stdin", the messages queued for the server.`, []string{"server", "queue"}, nil)
-)
-
 // gauges is the collector of what is read at each scrape.
 type gauges struct {
 	gather   func() []Snapshot
 	departed func(server string) (in, out int64)
 
+	inflight, sessions, bytes, queue *prometheus.Desc
+
 	mu   sync.Mutex
 	seen map[[2]string]float64 // the last bytes reported, by server and direction
 }
 
+func newGauges(gather func() []Snapshot, departed func(string) (int64, int64)) *gauges {
+	return &gauges{
+		gather:   gather,
+		departed: departed,
+		inflight: prometheus.NewDesc("mcpmux_requests_in_flight", "Requests in flight at the server.", []string{"server"}, nil),
+		sessions: prometheus.NewDesc("mcpmux_sessions", "Client sessions, by transport.", []string{"server", "transport"}, nil),
+		bytes:    prometheus.NewDesc("mcpmux_bytes_total", `Bytes of the server's sessions, by direction: "up" read from clients, "down" written to them.`, []string{"server", "direction"}, nil),
+		queue:    prometheus.NewDesc("mcpmux_queue_bytes", `Bytes waiting in a queue: "outbox", the answers queued for the server's sessions; "stdin", the messages queued for the server.`, []string{"server", "queue"}, nil),
+	}
+}
+
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descInflight
-	ch <- descSessions
-	ch <- descBytes
-	ch <- descQueue
+	ch <- g.inflight
+	ch <- g.sessions
+	ch <- g.bytes
+	ch <- g.queue
 }
 
 func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range g.gather() {
-		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(s.Inflight), s.Server)
+		ch <- prometheus.MustNewConstMetric(g.inflight, prometheus.GaugeValue, float64(s.Inflight), s.Server)
 		for t, n := range s.Sessions {
-			ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(n), s.Server, t)
+			ch <- prometheus.MustNewConstMetric(g.sessions, prometheus.GaugeValue, float64(n), s.Server, t)
 		}
 		in, out := g.departed(s.Server)
-		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, g.rising(s.Server, "up", in+s.BytesIn), s.Server, "up")
-		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, g.rising(s.Server, "down", out+s.BytesOut), s.Server, "down")
-		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(s.Outbox), s.Server, "outbox")
-		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(s.Stdin), s.Server, "stdin")
+		ch <- prometheus.MustNewConstMetric(g.bytes, prometheus.CounterValue, g.rising(s.Server, "up", in+s.BytesIn), s.Server, "up")
+		ch <- prometheus.MustNewConstMetric(g.bytes, prometheus.CounterValue, g.rising(s.Server, "down", out+s.BytesOut), s.Server, "down")
+		ch <- prometheus.MustNewConstMetric(g.queue, prometheus.GaugeValue, float64(s.Outbox), s.Server, "outbox")
+		ch <- prometheus.MustNewConstMetric(g.queue, prometheus.GaugeValue, float64(s.Stdin), s.Server, "stdin")
 	}
 }
 

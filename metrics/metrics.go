@@ -60,9 +60,13 @@ const (
 	StartFailed = "start_failed" // the process did not start
 )
 
-var causes = map[string]bool{
-	Requested: true, StartFailed: true, "exited": true, "junk_output": true, "stalled": true,
-	"stdout_closed": true, "stdin_closed": true, "killed": true, "unresponsive": true,
+// causeOf is cause when it is one of the causes above, else "other".
+func causeOf(cause string) string {
+	switch cause {
+	case Requested, StartFailed, "exited", "junk_output", "stalled", "stdout_closed", "stdin_closed", "killed", "unresponsive":
+		return cause
+	}
+	return "other"
 }
 
 // Outcomes of a server's request for a client (sampling, elicitation),
@@ -126,7 +130,7 @@ func (r *Registry) Handler() http.Handler {
 // Watch adds the gauges read at each scrape from gather: what the servers
 // hold now.
 func (r *Registry) Watch(gather func() []Snapshot) {
-	r.reg.MustRegister(&gauges{gather: gather, departed: r.departed})
+	r.reg.MustRegister(newGauges(gather, r.departed))
 }
 
 // Server is where one configured server counts; the same name gets the
@@ -215,10 +219,7 @@ func (s *Server) Restart(cause string) {
 	if s == nil {
 		return
 	}
-	if !causes[cause] {
-		cause = "other"
-	}
-	s.r.restarts.WithLabelValues(s.name, cause).Inc()
+	s.r.restarts.WithLabelValues(s.name, causeOf(cause)).Inc()
 }
 
 // ServerRequest counts a step of a server's request for a client.
