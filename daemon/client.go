@@ -9,7 +9,10 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -71,6 +74,34 @@ func (c *Client) Logs(ctx context.Context, name string, follow bool) (io.ReadClo
 	hc := *c.hc
 	hc.Timeout = 0 // following has no end
 	resp, err := c.do(ctx, &hc, http.MethodGet, u)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, daemonError(resp.Status, body)
+	}
+	return resp.Body, nil
+}
+
+// Tap follows the messages of the servers named (all when none), of one
+// session when session is not 0, whole when full: one JSON object
+// (mux.TapEvent) a line.
+func (c *Client) Tap(ctx context.Context, servers []string, session uint64, full bool) (io.ReadCloser, error) {
+	q := url.Values{}
+	if len(servers) > 0 {
+		q.Set("servers", strings.Join(servers, ","))
+	}
+	if session != 0 {
+		q.Set("session", strconv.FormatUint(session, 10))
+	}
+	if full {
+		q.Set("full", "1")
+	}
+	hc := *c.hc
+	hc.Timeout = 0 // following has no end
+	resp, err := c.do(ctx, &hc, http.MethodGet, "/tap?"+q.Encode())
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcpmux/mcpmux/mux"
@@ -75,6 +77,7 @@ func (d *Daemon) controlHandler() http.Handler {
 		writeJSON(w, http.StatusOK, d.Status())
 	})
 	m.HandleFunc("GET /servers/{name}/logs", d.serveLogs)
+	m.HandleFunc("GET /tap", d.serveTap)
 	m.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
 		res, err := d.Reload(r.Context())
 		if err != nil {
@@ -125,6 +128,49 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
+}
+
+// serveTap writes, one JSON object a line, the messages of the servers
+// named in ?servers=a,b (all when none), of ?session=ID only when given,
+// whole with ?full=1, until the client or the daemon goes.
+func (d *Daemon) serveTap(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := mux.TapFilter{Full: q.Get("full") != ""}
+	if s := q.Get("servers"); s != "" {
+		f.Servers = strings.Split(s, ",")
+	}
+	for _, name := range f.Servers {
+		if _, ok := d.server(name); !ok {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no server named %q", name)})
+			return
+		}
+	}
+	if s := q.Get("session"); s != "" {
+		id, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("session %q is not a session id", s)})
+			return
+		}
+		f.Session = id
+	}
+	tap := d.taps.Attach(f)
+	defer tap.Close()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	enc := json.NewEncoder(w)
+	for {
+		ev, err := tap.Next(r.Context())
+		if err != nil || enc.Encode(ev) != nil {
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
 }
 
 func noServer(w http.ResponseWriter, r *http.Request) {

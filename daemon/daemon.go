@@ -51,6 +51,7 @@ type Daemon struct {
 	log     *slog.Logger
 	connLog *slog.Logger   // rate limited: what connections can provoke at will
 	ids     atomic.Uint64  // session ids, shared by every server
+	taps    mux.Taps       // the taps of GET /tap, shared by every server
 	budget  *outbox.Budget // MaxQueuedBytes, shared by every session; nil when unbounded
 	started time.Time
 	ran     atomic.Bool
@@ -280,6 +281,7 @@ func (d *Daemon) listen(s Server) (*served, error) {
 		cfg.Memory = serverMemory(d.cfg.StateDir, cfg, d.log)
 	}
 	cfg.IDs = &d.ids
+	cfg.Taps = &d.taps
 	if cfg.Session.Budget == nil {
 		cfg.Session.Budget = d.budget
 	}

@@ -56,6 +56,10 @@ type Config struct {
 	// that logs name each session once. Nil means a counter of the hub's own.
 	IDs *atomic.Uint64
 
+	// Taps, when set, are told of the messages of this hub's sessions
+	// (tap.go); the daemon shares one among its hubs.
+	Taps *Taps
+
 	// events is where the hub keeps its log lines; nil means its own.
 	events *eventLog
 

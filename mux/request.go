@@ -224,6 +224,9 @@ func (c *client) forward(m *message, out sink, f fwd) {
 		return
 	}
 	c.h.flights.sent(up, data)
+	if taps := c.h.cfg.Taps.active(); taps != nil {
+		c.tap(taps, TapEvent{Dir: "up", Kind: "request", Method: m.Method, ID: m.ID, UpstreamID: up}, frame)
+	}
 }
 
 // edits are the rewrites of a forwarded request: its id, its progress

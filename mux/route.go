@@ -148,6 +148,9 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		h.settle(d)
 		return
 	}
+	if taps := h.cfg.Taps.active(); taps != nil {
+		c.tapAnswer(taps, r, up, m)
+	}
 	shown, m := shownAndSeen(h.view.load(), r, d, m)
 	frame, taken := u.answerFrame(c, up, r, d, shown)
 	if taken {

@@ -19,7 +19,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConnectCmd(), newStatusCmd(), newRestartCmd(), newReloadCmd(), newLogsCmd(), newVersionCmd(), newImportCmd(), newClientConfigCmd(), newAdoptCmd(), newTokenCmd(), newServiceCmd(), newDoctorCmd())
+	root.AddCommand(newServeCmd(), newConnectCmd(), newStatusCmd(), newTapCmd(), newRestartCmd(), newReloadCmd(), newLogsCmd(), newVersionCmd(), newImportCmd(), newClientConfigCmd(), newAdoptCmd(), newTokenCmd(), newServiceCmd(), newDoctorCmd())
 	setVersionFlag(root)
 	addCompletions(root)
 	return root
