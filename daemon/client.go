@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/socket"
 )
 
@@ -85,23 +87,47 @@ func (c *Client) Logs(ctx context.Context, name string, follow bool) (io.ReadClo
 	return resp.Body, nil
 }
 
-// Tap follows the messages of the servers named (all when none), of one
-// session when session is not 0, whole when full: one JSON object
-// (mux.TapEvent) a line.
-func (c *Client) Tap(ctx context.Context, servers []string, session uint64, full bool) (io.ReadCloser, error) {
-	q := url.Values{}
-	if len(servers) > 0 {
-		q.Set("servers", strings.Join(servers, ","))
+// TapQuery is what `mcpmux tap` asks for: the servers named (all when
+// none), one session (all when 0), whole messages with Full, printed as
+// the daemon's JSON lines with JSON.
+type TapQuery struct {
+	Servers []string
+	Session uint64
+	Full    bool
+	JSON    bool
+}
+
+// String says what q taps, for the line `mcpmux tap` starts with.
+func (q TapQuery) String() string {
+	what := "every server"
+	if len(q.Servers) > 0 {
+		what = strings.Join(q.Servers, ", ")
 	}
-	if session != 0 {
-		q.Set("session", strconv.FormatUint(session, 10))
+	if q.Session != 0 {
+		what += fmt.Sprintf(", session %d only", q.Session)
 	}
-	if full {
-		q.Set("full", "1")
+	if q.Full {
+		return what + ", whole messages"
+	}
+	return what + ", redacted (--full shows whole messages)"
+}
+
+// Tap attaches a tap for the messages q asks for through GET /tap; once
+// it returns, the daemon queues them, and PrintTap prints them.
+func (c *Client) Tap(ctx context.Context, q TapQuery) (io.ReadCloser, error) {
+	v := url.Values{}
+	if len(q.Servers) > 0 {
+		v.Set("servers", strings.Join(q.Servers, ","))
+	}
+	if q.Session != 0 {
+		v.Set("session", strconv.FormatUint(q.Session, 10))
+	}
+	if q.Full {
+		v.Set("full", "1")
 	}
 	hc := *c.hc
 	hc.Timeout = 0 // following has no end
-	resp, err := c.do(ctx, &hc, http.MethodGet, "/tap?"+q.Encode())
+	resp, err := c.do(ctx, &hc, http.MethodGet, "/tap?"+v.Encode())
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +137,27 @@ func (c *Client) Tap(ctx context.Context, servers []string, session uint64, full
 		return nil, daemonError(resp.Status, body)
 	}
 	return resp.Body, nil
+}
+
+// PrintTap copies the daemon's tap lines from r to w as they come, as they
+// are (asJSON) or as text (mux.TapEvent.String), until r ends.
+func PrintTap(w io.Writer, r io.Reader, asJSON bool) error {
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && asJSON {
+			w.Write(line)
+		} else if len(line) > 0 {
+			var ev mux.TapEvent
+			if err := json.Unmarshal(line, &ev); err != nil {
+				return fmt.Errorf("the daemon sent a tap line that is not JSON: %w", err)
+			}
+			fmt.Fprintln(w, ev.String())
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // call sends one request and decodes the daemon's JSON answer into out.

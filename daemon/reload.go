@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/upstream"
@@ -17,6 +19,27 @@ type ReloadResult struct {
 	Replaced  []string `json:"replaced"`           // changed otherwise: a new router, sessions closed
 	Retooled  []string `json:"retooled,omitempty"` // changed its tool view (allow_tools, deny_tools) alone: applied, sessions kept and told
 	Ignored   []string `json:"ignored,omitempty"`
+}
+
+// Summary is what `mcpmux reload` prints: a line for each kind of change,
+// the changes that wait for a restart, or "no server changed".
+func (r ReloadResult) Summary() string {
+	var b strings.Builder
+	for _, l := range []struct {
+		what  string
+		names []string
+	}{{"added", r.Added}, {"removed", r.Removed}, {"restarted", r.Restarted}, {"replaced", r.Replaced}, {"tool view changed", r.Retooled}} {
+		if len(l.names) > 0 {
+			fmt.Fprintf(&b, "%s: %s\n", l.what, strings.Join(l.names, ", "))
+		}
+	}
+	if len(r.Ignored) > 0 {
+		fmt.Fprintf(&b, "not applied until the daemon restarts: %s\n", strings.Join(r.Ignored, ", "))
+	}
+	if len(r.Added)+len(r.Removed)+len(r.Restarted)+len(r.Replaced)+len(r.Retooled) == 0 {
+		b.WriteString("no server changed\n")
+	}
+	return b.String()
 }
 
 // Reload loads the configuration again with Config.Reload and applies its

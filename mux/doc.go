@@ -166,5 +166,7 @@
 // (Process.SendLaterWait, inside session.Await), so it is slowed, never
 // refused, and the queue never passes its bound. What waits at the gates is bounded by each session's
 // max_inflight (a session over it is not read). The upstream reader holds
-// at most maxHeld sessions' answers for one flush.
+// at most maxHeld sessions' answers for one flush. A tap (tap.go) holds at
+// most TapQueue lines and TapQueueBytes of messages; one that falls behind
+// loses lines and counts them, and nothing ever waits on it.
 package mux

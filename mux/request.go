@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -210,6 +211,9 @@ func (c *client) forward(m *message, out sink, f fwd) {
 		return
 	}
 	frame := jsonrpc.Splice(m.Frame, c.edits(m, pair, up, route.Token != nil, tokSpan)...)
+	if taps := c.h.cfg.Taps.active(); taps != nil {
+		c.h.cfg.Taps.tell(taps, c.h.cfg.Name, c, TapEvent{Dir: "up", Kind: "request", Method: m.Method, ID: slices.Clone(m.ID), UpstreamID: upID(up)}, frame)
+	}
 	out.pending()
 	if data != nil && data.retry != nil {
 		data.retry.frame = frame
@@ -224,9 +228,6 @@ func (c *client) forward(m *message, out sink, f fwd) {
 		return
 	}
 	c.h.flights.sent(up, data)
-	if taps := c.h.cfg.Taps.active(); taps != nil {
-		c.tap(taps, TapEvent{Dir: "up", Kind: "request", Method: m.Method, ID: m.ID, UpstreamID: up}, frame)
-	}
 }
 
 // edits are the rewrites of a forwarded request: its id, its progress
@@ -397,6 +398,9 @@ func (c *client) handleNotification(m *jsonrpc.Message) {
 		}
 	}
 	if proc := c.h.life.current(); proc != nil {
+		if taps := c.h.cfg.Taps.active(); taps != nil {
+			c.h.cfg.Taps.tell(taps, c.h.cfg.Name, c, TapEvent{Dir: "up", Kind: "notification", Method: m.Method}, m.Frame)
+		}
 		proc.Send(m.Frame)
 	}
 }
@@ -424,7 +428,11 @@ func (c *client) handleCancel(m *jsonrpc.Message) {
 		return // it waited at a gate: the server never heard of it
 	}
 	if proc := c.h.life.current(); proc != nil {
-		proc.Send(jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: []byte(strconv.FormatInt(up, 10))}))
+		frame := jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: []byte(strconv.FormatInt(up, 10))})
+		if taps := c.h.cfg.Taps.active(); taps != nil {
+			c.h.cfg.Taps.tell(taps, c.h.cfg.Name, c, TapEvent{Dir: "up", Kind: "notification", Method: m.Method, ID: slices.Clone(id), UpstreamID: upID(up)}, frame)
+		}
+		proc.Send(frame)
 	}
 }
 

@@ -149,7 +149,7 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		return
 	}
 	if taps := h.cfg.Taps.active(); taps != nil {
-		c.tapAnswer(taps, r, up, m)
+		h.cfg.Taps.tellAnswer(taps, h.cfg.Name, c, "down", r, upID(up), m)
 	}
 	shown, m := shownAndSeen(h.view.load(), r, d, m)
 	frame, taken := u.answerFrame(c, up, r, d, shown)
@@ -236,6 +236,9 @@ func (u *upstreamHandler) routeNotification(msg *jsonrpc.Message) {
 	case "notifications/tasks/status":
 		u.taskStatus(msg)
 	}
+	if taps := h.cfg.Taps.active(); taps != nil {
+		h.cfg.Taps.tell(taps, h.cfg.Name, nil, TapEvent{Dir: "down", Kind: "notification", Method: m.Method}, m.Frame)
+	}
 	if u.routeTagged(m) || u.toTaskOwner(m) {
 		return
 	}
@@ -276,7 +279,11 @@ func (u *upstreamHandler) routeProgress(m *message) {
 		return
 	}
 	if c := h.sessions.get(session); c != nil {
-		c.sendAbout(tag, jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: token}))
+		frame := jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: token})
+		if taps := h.cfg.Taps.active(); taps != nil {
+			h.cfg.Taps.tell(taps, h.cfg.Name, c, TapEvent{Dir: "down", Kind: "notification", Method: m.Method}, frame)
+		}
+		c.sendAbout(tag, frame)
 	}
 }
 

@@ -3,6 +3,7 @@ package mux
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ type serverReq struct {
 	tag    uint64 // the tag of the request that caused it, which frames about it carry
 	timer  *time.Timer
 	local  func(m *jsonrpc.Message) // for mcpmux's own requests: gets the answer, or nil when none will come
+	asked  time.Time                // when it was sent, for a tap; zero when no tap was attached
 }
 
 // serverReqs are the requests sent to sessions on the server's behalf (or
@@ -156,14 +158,23 @@ func (u *upstreamHandler) routeServerRequest(proc process, m *message) {
 	if h.bridgeOf(pairOf(c.sessionEra(), eraLegacy)).ask(proc, c, up, cause, m.Message) {
 		return // a modern session: asked in an answer, not a request
 	}
-	key := h.asks.add(c.sess.ID(), &serverReq{up: m.ID, method: m.Method, tag: cause.Tag}, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
+	sr := &serverReq{up: m.ID, method: m.Method, tag: cause.Tag}
+	taps := h.cfg.Taps.active()
+	if taps != nil {
+		sr.asked = time.Now()
+	}
+	key := h.asks.add(c.sess.ID(), sr, h.cfg.ServerRequestTimeout, h.serverReqTimeout)
 	if n.elicitation && n.mode == "url" {
 		if eid, ok := m.paramString(pElicitationID); ok {
 			h.asks.elicit(eid, c.sess.ID())
 		}
 	}
 	c.sess.Logger().Debug("routed a server request", "method", m.Method, "id", key.id)
-	c.sendAbout(cause.Tag, m.WithID([]byte(strconv.FormatInt(key.id, 10))))
+	frame := m.WithID([]byte(strconv.FormatInt(key.id, 10)))
+	if taps != nil {
+		h.cfg.Taps.tell(taps, h.cfg.Name, c, TapEvent{Dir: "down", Kind: "request", Method: m.Method, ID: upID(key.id), UpstreamID: slices.Clone(m.ID)}, frame)
+	}
+	c.sendAbout(cause.Tag, frame)
 }
 
 // learn records that cause's kind asks: under "auto", requests of that
@@ -263,7 +274,11 @@ func (c *client) answerFromSession(m *jsonrpc.Message) {
 	default:
 		c.h.cfg.Metrics.ServerRequest(sr.method, metrics.Answered)
 		if proc := c.h.life.current(); proc != nil {
-			proc.Send(m.WithID(sr.up))
+			frame := m.WithID(sr.up)
+			if taps := c.h.cfg.Taps.active(); taps != nil {
+				c.h.cfg.Taps.tellAnswer(taps, c.h.cfg.Name, c, "up", idmap.Route{Method: sr.method, ID: m.ID, Started: sr.asked}, slices.Clone(sr.up), m)
+			}
+			proc.Send(frame)
 		}
 	}
 }
@@ -307,7 +322,11 @@ func (u *upstreamHandler) serverCancelled(m *message) {
 		return
 	}
 	if c := h.sessions.get(key.session); c != nil {
-		c.sendAbout(sr.tag, jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: []byte(strconv.FormatInt(key.id, 10))}))
+		frame := jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: []byte(strconv.FormatInt(key.id, 10))})
+		if taps := h.cfg.Taps.active(); taps != nil {
+			h.cfg.Taps.tell(taps, h.cfg.Name, c, TapEvent{Dir: "down", Kind: "notification", Method: m.Method, ID: upID(key.id), UpstreamID: slices.Clone(sr.up)}, frame)
+		}
+		c.sendAbout(sr.tag, frame)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,10 +18,10 @@ import (
 
 // Taps is the set of taps watching the messages of hubs: the daemon makes
 // one and gives it to every hub in Config.Taps. With no tap attached a
-// message costs one atomic load (Taps.publish's first line).
+// message costs one atomic load (Taps.active) and allocates nothing.
 type Taps struct {
 	mu  sync.Mutex             // serialises attach and detach; publish never takes it
-	set atomic.Pointer[[]*Tap] // copied on write; nil or empty: no tap
+	set atomic.Pointer[[]*Tap] // copied on write; nil when no tap is attached
 }
 
 // TapFilter says what a tap sees: the servers named (all when empty), one
@@ -31,22 +32,29 @@ type TapFilter struct {
 	Full    bool
 }
 
-// TapQueue bounds each tap's queue of lines; a tap that falls behind loses
-// lines and counts them.
-const TapQueue = 256
+// The bounds of each tap's queue, in lines and in the bytes of the
+// messages it holds. A tap that falls behind loses lines and counts them.
+const (
+	TapQueue      = 256
+	TapQueueBytes = 4 << 20
+)
 
-// tapFrameCap bounds the bytes of a message a tap keeps.
+// tapFrameCap bounds the bytes of a message a tap keeps (and --full shows).
 const tapFrameCap = 64 << 10
 
 // Tap is one watcher: a bounded queue the hubs never wait on.
 type Tap struct {
 	taps *Taps
 	f    TapFilter
-	ch   chan TapEvent
-	lost atomic.Int64
+	ch   chan TapEvent // receives only in Next; sends only in offer, under mu
+
+	mu     sync.Mutex
+	lost   int64 // lines dropped since the last line queued or the last count shown
+	queued int   // bytes of the frames in ch
 }
 
-// TapEvent is one message seen by a tap, or (Lost > 0) the lines it lost.
+// TapEvent is one message seen by a tap, or (Lost > 0) the lines it lost
+// in this place. Its JSON is the line of GET /tap (DESIGN.md).
 type TapEvent struct {
 	Time       time.Time       `json:"time"`
 	Server     string          `json:"server,omitempty"`
@@ -55,21 +63,21 @@ type TapEvent struct {
 	Dir        string          `json:"dir,omitempty"`  // "up" to the server, "down" to the client
 	Kind       string          `json:"kind,omitempty"` // request, notification, answer, error
 	Method     string          `json:"method,omitempty"`
-	ID         json.RawMessage `json:"id,omitempty"` // the client's
-	UpstreamID int64           `json:"upstream_id,omitempty"`
+	ID         json.RawMessage `json:"id,omitempty"`          // the client's
+	UpstreamID json.RawMessage `json:"upstream_id,omitempty"` // the server's
 	Bytes      int             `json:"bytes,omitempty"`
 	MS         *float64        `json:"ms,omitempty"`    // answers: since the request
 	Shape      string          `json:"shape,omitempty"` // redacted: keys and types, no values
 	Message    json.RawMessage `json:"message,omitempty"`
 	Lost       int64           `json:"lost,omitempty"`
 
-	frame []byte // a copy, capped at tapFrameCap; Render makes Shape or Message of it
+	frame []byte // a copy, capped at tapFrameCap; render makes Shape or Message of it
 }
 
 // NewTaps returns an empty set.
 func NewTaps() *Taps { return &Taps{} }
 
-// Attach adds a tap; Detach (or Tap.Close) removes it.
+// Attach adds a tap; Tap.Close removes it.
 func (ts *Taps) Attach(f TapFilter) *Tap {
 	t := &Tap{taps: ts, f: f, ch: make(chan TapEvent, TapQueue)}
 	ts.mu.Lock()
@@ -83,7 +91,8 @@ func (ts *Taps) Attach(f TapFilter) *Tap {
 	return t
 }
 
-// Close detaches the tap.
+// Close detaches the tap. The last one out leaves the set nil, so that
+// messages cost nothing again.
 func (t *Tap) Close() {
 	ts := t.taps
 	ts.mu.Lock()
@@ -93,10 +102,14 @@ func (t *Tap) Close() {
 		return
 	}
 	next := slices.DeleteFunc(slices.Clone(*cur), func(x *Tap) bool { return x == t })
+	if len(next) == 0 {
+		ts.set.Store(nil)
+		return
+	}
 	ts.set.Store(&next)
 }
 
-// active says whether any tap is attached: the hot path's one atomic load.
+// active is the taps attached, nil when none: the hot path's one atomic load.
 func (ts *Taps) active() []*Tap {
 	if ts == nil {
 		return nil
@@ -108,19 +121,17 @@ func (ts *Taps) active() []*Tap {
 }
 
 // publish offers ev to every tap that wants it, never waiting: a full
-// queue counts the line lost.
+// queue counts the line lost. The frame is copied once, if a tap wants it.
 func (ts *Taps) publish(taps []*Tap, ev TapEvent, frame []byte) {
 	ev.Bytes = len(frame)
-	ev.frame = []byte(string(frame[:min(len(frame), tapFrameCap)]))
 	for _, t := range taps {
 		if !t.wants(ev) {
 			continue
 		}
-		select {
-		case t.ch <- ev:
-		default:
-			t.lost.Add(1)
+		if ev.frame == nil {
+			ev.frame = slices.Clone(frame[:min(len(frame), tapFrameCap)])
 		}
+		t.offer(ev)
 	}
 }
 
@@ -131,18 +142,73 @@ func (t *Tap) wants(ev TapEvent) bool {
 	return len(t.f.Servers) == 0 || slices.Contains(t.f.Servers, ev.Server)
 }
 
-// Next is the tap's next line: first the count of lines lost, if any, then
-// the oldest queued; it waits for one until ctx is done.
+// offer queues ev, after the count of the lines lost before it, or counts
+// it lost when the queue is full. The sends cannot block: only offer
+// sends, under mu, and only when there is room.
+func (t *Tap) offer(ev TapEvent) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := 1
+	if t.lost > 0 {
+		lines = 2
+	}
+	if cap(t.ch)-len(t.ch) < lines || t.queued+len(ev.frame) > TapQueueBytes {
+		t.lost++
+		return
+	}
+	if t.lost > 0 {
+		select {
+		case t.ch <- TapEvent{Time: ev.Time, Lost: t.lost}:
+			t.lost = 0
+		default: // cannot happen: room was checked under mu
+		}
+	}
+	select {
+	case t.ch <- ev:
+		t.queued += len(ev.frame)
+	default:
+		t.lost++
+	}
+}
+
+// Next is the tap's next line, waiting for one until ctx is done: the
+// oldest queued, or, once the queue is empty, the count of the lines lost
+// since.
 func (t *Tap) Next(ctx context.Context) (TapEvent, error) {
-	if n := t.lost.Swap(0); n > 0 {
+	select {
+	case ev := <-t.ch:
+		return t.taken(ev), nil
+	default:
+	}
+	if n := t.takeLost(); n > 0 {
 		return TapEvent{Time: time.Now(), Lost: n}, nil
 	}
 	select {
 	case ev := <-t.ch:
-		return t.render(ev), nil
+		return t.taken(ev), nil
 	case <-ctx.Done():
 		return TapEvent{}, ctx.Err()
 	}
+}
+
+func (t *Tap) takeLost() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.lost
+	t.lost = 0
+	return n
+}
+
+// taken counts ev's bytes out of the queue and renders it.
+func (t *Tap) taken(ev TapEvent) TapEvent {
+	t.dequeued(len(ev.frame))
+	return t.render(ev)
+}
+
+func (t *Tap) dequeued(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.queued -= n
 }
 
 // render fills Shape (redacted) or Message (full) from the copy of the
@@ -163,7 +229,8 @@ func (t *Tap) render(ev TapEvent) TapEvent {
 }
 
 // Redact is a message shown by its shape: keys and types with sizes, no
-// values but a tool's or prompt's name in params.
+// values, but for the name of the tool of tools/call and of the prompt of
+// prompts/get.
 func Redact(frame []byte, size int) string {
 	if len(frame) < size {
 		return fmt.Sprintf("(%d bytes, too large to show)", size)
@@ -177,10 +244,10 @@ func Redact(frame []byte, size int) string {
 		if !ok {
 			continue
 		}
-		if p, isObj := v.(map[string]any); isObj && k == "params" {
-			if name, isStr := p["name"].(string); isStr {
-				return shapeObject(p, map[string]string{"name": name})
-			}
+		p, isObj := v.(map[string]any)
+		name, isStr := p["name"].(string)
+		if isObj && isStr && k == "params" && (m["method"] == "tools/call" || m["method"] == "prompts/get") {
+			return shapeObject(p, map[string]string{"name": name})
 		}
 		return shape(v)
 	}
@@ -231,26 +298,67 @@ func shapeObject(o map[string]any, shown map[string]string) string {
 	return b.String()
 }
 
-// tap tells taps of one message of this session's.
-func (c *client) tap(taps []*Tap, ev TapEvent, frame []byte) {
-	ev.Time = time.Now()
-	ev.ID = slices.Clone(ev.ID)
-	ev.Server = c.h.cfg.Name
-	ev.Session = c.sess.ID()
-	_, info := c.identity()
-	var ci struct {
-		Name string `json:"name"`
+// String is the event as `mcpmux tap` prints it: time, server, session
+// (client), direction, what it is with both ids, size, time taken, and
+// the shape or the message.
+func (ev TapEvent) String() string {
+	ts := ev.Time.Local().Format("15:04:05.000")
+	if ev.Lost > 0 {
+		return fmt.Sprintf("%s ... %d lines lost (the tap fell behind)", ts, ev.Lost)
 	}
-	if json.Unmarshal(info, &ci) == nil {
-		ev.Client = ci.Name
+	who := "*" // every session: a notification the server broadcast
+	if ev.Session != 0 {
+		who = fmt.Sprintf("#%d", ev.Session)
 	}
-	c.h.cfg.Taps.publish(taps, ev, frame)
+	if ev.Client != "" {
+		who += " (" + ev.Client + ")"
+	}
+	arrow := map[string]string{"up": "->", "down": "<-"}[ev.Dir]
+	what := ev.Method
+	if ev.Kind == "answer" || ev.Kind == "error" {
+		what = ev.Kind + " to " + ev.Method
+	}
+	if len(ev.ID) > 0 || len(ev.UpstreamID) > 0 {
+		what += fmt.Sprintf(" id %s (up %s)", orDash(ev.ID), orDash(ev.UpstreamID))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s %s %s %dB", ts, ev.Server, who, arrow, what, ev.Bytes)
+	if ev.MS != nil {
+		fmt.Fprintf(&b, " %.1fms", *ev.MS)
+	}
+	switch {
+	case len(ev.Message) > 0:
+		b.WriteString(" " + string(ev.Message))
+	case ev.Shape != "":
+		b.WriteString(" " + ev.Shape)
+	}
+	return b.String()
 }
 
-// tapAnswer tells taps of the server's answer to one of this session's
-// requests, with the time since it was sent.
-func (c *client) tapAnswer(taps []*Tap, r idmap.Route, up int64, m *jsonrpc.Message) {
-	ev := TapEvent{Dir: "down", Kind: "answer", Method: r.Method, ID: r.ID, UpstreamID: up}
+func orDash(id json.RawMessage) string {
+	if len(id) == 0 {
+		return "-"
+	}
+	return string(id)
+}
+
+// tell tells taps of one message of session c's (nil: of no one session,
+// such as a broadcast) on the named server.
+func (ts *Taps) tell(taps []*Tap, server string, c *client, ev TapEvent, frame []byte) {
+	ev.Time = time.Now()
+	ev.Server = server
+	if c != nil {
+		ev.Session = c.sess.ID()
+		ev.Client = c.clientName()
+	}
+	ts.publish(taps, ev, frame)
+}
+
+// tellAnswer tells taps of an answer to the request sent with route r
+// (under the server's id up), with the time since it was sent; dir is
+// where the answer goes.
+func (ts *Taps) tellAnswer(taps []*Tap, server string, c *client, dir string, r idmap.Route, up json.RawMessage, m *jsonrpc.Message) {
+	ev := TapEvent{Dir: dir, Kind: "answer", Method: r.Method, ID: slices.Clone(r.ID), UpstreamID: up}
 	if m.Kind == jsonrpc.KindError {
 		ev.Kind = "error"
 	}
@@ -258,5 +366,20 @@ func (c *client) tapAnswer(taps []*Tap, r idmap.Route, up int64, m *jsonrpc.Mess
 		ms := float64(time.Since(r.Started).Microseconds()) / 1000
 		ev.MS = &ms
 	}
-	c.tap(taps, ev, m.Frame)
+	ts.tell(taps, server, c, ev, m.Frame)
 }
+
+// clientName is the name the session's client gave in initialize.
+func (c *client) clientName() string {
+	_, info := c.identity()
+	var ci struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(info, &ci) != nil {
+		return ""
+	}
+	return ci.Name
+}
+
+// upID is an upstream id as the tap shows it.
+func upID(up int64) json.RawMessage { return strconv.AppendInt(nil, up, 10) }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpmux/mcpmux/bridge"
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/endpoint"
 )
@@ -47,7 +48,7 @@ func newConnectCmd() *cobra.Command {
 			Status: func(ctx context.Context, dir string) (daemon.Status, error) {
 				return daemon.NewClient(dir).Status(ctx)
 			},
-			StateDir:    func() (string, error) { return stateDir(os.Getenv) },
+			StateDir:    func() (string, error) { return config.StateDir(os.Getenv) },
 			SameConfig:  daemon.SameConfig,
 			NoAutostart: noAutostart,
 			Yamux:       viaYamux,

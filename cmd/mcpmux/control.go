@@ -97,22 +97,8 @@ func newReloadCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		out := cmd.OutOrStdout()
-		for _, l := range []struct {
-			what  string
-			names []string
-		}{{"added", res.Added}, {"removed", res.Removed}, {"restarted", res.Restarted}, {"replaced", res.Replaced}, {"tool view changed", res.Retooled}} {
-			if len(l.names) > 0 {
-				fmt.Fprintf(out, "%s: %s\n", l.what, strings.Join(l.names, ", "))
-			}
-		}
-		if len(res.Ignored) > 0 {
-			fmt.Fprintf(out, "not applied until the daemon restarts: %s\n", strings.Join(res.Ignored, ", "))
-		}
-		if len(res.Added)+len(res.Removed)+len(res.Restarted)+len(res.Replaced)+len(res.Retooled) == 0 {
-			fmt.Fprintln(out, "no server changed")
-		}
-		return nil
+		_, err = io.WriteString(cmd.OutOrStdout(), res.Summary())
+		return err
 	}
 	return cmd
 }

@@ -126,7 +126,7 @@ func locate(ctx context.Context, path string, warn io.Writer) (*target, error) {
 // that daemon answers on its control socket; nil when there is none. A
 // socket folder or a listener that is not this user's is an error.
 func liveRecord(ctx context.Context, path string) (*daemon.Record, error) {
-	state, err := stateDir(os.Getenv)
+	state, err := config.StateDir(os.Getenv)
 	if err != nil {
 		return nil, nil // no state folder: no records; the file says where
 	}

@@ -38,7 +38,7 @@ func runCLIErr(ctx context.Context, args ...string) (stdout, stderr string, err 
 // does not lose it either.
 func TestBrokenConfigKeepsClients(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
-	state, err := stateDir(os.Getenv)
+	state, err := config.StateDir(os.Getenv)
 	require.NoError(t, err)
 	dir := testutil.ShortDir(t)
 	path := filepath.Join(dir, "mux.toml")
@@ -99,7 +99,7 @@ func TestBrokenConfigKeepsClients(t *testing.T) {
 // or, while the file does not load, any name it does not serve.
 func TestConnectNotServed(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
-	state, err := stateDir(os.Getenv)
+	state, err := config.StateDir(os.Getenv)
 	require.NoError(t, err)
 	dir := testutil.ShortDir(t)
 	path := filepath.Join(dir, "mux.toml")

@@ -69,7 +69,7 @@ func newServeCmd() *cobra.Command {
 		// Servers with stderr = "inherit" write into the log as the daemon
 		// does: through the rotating file when there is one.
 		env := daemonEnv{environ: os.Environ(), stderr: logw, autostarted: autostarted}
-		env.state, _ = stateDir(os.Getenv) // none: nothing is remembered
+		env.state, _ = config.StateDir(os.Getenv) // none: nothing is remembered
 		env.state = prepareState(env.state, log)
 		if exe, err := os.Executable(); err != nil {
 			log.Warn("cannot find the mcpmux executable to run reapers; a server will outlive a killed mcpmux", "error", err)

@@ -1,4 +1,4 @@
-package main
+package config_test
 
 import (
 	"os"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // TestStateDir: XDG_STATE_HOME when set to an absolute path; otherwise the
@@ -31,7 +33,7 @@ func TestStateDir(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := stateDir(func(k string) string { return tt.env[k] })
+			got, err := config.StateDir(func(k string) string { return tt.env[k] })
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got, "env %v", tt.env)
 		})

@@ -1,0 +1,314 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/testutil"
+)
+
+// tapLine is one line of `mcpmux tap --json`, by the names DESIGN.md gives
+// its fields.
+type tapLine struct {
+	Time       time.Time       `json:"time"`
+	Server     string          `json:"server"`
+	Session    uint64          `json:"session"`
+	Client     string          `json:"client"`
+	Dir        string          `json:"dir"`
+	Kind       string          `json:"kind"`
+	Method     string          `json:"method"`
+	ID         json.RawMessage `json:"id"`
+	UpstreamID json.RawMessage `json:"upstream_id"`
+	Bytes      int             `json:"bytes"`
+	MS         *float64        `json:"ms"`
+	Shape      string          `json:"shape"`
+	Message    json.RawMessage `json:"message"`
+	Lost       int64           `json:"lost"`
+}
+
+// tapRun is one `mcpmux tap` following a daemon.
+type tapRun struct {
+	tb  testing.TB
+	cmd *exec.Cmd
+
+	mu    sync.Mutex
+	lines []string // what it printed, a line each
+	done  chan struct{}
+}
+
+// startTap runs `mcpmux tap --config d.path args...` and returns once the
+// daemon has attached it (the tap says so on stderr). At cleanup it gets
+// SIGINT, must exit 0 and is waited for.
+func startTap(tb testing.TB, d *daemon, args ...string) *tapRun {
+	tb.Helper()
+	t := &tapRun{tb: tb, done: make(chan struct{})}
+	t.cmd = mcpmux(context.Background(), append([]string{"tap", "--config", d.path}, args...)...)
+	stdout, err := t.cmd.StdoutPipe()
+	require.NoError(tb, err)
+	stderr, err := t.cmd.StderrPipe()
+	require.NoError(tb, err)
+	require.NoError(tb, t.cmd.Start())
+	go t.read(stdout) // ends when the tap exits; stop waits for it
+	tb.Cleanup(t.stop)
+	first, err := bufio.NewReader(stderr).ReadString('\n')
+	require.NoError(tb, err, "the tap's first line on stderr")
+	require.Contains(tb, first, "tapping ", "the tap says it is attached")
+	go io.Copy(io.Discard, stderr) // ends with the tap
+	return t
+}
+
+func (t *tapRun) read(r io.Reader) {
+	defer close(t.done)
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			t.mu.Lock()
+			t.lines = append(t.lines, strings.TrimSuffix(line, "\n"))
+			t.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (t *tapRun) stop() {
+	if t.cmd.ProcessState != nil {
+		return
+	}
+	t.cmd.Process.Signal(syscall.SIGINT)
+	<-t.done
+	assert.NoError(t.tb, t.cmd.Wait(), "mcpmux tap ends with 0 on Ctrl-C")
+}
+
+// text is everything the tap printed so far.
+func (t *tapRun) text() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.lines...)
+}
+
+// events is what a --json tap printed so far, decoded.
+func (t *tapRun) events() []tapLine {
+	var out []tapLine
+	for _, l := range t.text() {
+		var ev tapLine
+		require.NoError(t.tb, json.Unmarshal([]byte(l), &ev), "a tap --json line: %s", l)
+		out = append(out, ev)
+	}
+	return out
+}
+
+// await waits until a --json tap printed a line that match accepts, and
+// returns it with every line before it.
+func (t *tapRun) await(what string, match func(tapLine) bool) (tapLine, []tapLine) {
+	t.tb.Helper()
+	var found tapLine
+	var before []tapLine
+	testutil.Eventually(t.tb, ioTimeout, what, func() (bool, error) {
+		before = nil
+		for _, ev := range t.events() {
+			if match(ev) {
+				found = ev
+				return true, nil
+			}
+			before = append(before, ev)
+		}
+		return false, nil
+	})
+	return found, before
+}
+
+// awaitText waits until a text tap printed a line that re matches.
+func (t *tapRun) awaitText(re *regexp.Regexp) string {
+	t.tb.Helper()
+	var found string
+	testutil.Eventually(t.tb, ioTimeout, "a line matching "+re.String(), func() (bool, error) {
+		for _, l := range t.text() {
+			if re.MatchString(l) {
+				found = l
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}
+
+// answerTo matches the answer to the request of a session with id.
+func answerTo(session uint64, id string) func(tapLine) bool {
+	return func(ev tapLine) bool {
+		return ev.Session == session && ev.Kind == "answer" && string(ev.ID) == id
+	}
+}
+
+// openAs opens a session whose client calls itself name in initialize.
+func openAs(tb testing.TB, path, name string) *client {
+	tb.Helper()
+	c := dial(tb, path)
+	m, err := c.call(`"init"`, "initialize", map[string]any{
+		"protocolVersion": "2025-06-18",
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": name, "version": "1"},
+	})
+	require.NoError(tb, err)
+	require.Empty(tb, m.Error, "initialize")
+	require.NoError(tb, c.send(notification("notifications/initialized", nil)))
+	return c
+}
+
+// sessionIDs are the ids of a server's sessions by their client's name,
+// from `mcpmux status --json`.
+func sessionIDs(tb testing.TB, d *daemon, server string) map[string]uint64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	out, err := mcpmux(ctx, "status", "--json", "--config", d.path).Output()
+	require.NoError(tb, err, "mcpmux status --json")
+	var st struct {
+		Servers []struct {
+			Name        string `json:"name"`
+			SessionList []struct {
+				ID     uint64 `json:"id"`
+				Client string `json:"client"`
+			} `json:"session_list"`
+		} `json:"servers"`
+	}
+	require.NoError(tb, json.Unmarshal(out, &st), "status: %s", out)
+	ids := map[string]uint64{}
+	for _, s := range st.Servers {
+		for _, sess := range s.SessionList {
+			if s.Name == server {
+				ids[sess.Client] = sess.ID
+			}
+		}
+	}
+	return ids
+}
+
+// TestTapSeesACallAndItsAnswer: a tap of one server shows a session's call
+// going up and its answer coming down, each with the client's id and the
+// server's, the session and its client's name, sizes, and the time the
+// answer took; in text, one line each. A tap of another server sees none
+// of it.
+func TestTapSeesACallAndItsAnswer(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, demo("demo", nil)+demo("other", nil), "")
+	jsonTap := startTap(t, d, "--json", "demo")
+	textTap := startTap(t, d, "demo")
+	otherTap := startTap(t, d, "--json", "other")
+	alice := openAs(t, d.socket("demo"), "alice")
+	id := sessionIDs(t, d, "demo")["alice"]
+	require.NotZero(t, id, "alice's session is listed")
+
+	require.NoError(t, alice.echo(`"call-1"`, "hello"))
+	answer, before := jsonTap.await("the answer to call-1", answerTo(id, `"call-1"`))
+	var call tapLine
+	for _, ev := range before {
+		if ev.Kind == "request" && string(ev.ID) == `"call-1"` {
+			call = ev
+		}
+	}
+	require.Equal(t, "tools/call", call.Method, "the call came before its answer: %+v", before)
+	assert.Equal(t, tapLine{Time: call.Time, Server: "demo", Session: id, Client: "alice", Dir: "up", Kind: "request",
+		Method: "tools/call", ID: json.RawMessage(`"call-1"`), UpstreamID: call.UpstreamID, Bytes: call.Bytes,
+		Shape: `{arguments:{text:string(5)}, name:"echo"}`}, call)
+	assert.Regexp(t, `^[0-9]+$`, string(call.UpstreamID), "the server's id is mcpmux's own number")
+	assert.Positive(t, call.Bytes)
+	assert.Equal(t, "down", answer.Dir)
+	assert.Equal(t, "tools/call", answer.Method, "the answer names the method it answers")
+	assert.Equal(t, string(call.UpstreamID), string(answer.UpstreamID), "the answer carries the server's id of its call")
+	assert.Equal(t, "alice", answer.Client)
+	require.NotNil(t, answer.MS, "an answer says how long it took")
+	assert.Positive(t, *answer.MS)
+	assert.InDelta(t, answer.Time.Sub(call.Time).Seconds()*1000, *answer.MS, 1000, "ms is the time between the call and its answer")
+
+	up := string(call.UpstreamID)
+	textTap.awaitText(regexp.MustCompile(fmt.Sprintf(`^\d\d:\d\d:\d\d\.\d{3} demo #%d \(alice\) -> tools/call id "call-1" \(up %s\) \d+B \{arguments:\{text:string\(5\)\}, name:"echo"\}$`, id, up)))
+	textTap.awaitText(regexp.MustCompile(fmt.Sprintf(`^\d\d:\d\d:\d\d\.\d{3} demo #%d \(alice\) <- answer to tools/call id "call-1" \(up %s\) \d+B \d+\.\dms \{content:\[1×\{text:string\(5\), type:string\(4\)\}\]`, id, up)))
+
+	// A call on other, after demo's were published: the other tap's queue
+	// is in order, so once it shows this call, it has shown all it got.
+	bob := openAs(t, d.socket("other"), "bob")
+	require.NoError(t, bob.echo(`"call-2"`, "there"))
+	_, seen := otherTap.await("the answer to call-2", answerTo(sessionIDs(t, d, "other")["bob"], `"call-2"`))
+	for _, ev := range seen {
+		assert.Equal(t, "other", ev.Server, "a tap of other sees nothing of demo: %+v", ev)
+	}
+	for _, ev := range jsonTap.events() {
+		assert.Equal(t, "demo", ev.Server, "a tap of demo sees nothing of other: %+v", ev)
+	}
+}
+
+// TestTapSessionFilter: with --session, a tap shows that session's
+// messages and no other session's of the same server.
+func TestTapSessionFilter(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, demo("demo", nil), "")
+	alice := openAs(t, d.socket("demo"), "alice")
+	bob := openAs(t, d.socket("demo"), "bob")
+	ids := sessionIDs(t, d, "demo")
+	require.NotZero(t, ids["bob"])
+	require.NotEqual(t, ids["alice"], ids["bob"])
+	tap := startTap(t, d, "--json", "--session", fmt.Sprint(ids["bob"]), "demo")
+
+	require.NoError(t, alice.echo(`"a-1"`, "from alice"))
+	require.NoError(t, bob.echo(`"b-1"`, "from bob"))
+	require.NoError(t, alice.echo(`"a-2"`, "from alice"))
+	require.NoError(t, bob.echo(`"b-2"`, "from bob"))
+	_, before := tap.await("bob's second answer", answerTo(ids["bob"], `"b-2"`))
+	require.NotEmpty(t, before)
+	for _, ev := range before {
+		assert.Equal(t, ids["bob"], ev.Session, "only bob's session: %+v", ev)
+		assert.NotContains(t, string(ev.ID), "a-", "none of alice's requests: %+v", ev)
+	}
+}
+
+// TestTapRedactsValues: a value sent in a tool's arguments, which the
+// server echoes back, appears in no line of a tap (text or --json) unless
+// it is run with --full.
+func TestTapRedactsValues(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-live-7Hq2ZpX9wV4mN8rT1yK6uB3c"
+	d := startDaemon(t, demo("demo", nil), "")
+	text := startTap(t, d, "demo")
+	asJSON := startTap(t, d, "--json")
+	full := startTap(t, d, "--json", "--full", "demo")
+	c := openAs(t, d.socket("demo"), "alice")
+	id := sessionIDs(t, d, "demo")["alice"]
+
+	require.NoError(t, c.echo(`"s-1"`, secret))
+	ans, _ := full.await("the answer to s-1 in full", answerTo(id, `"s-1"`))
+	assert.Contains(t, string(ans.Message), secret, "--full shows the whole answer")
+	asJSON.await("the redacted answer to s-1", answerTo(id, `"s-1"`))
+	text.awaitText(regexp.MustCompile(`answer to tools/call id "s-1"`))
+
+	lines := append(text.text(), asJSON.text()...)
+	require.GreaterOrEqual(t, len(lines), 4, "a call and its answer in each tap")
+	for _, l := range lines {
+		assert.NotContains(t, l, secret, "a redacted line")
+		assert.NotContains(t, l, secret[:12], "not even its start")
+	}
+	var sawCall bool
+	for _, ev := range full.events() {
+		if ev.Kind == "request" && string(ev.ID) == `"s-1"` {
+			sawCall = true
+			assert.Contains(t, string(ev.Message), secret, "--full shows the whole call")
+		}
+	}
+	assert.True(t, sawCall, "the full tap shows the call")
+}
