@@ -46,6 +46,9 @@ func run(m *testing.M) int {
 	if addr := os.Getenv(trickleEnv); addr != "" {
 		return trickle(addr) // this binary, run as another user by TestWebListenerUnlockedByTricklers
 	}
+	if path := os.Getenv(foreignTapEnv); path != "" {
+		return foreignTap(path) // this binary, run as another user by TestTapRefusesAnotherUser
+	}
 	dir, err := os.MkdirTemp("", "mxbin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -311,4 +314,93 @@ func TestTapRedactsValues(t *testing.T) {
 		}
 	}
 	assert.True(t, sawCall, "the full tap shows the call")
+}
+
+// foreignTapEnv names the variable that makes this test binary a client of
+// another user that asks the control socket at its value for GET /tap.
+const foreignTapEnv = "MCPMUX_TEST_FOREIGN_TAP"
+
+// foreignTapReport is what that client prints: its uid, whether it could
+// connect, and what it got back.
+type foreignTapReport struct {
+	UID     int    `json:"uid"`
+	DialErr string `json:"dial_err"`
+	Got     string `json:"got"`
+	ReadErr string `json:"read_err"`
+}
+
+// foreignTap is the main of this binary run as that client.
+func foreignTap(path string) int {
+	rep := foreignTapReport{UID: os.Getuid()}
+	defer func() { json.NewEncoder(os.Stdout).Encode(rep) }()
+	c, err := net.DialTimeout("unix", path, 5*time.Second)
+	if err != nil {
+		rep.DialErr = err.Error()
+		return 0
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, tapRequest); err != nil {
+		rep.ReadErr = "write: " + err.Error()
+		return 0
+	}
+	b, err := io.ReadAll(io.LimitReader(c, 4096))
+	rep.Got = string(b)
+	if err != nil {
+		rep.ReadErr = err.Error()
+	}
+	return 0
+}
+
+// tapRequest is GET /tap as `mcpmux tap` sends it, by hand.
+const tapRequest = "GET /tap HTTP/1.1\r\nHost: mcpmux\r\n\r\n"
+
+// TestTapRefusesAnotherUser: the control endpoint is owner-only. A process
+// of another uid that reaches the control socket (its folder and mode are
+// opened up here, in the test only, so that it gets past them to the
+// daemon's check of the peer's credentials) is hung up on without a byte,
+// and the daemon logs the refusal; the same request from the owner is
+// answered 200 and its tap streams.
+func TestTapRefusesAnotherUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to run a client as another uid (socket's TestAcceptRefusesOtherUsers needs it too)")
+	}
+	t.Parallel()
+	d := startDaemon(t, demo("demo", nil), "")
+	control := filepath.Join(d.sockets, ".control.sock")
+	require.NoError(t, os.Chmod(d.dir, 0o711))
+	require.NoError(t, os.Chmod(d.sockets, 0o711))
+	require.NoError(t, os.Chmod(control, 0o666))
+
+	self, err := os.Executable()
+	require.NoError(t, err)
+	bin, err := os.MkdirTemp("", "mxforeign")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	require.NoError(t, os.Chmod(bin, 0o755))
+	copyFile(t, self, filepath.Join(bin, "foreign"))
+	cmd := exec.Command(filepath.Join(bin, "foreign"))
+	cmd.Dir = bin
+	cmd.Env = []string{foreignTapEnv + "=" + control, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.Output()
+	require.NoError(t, err, "the foreign client")
+	var rep foreignTapReport
+	require.NoError(t, json.Unmarshal(out, &rep), "its report: %s", out)
+	assert.Equal(t, nobody, rep.UID)
+	assert.Empty(t, rep.DialErr, "it reached the socket: the daemon's own check is what refuses it")
+	assert.Empty(t, rep.Got, "not a byte of an answer, let alone a message")
+	testutil.Eventually(t, ioTimeout, "the daemon logs the refusal", func() (bool, error) {
+		return strings.Contains(d.log(), "refused a connection from another user") && strings.Contains(d.log(), "uid=65534"), nil
+	})
+
+	own, err := net.DialTimeout("unix", control, ioTimeout)
+	require.NoError(t, err)
+	defer own.Close()
+	own.SetDeadline(time.Now().Add(ioTimeout))
+	_, err = io.WriteString(own, tapRequest)
+	require.NoError(t, err)
+	status, err := bufio.NewReader(own).ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "HTTP/1.1 200 OK\r\n", status, "the owner's same request is served")
 }

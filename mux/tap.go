@@ -121,17 +121,16 @@ func (ts *Taps) active() []*Tap {
 }
 
 // publish offers ev to every tap that wants it, never waiting: a full
-// queue counts the line lost. The frame is copied once, if a tap wants it.
+// queue counts the line lost. The frame is copied once, when the first
+// tap has room for it, so a stalled tap costs no copy.
 func (ts *Taps) publish(taps []*Tap, ev TapEvent, frame []byte) {
 	ev.Bytes = len(frame)
+	frame = frame[:min(len(frame), tapFrameCap)]
+	var kept []byte
 	for _, t := range taps {
-		if !t.wants(ev) {
-			continue
+		if t.wants(ev) {
+			t.offer(ev, frame, &kept)
 		}
-		if ev.frame == nil {
-			ev.frame = slices.Clone(frame[:min(len(frame), tapFrameCap)])
-		}
-		t.offer(ev)
 	}
 }
 
@@ -142,20 +141,25 @@ func (t *Tap) wants(ev TapEvent) bool {
 	return len(t.f.Servers) == 0 || slices.Contains(t.f.Servers, ev.Server)
 }
 
-// offer queues ev, after the count of the lines lost before it, or counts
-// it lost when the queue is full. The sends cannot block: only offer
-// sends, under mu, and only when there is room.
-func (t *Tap) offer(ev TapEvent) {
+// offer queues ev with its frame (copied into *kept if no tap has yet),
+// after the count of the lines lost before it, or counts it lost when the
+// queue is full. The sends cannot block: only offer sends, under mu, and
+// only when there is room.
+func (t *Tap) offer(ev TapEvent, frame []byte, kept *[]byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	lines := 1
 	if t.lost > 0 {
 		lines = 2
 	}
-	if cap(t.ch)-len(t.ch) < lines || t.queued+len(ev.frame) > TapQueueBytes {
+	if cap(t.ch)-len(t.ch) < lines || t.queued+len(frame) > TapQueueBytes {
 		t.lost++
 		return
 	}
+	if *kept == nil {
+		*kept = slices.Clone(frame)
+	}
+	ev.frame = *kept
 	if t.lost > 0 {
 		select {
 		case t.ch <- TapEvent{Time: ev.Time, Lost: t.lost}:

@@ -137,3 +137,23 @@ func TestTapEventString(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkTapPublish: what a message costs the hub's path with no tap
+// attached (the atomic load), and with one tap that never reads (its queue
+// full: the line is counted lost, the frame not copied).
+func BenchmarkTapPublish(b *testing.B) {
+	frame := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+	ts := NewTaps()
+	run := func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if taps := ts.active(); taps != nil {
+				ts.publish(taps, TapEvent{Server: "demo", Kind: "request"}, frame)
+			}
+		}
+	}
+	b.Run("no-tap", run)
+	tap := ts.Attach(TapFilter{})
+	defer tap.Close()
+	b.Run("stalled-tap", run)
+}
