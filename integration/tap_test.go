@@ -404,3 +404,56 @@ func TestTapRefusesAnotherUser(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "HTTP/1.1 200 OK\r\n", status, "the owner's same request is served")
 }
+
+// TestTapShowsWhereCancellationsAndSamplingGo: a tap shows a session's
+// cancellation going up under the server's id of the call it cancels, a
+// sampling request coming down to the session that caused it and that
+// session's answer going up, each with both ids, a broadcast notification
+// as every session's, and the error mcpmux answers when request_timeout
+// passes, with the time it took.
+func TestTapShowsWhereCancellationsAndSamplingGo(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, demo("demo", nil)+demo("tight", nil, `request_timeout = "300ms"`), "")
+	tap := startTap(t, d, "--json")
+	c := openSampling(t, d.socket("demo"))
+	id := sessionIDs(t, d, "demo")["integration"]
+
+	require.NoError(t, c.send(toolCall(`"slow-1"`, "slow", map[string]any{"ms": 20000})))
+	call, _ := tap.await("the slow call", func(ev tapLine) bool { return ev.Kind == "request" && string(ev.ID) == `"slow-1"` })
+	require.NoError(t, c.send(notification("notifications/cancelled", map[string]any{"requestId": "slow-1"})))
+	cancel, _ := tap.await("the cancellation", func(ev tapLine) bool { return ev.Method == "notifications/cancelled" })
+	assert.Equal(t, tapLine{Time: cancel.Time, Server: "demo", Session: id, Client: "integration", Dir: "up", Kind: "notification",
+		Method: "notifications/cancelled", ID: json.RawMessage(`"slow-1"`), UpstreamID: call.UpstreamID, Bytes: cancel.Bytes,
+		Shape: "{requestId:number}"}, cancel, "the cancellation reaches the server under its id of the call")
+
+	require.NoError(t, c.send(toolCall(`"ask-1"`, "ask", map[string]any{"text": "a question"})))
+	asked, err := nextRequest(c)
+	require.NoError(t, err)
+	require.Equal(t, "sampling/createMessage", asked.Method)
+	require.NoError(t, answerSampling(c, asked.ID, "an answer"))
+	_, _, err = c.await(`"ask-1"`)
+	require.NoError(t, err)
+	down, _ := tap.await("the sampling request", func(ev tapLine) bool { return ev.Kind == "request" && ev.Method == "sampling/createMessage" })
+	assert.Equal(t, "down", down.Dir)
+	assert.Equal(t, id, down.Session, "to the session whose call caused it")
+	assert.Equal(t, string(asked.ID), string(down.ID), "under the id the session got")
+	assert.NotEmpty(t, down.UpstreamID, "with the server's own id")
+	back, _ := tap.await("the session's answer to it", func(ev tapLine) bool { return ev.Kind == "answer" && ev.Method == "sampling/createMessage" })
+	assert.Equal(t, "up", back.Dir)
+	assert.Equal(t, string(asked.ID), string(back.ID))
+	assert.Equal(t, string(down.UpstreamID), string(back.UpstreamID), "back to the server under its id")
+	require.NotNil(t, back.MS)
+
+	require.NoError(t, c.send(toolCall(`"n-1"`, "notify", map[string]any{"method": "notifications/tools/list_changed"})))
+	note, _ := tap.await("the broadcast", func(ev tapLine) bool { return ev.Method == "notifications/tools/list_changed" })
+	assert.Equal(t, "down", note.Dir)
+	assert.Zero(t, note.Session, "a broadcast is every session's")
+
+	tight := openAs(t, d.socket("tight"), "impatient")
+	require.NoError(t, tight.send(toolCall(`"late-1"`, "slow", map[string]any{"ms": 20000})))
+	timedOut, _ := tap.await("the timeout", func(ev tapLine) bool { return ev.Server == "tight" && string(ev.ID) == `"late-1"` && ev.Kind == "error" })
+	assert.Equal(t, "down", timedOut.Dir)
+	assert.Equal(t, "tools/call", timedOut.Method)
+	require.NotNil(t, timedOut.MS)
+	assert.GreaterOrEqual(t, *timedOut.MS, 250.0, "answered when request_timeout passed")
+}

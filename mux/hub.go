@@ -261,7 +261,11 @@ func (h *Hub) fail(r idmap.Route, e *jsonrpc.Error) {
 		h.settle(dataOf(r))
 		return
 	}
-	c.deliver(r, e.WithServer(h.cfg.Name).Response(r.ID), nil)
+	frame := e.WithServer(h.cfg.Name).Response(r.ID)
+	if taps := h.cfg.Taps.active(); taps != nil {
+		h.cfg.Taps.tellAnswer(taps, h.cfg.Name, c, "down", r, nil, true, frame)
+	}
+	c.deliver(r, frame, nil)
 }
 
 // broadcast sends a frame to every ready session.

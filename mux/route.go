@@ -149,7 +149,7 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		return
 	}
 	if taps := h.cfg.Taps.active(); taps != nil {
-		h.cfg.Taps.tellAnswer(taps, h.cfg.Name, c, "down", r, upID(up), m)
+		h.cfg.Taps.tellAnswer(taps, h.cfg.Name, c, "down", r, upID(up), m.Kind == jsonrpc.KindError, m.Frame)
 	}
 	shown, m := shownAndSeen(h.view.load(), r, d, m)
 	frame, taken := u.answerFrame(c, up, r, d, shown)
@@ -279,11 +279,10 @@ func (u *upstreamHandler) routeProgress(m *message) {
 		return
 	}
 	if c := h.sessions.get(session); c != nil {
-		frame := jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: token})
 		if taps := h.cfg.Taps.active(); taps != nil {
-			h.cfg.Taps.tell(taps, h.cfg.Name, c, TapEvent{Dir: "down", Kind: "notification", Method: m.Method}, frame)
+			h.cfg.Taps.tell(taps, h.cfg.Name, c, TapEvent{Dir: "down", Kind: "notification", Method: m.Method}, m.Frame)
 		}
-		c.sendAbout(tag, frame)
+		c.sendAbout(tag, jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: token}))
 	}
 }
 

@@ -172,7 +172,7 @@ func (u *upstreamHandler) routeServerRequest(proc process, m *message) {
 	c.sess.Logger().Debug("routed a server request", "method", m.Method, "id", key.id)
 	frame := m.WithID([]byte(strconv.FormatInt(key.id, 10)))
 	if taps != nil {
-		h.cfg.Taps.tell(taps, h.cfg.Name, c, TapEvent{Dir: "down", Kind: "request", Method: m.Method, ID: upID(key.id), UpstreamID: slices.Clone(m.ID)}, frame)
+		h.cfg.Taps.tell(taps, h.cfg.Name, c, TapEvent{Dir: "down", Kind: "request", Method: m.Method, ID: upID(key.id), UpstreamID: slices.Clone(m.ID)}, m.Frame)
 	}
 	c.sendAbout(cause.Tag, frame)
 }
@@ -276,7 +276,7 @@ func (c *client) answerFromSession(m *jsonrpc.Message) {
 		if proc := c.h.life.current(); proc != nil {
 			frame := m.WithID(sr.up)
 			if taps := c.h.cfg.Taps.active(); taps != nil {
-				c.h.cfg.Taps.tellAnswer(taps, c.h.cfg.Name, c, "up", idmap.Route{Method: sr.method, ID: m.ID, Started: sr.asked}, slices.Clone(sr.up), m)
+				c.h.cfg.Taps.tellAnswer(taps, c.h.cfg.Name, c, "up", idmap.Route{Method: sr.method, ID: m.ID, Started: sr.asked}, slices.Clone(sr.up), m.Kind == jsonrpc.KindError, frame)
 			}
 			proc.Send(frame)
 		}
@@ -324,7 +324,7 @@ func (u *upstreamHandler) serverCancelled(m *message) {
 	if c := h.sessions.get(key.session); c != nil {
 		frame := jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: s, Value: []byte(strconv.FormatInt(key.id, 10))})
 		if taps := h.cfg.Taps.active(); taps != nil {
-			h.cfg.Taps.tell(taps, h.cfg.Name, c, TapEvent{Dir: "down", Kind: "notification", Method: m.Method, ID: upID(key.id), UpstreamID: slices.Clone(sr.up)}, frame)
+			h.cfg.Taps.tell(taps, h.cfg.Name, c, TapEvent{Dir: "down", Kind: "notification", Method: m.Method, ID: upID(key.id), UpstreamID: slices.Clone(sr.up)}, m.Frame)
 		}
 		c.sendAbout(sr.tag, frame)
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/idmap"
-	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
 // Taps is the set of taps watching the messages of hubs: the daemon makes
@@ -358,19 +357,20 @@ func (ts *Taps) tell(taps []*Tap, server string, c *client, ev TapEvent, frame [
 	ts.publish(taps, ev, frame)
 }
 
-// tellAnswer tells taps of an answer to the request sent with route r
-// (under the server's id up), with the time since it was sent; dir is
-// where the answer goes.
-func (ts *Taps) tellAnswer(taps []*Tap, server string, c *client, dir string, r idmap.Route, up json.RawMessage, m *jsonrpc.Message) {
+// tellAnswer tells taps of an answer (an error when failed) to the
+// request sent with route r (under the server's id up: nil when mcpmux
+// answers for the server), with the time since it was sent; dir is where
+// the answer goes.
+func (ts *Taps) tellAnswer(taps []*Tap, server string, c *client, dir string, r idmap.Route, up json.RawMessage, failed bool, frame []byte) {
 	ev := TapEvent{Dir: dir, Kind: "answer", Method: r.Method, ID: slices.Clone(r.ID), UpstreamID: up}
-	if m.Kind == jsonrpc.KindError {
+	if failed {
 		ev.Kind = "error"
 	}
 	if !r.Started.IsZero() {
 		ms := float64(time.Since(r.Started).Microseconds()) / 1000
 		ev.MS = &ms
 	}
-	ts.tell(taps, server, c, ev, m.Frame)
+	ts.tell(taps, server, c, ev, frame)
 }
 
 // clientName is the name the session's client gave in initialize.
