@@ -451,7 +451,9 @@ func TestTapShowsWhereCancellationsAndSamplingGo(t *testing.T) {
 
 	tight := openAs(t, d.socket("tight"), "impatient")
 	require.NoError(t, tight.send(toolCall(`"late-1"`, "slow", map[string]any{"ms": 20000})))
-	timedOut, _ := tap.await("the timeout", func(ev tapLine) bool { return ev.Server == "tight" && string(ev.ID) == `"late-1"` && ev.Kind == "error" })
+	timedOut, _ := tap.await("the timeout", func(ev tapLine) bool {
+		return ev.Server == "tight" && string(ev.ID) == `"late-1"` && ev.Kind == "error"
+	})
 	assert.Equal(t, "down", timedOut.Dir)
 	assert.Equal(t, "tools/call", timedOut.Method)
 	require.NotNil(t, timedOut.MS)
