@@ -18,8 +18,8 @@ import (
 // of the config (for connect, restart, logs and client-config) and the
 // editors of client-config --for.
 
-// serverNameCommands are the commands whose one argument is a server name.
-var serverNameCommands = []string{"connect", "restart", "logs", "client-config"}
+// serverNameCommands are the commands whose (first) argument is a server name.
+var serverNameCommands = []string{"connect", "restart", "logs", "tap", "client-config"}
 
 // addCompletions attaches the completions to root's commands, and makes
 // `mcpmux completion SHELL` refuse a shell it has no script for (cobra's
