@@ -139,8 +139,12 @@ func (c *Client) Tap(ctx context.Context, q TapQuery) (io.ReadCloser, error) {
 	return resp.Body, nil
 }
 
+// ErrTapEnded: the daemon ended a tap's stream, as it does when it stops.
+var ErrTapEnded = errors.New("the daemon ended the tap (it stopped or restarted)")
+
 // PrintTap copies the daemon's tap lines from r to w as they come, as they
-// are (asJSON) or as text (mux.TapEvent.String), until r ends.
+// are (asJSON) or as text (mux.TapEvent.String), until r ends
+// (ErrTapEnded) or fails.
 func PrintTap(w io.Writer, r io.Reader, asJSON bool) error {
 	br := bufio.NewReader(r)
 	for {
@@ -153,6 +157,9 @@ func PrintTap(w io.Writer, r io.Reader, asJSON bool) error {
 				return fmt.Errorf("the daemon sent a tap line that is not JSON: %w", err)
 			}
 			fmt.Fprintln(w, ev.String())
+		}
+		if errors.Is(err, io.EOF) {
+			return ErrTapEnded
 		}
 		if err != nil {
 			return err
