@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,14 +136,19 @@ func serveConfig(tb testing.TB, cfg *daemonConfig) *daemon {
 	return d
 }
 
-// waitReady polls every socket until it accepts a connection. The daemon
-// sees each probe as a client that leaves at once.
+// waitReady polls every socket, the servers' and the endpoint all's, until
+// it accepts a connection. The daemon sees each probe as a client that
+// leaves at once.
 func (d *daemon) waitReady() {
 	d.tb.Helper()
 	deadline := time.Now().Add(readyTimeout)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for _, name := range d.servers {
+	names := d.servers
+	if len(names) > 0 {
+		names = append(slices.Clip(names), "all")
+	}
+	for _, name := range names {
 		for {
 			c, err := net.DialTimeout("unix", d.socket(name), time.Second)
 			if err == nil {
