@@ -59,8 +59,14 @@ func (d *Daemon) Status() Status {
 	if d.cfg.ResidentBytes != nil {
 		st.RSSBytes = d.cfg.ResidentBytes()
 	}
+	var dormant map[string]int
+	if w := d.web.Load(); w != nil {
+		dormant = w.Dormant()
+	}
 	for _, srv := range d.list() {
-		st.Servers = append(st.Servers, srv.Status())
+		s := srv.Status()
+		s.Dormant = dormant[s.Name]
+		st.Servers = append(st.Servers, s)
 	}
 	for _, e := range d.Endpoints() {
 		st.Endpoints = append(st.Endpoints, EndpointStatus{Name: e.Name(), Servers: append([]string{}, e.Config().Servers...), Sessions: e.Sessions()})

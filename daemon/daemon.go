@@ -49,10 +49,11 @@ func (e *WebError) Unwrap() error { return e.Err }
 type Daemon struct {
 	cfg     Config
 	log     *slog.Logger
-	connLog *slog.Logger   // rate limited: what connections can provoke at will
-	ids     atomic.Uint64  // session ids, shared by every server
-	taps    mux.Taps       // the taps of GET /tap, shared by every server
-	budget  *outbox.Budget // MaxQueuedBytes, shared by every session; nil when unbounded
+	connLog *slog.Logger               // rate limited: what connections can provoke at will
+	ids     atomic.Uint64              // session ids, shared by every server
+	taps    mux.Taps                   // the taps of GET /tap, shared by every server
+	web     atomic.Pointer[socket.Web] // the web listener, once open; for Status
+	budget  *outbox.Budget             // MaxQueuedBytes, shared by every session; nil when unbounded
 	started time.Time
 	ran     atomic.Bool
 	// recorded: Run wrote the daemon's record, and removes it when it returns.
@@ -147,6 +148,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx) // idle exit stops it too
 	defer stop()
 	ls, err := d.open()
+	if err == nil && ls.web != nil {
+		d.web.Store(ls.web)
+	}
 	if err != nil {
 		return err
 	}

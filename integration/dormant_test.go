@@ -59,10 +59,13 @@ func TestDormantHTTPSessions(t *testing.T) {
 	assert.False(t, gone(editorPID), "the editor's process is kept")
 	assert.Equal(t, editorPID, httpStats(t, c, editor, "102").PID, "the editor's session goes on, on its process")
 
+	assert.Contains(t, statusVerbose(t, d), "iso: 3 dormant HTTP sessions", "status -v names them")
+
 	back := httpStats(t, c, gone3[0], "300")
 	assert.NotContains(t, pids, back.PID, "a departed client that comes back is served by a new process")
 	assert.Equal(t, 1, back.Initialize, "its initialize replayed to the new process")
 	assert.Contains(t, d.log(), "HTTP session set up again")
+	assert.Contains(t, statusVerbose(t, d), "iso: 2 dormant HTTP sessions", "one came back")
 
 	s := newHTTPClient(t, d, "shared")
 	for range 300 {

@@ -309,6 +309,10 @@ type Status struct {
 	// (server_requests = "serialize", or "auto" on the word of an older
 	// mcpmux, until it learns which requests ask).
 	Serialized bool `json:"serialized,omitempty"`
+	// Dormant counts the server's Streamable HTTP sessions that went
+	// dormant (http_session_dormant) and have not come back; the daemon
+	// sets it.
+	Dormant int `json:"dormant_http_sessions,omitempty"`
 
 	SessionList []SessionStatus  `json:"session_list"`
 	Instances   []InstanceStatus `json:"instances,omitempty"` // share = "project": one per project

@@ -258,6 +258,10 @@ func CheckWebAddr(addr string, allowRemote bool) error {
 // Addr is the address the listener is bound to.
 func (w *Web) Addr() net.Addr { return w.l.Addr() }
 
+// Dormant counts each server's dormant Streamable HTTP sessions
+// (streamable.Handler.Dormant).
+func (w *Web) Dormant() map[string]int { return w.http.Dormant() }
+
 // Serve serves until ctx is done or the listener fails, then stops
 // listening, ends the sessions and returns once every one of them has
 // ended: nil when ctx ended it, else the listener's error.

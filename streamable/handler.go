@@ -107,6 +107,7 @@ type Handler struct {
 	closing  bool
 	sessions map[string]*transport    // by Mcp-Session-Id
 	pending  map[string]chan struct{} // restores under way, by id
+	asleep   map[string]string        // dormant sessions' servers, by id; at most maxAsleep
 	active   sync.WaitGroup           // the sessions' goroutines, and the modern requests'
 
 	tools toolCache // the 2026-07-28 binding's tool definitions (modern.go)
@@ -431,12 +432,49 @@ func (h *Handler) sessionOf(r *http.Request, server string, ep Endpoint) (*trans
 	}
 	t := h.lookup(id)
 	if t == nil && ep != nil && h.cfg.Store != nil {
+		h.wake(id)
 		return h.restore(r, id, server, ep)
 	}
 	if t == nil || t.server != server || t.closed() {
 		return nil, errNoSession
 	}
 	return t, nil
+}
+
+// maxAsleep bounds the dormant sessions Dormant counts; past it the count
+// is short (the sessions themselves are kept in the Store all the same).
+const maxAsleep = 4096
+
+// nap notes that session id of server went dormant.
+func (h *Handler) nap(id, server string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.asleep == nil {
+		h.asleep = make(map[string]string)
+	}
+	if len(h.asleep) < maxAsleep {
+		h.asleep[id] = server
+	}
+}
+
+// wake notes that session id is no longer dormant: its client came back,
+// or deleted it.
+func (h *Handler) wake(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.asleep, id)
+}
+
+// Dormant counts the sessions of each server that went dormant in this
+// Handler and have not come back since.
+func (h *Handler) Dormant() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := make(map[string]int)
+	for _, server := range h.asleep {
+		n[server]++
+	}
+	return n
 }
 
 // forgetRecord deletes the kept record of session id of server, if there
@@ -449,6 +487,7 @@ func (h *Handler) forgetRecord(id, server string) bool {
 	if err != nil || rec.Server != server {
 		return false
 	}
+	h.wake(id)
 	h.cfg.Store.Delete(id)
 	return true
 }

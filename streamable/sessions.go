@@ -35,6 +35,7 @@ func (h *Handler) admit(r *http.Request, server string, ep Endpoint, rec Record)
 		t.sleep = func() {
 			t.asleep.Store(true)
 			h.forget(t)
+			h.nap(t.id, server)
 			t.Close()
 			h.log.Info("HTTP session dormant: it never opened a GET stream and was idle, so what it held on its server is let go; it is made again if its client comes back",
 				"server", server, "http_session", t.id, "http_session_dormant", h.cfg.SessionDormant)

@@ -159,6 +159,7 @@ func Server(w io.Writer, st daemon.Status, name string) error {
 		fmt.Fprintf(w, "cannot start for want of the machine's resources (no crash: it is tried again with backoff): %s\n", s.Shortage)
 	}
 	turns(w, *s)
+	dormant(w, *s)
 	if len(s.Instances) > 0 {
 		fmt.Fprintln(w, "\none process per project:")
 		for _, in := range s.Instances {
@@ -198,12 +199,20 @@ func Sessions(w io.Writer, st daemon.Status) error {
 		return err
 	}
 	for _, s := range st.Servers {
-		if s.Serialized || len(s.Asks) > 0 {
+		if s.Serialized || len(s.Asks) > 0 || s.Dormant > 0 {
 			fmt.Fprintln(w)
 			turns(w, s)
+			dormant(w, s)
 		}
 	}
 	return nil
+}
+
+// dormant counts a server's dormant HTTP sessions, if any.
+func dormant(w io.Writer, s mux.Status) {
+	if s.Dormant > 0 {
+		fmt.Fprintf(w, "%s: %d dormant HTTP sessions (their clients went quiet without a GET stream; each is made again if its client comes back)\n", s.Name, s.Dormant)
+	}
 }
 
 func sessions(w io.Writer, servers []mux.Status) error {

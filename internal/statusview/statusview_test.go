@@ -76,10 +76,10 @@ func TestTableOfTwentyServersFits(t *testing.T) {
 func TestServerInFull(t *testing.T) {
 	st := daemon.Status{Servers: []mux.Status{
 		{Name: "code", State: "project", Asks: []string{"tools/call ask"}, LastExit: "exit status 2\nsecond line",
-			Instances: []mux.InstanceStatus{{Project: "/src/a", State: mux.StateReady, Pid: 42, Sessions: 2}},
+			Instances:   []mux.InstanceStatus{{Project: "/src/a", State: mux.StateReady, Pid: 42, Sessions: 2}},
 			SessionList: []mux.SessionStatus{{ID: 3, Transport: "unix", Client: "claude", Protocol: "2025-06-18", Era: "legacy", Age: "5s"}},
 			Stderr:      []string{"listening\n", "ready"}},
-		{Name: "other", State: mux.StateReady},
+		{Name: "other", State: mux.StateReady, Dormant: 4},
 	}}
 	var out bytes.Buffer
 	require.NoError(t, Server(&out, st, "code"))
@@ -92,6 +92,9 @@ func TestServerInFull(t *testing.T) {
 	assert.Contains(t, out.String(), "stderr (last 2 lines):\n  listening\n  ready\n")
 	assert.NotContains(t, out.String(), "other")
 	assert.EqualError(t, Server(&out, st, "nope"), `no server named "nope": the daemon serves code, other`)
+	out.Reset()
+	require.NoError(t, Sessions(&out, st))
+	assert.Contains(t, out.String(), "\nother: 4 dormant HTTP sessions (", "status -v counts a server's dormant sessions")
 }
 
 // A daemon with no servers says so; one that cannot start a server for
@@ -102,7 +105,7 @@ func TestTableNotes(t *testing.T) {
 	assert.Contains(t, out.String(), "\nwarning: no servers: the config has no [servers.NAME] table; add one, then `mcpmux reload`\n")
 	out.Reset()
 	require.NoError(t, Table(&out, daemon.Status{Version: "v1", Pid: 7, Uptime: "1m",
-		Servers: []mux.Status{{Name: "demo", State: mux.StateBackoff, Shortage: "out of file descriptors (EMFILE)"}, {Name: "b", State: mux.StateReady}},
+		Servers:   []mux.Status{{Name: "demo", State: mux.StateBackoff, Shortage: "out of file descriptors (EMFILE)"}, {Name: "b", State: mux.StateReady}},
 		Endpoints: []daemon.EndpointStatus{{Name: "all", Servers: []string{"demo", "b"}, Sessions: 3}, {Name: "quiet", Servers: []string{"b"}}}}, 0))
 	assert.Contains(t, out.String(), "\ndemo cannot start for want of the machine's resources (no crash: it is tried again with backoff): out of file descriptors (EMFILE)\n")
 	assert.Contains(t, out.String(), "\nendpoints in use: all (3 sessions)\n")
