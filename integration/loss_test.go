@@ -84,7 +84,8 @@ func TestClosedClientCancels(t *testing.T) {
 // TestInvalidAnswerFailsItsRequest: a server answer that is not valid JSON
 // (Python's NaN, a Latin-1 byte in a string) but whose id is readable
 // fails its request with -32603 invalid_answer at once, under the
-// client's id; the line is logged, and the session and the server go on.
+// client's id (there is no request_timeout: nothing else would answer it);
+// the line is logged, and the session and the server go on.
 func TestInvalidAnswerFailsItsRequest(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, demo("demo", nil), "")
@@ -97,7 +98,6 @@ func TestInvalidAnswerFailsItsRequest(t *testing.T) {
 		e, err := errorOf(m)
 		require.NoError(t, err, "%s: an error answer: %s", kind, m.Frame)
 		assert.Equal(t, []any{-32603, "invalid_answer", "demo"}, []any{e.Code, e.Data.Reason, e.Data.Server}, kind)
-		assert.Less(t, took, time.Second, "%s: answered within a second", kind)
 		t.Logf("%s: invalid_answer after %v", kind, took.Round(time.Millisecond))
 	}
 	require.NoError(t, c.echo(`"after"`, "still served"))
