@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,13 +114,24 @@ var errBadRecord = errors.New("not a daemon record")
 // (statefile.ErrUnsafe, statefile.ErrTooLarge) without being followed or
 // read whole.
 func readRecordFile(path string) (Record, error) {
-	var r Record
 	b, err := statefile.ReadFile(path, maxRecord)
 	if err != nil {
 		return Record{}, err
 	}
-	if json.Unmarshal(b, &r) != nil || r.Pid <= 0 || !filepath.IsAbs(r.SocketDir) {
-		return Record{}, fmt.Errorf("%s: %w", path, errBadRecord)
+	r, err := decodeRecord(b)
+	if err != nil {
+		return Record{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// decodeRecord is the record b holds, or errBadRecord: one names a process
+// and the absolute folder it serves in. A pid beyond a pid_t is refused:
+// the kernel would take its low 32 bits (4294967295 is -1, every process).
+func decodeRecord(b []byte) (Record, error) {
+	var r Record
+	if json.Unmarshal(b, &r) != nil || r.Pid <= 0 || r.Pid > math.MaxInt32 || !filepath.IsAbs(r.SocketDir) {
+		return Record{}, errBadRecord
 	}
 	return r, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,7 +286,7 @@ func rootsFolder(result json.RawMessage) string {
 	}
 	for _, r := range res.Roots {
 		u, err := url.Parse(r.URI)
-		if err != nil || u.Scheme != "file" || !filepath.IsAbs(u.Path) {
+		if err != nil || u.Scheme != "file" || !localHost(u.Host) || !filepath.IsAbs(u.Path) {
 			continue
 		}
 		dir := filepath.Clean(u.Path)
@@ -295,3 +296,7 @@ func rootsFolder(result json.RawMessage) string {
 	}
 	return ""
 }
+
+// localHost: a file URI's host names this machine (RFC 8089: none, or
+// "localhost"); file://other/x is a folder of another machine.
+func localHost(host string) bool { return host == "" || strings.EqualFold(host, "localhost") }

@@ -2,7 +2,9 @@ package streamable
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
@@ -50,6 +52,55 @@ func FuzzClassify(f *testing.F) {
 		}
 		if isModernPOST(r, b) && r.Header.Get(headerSessionID) != "" {
 			t.Fatal("a POST on a session taken for the 2026-07-28 binding")
+		}
+	})
+}
+
+// FuzzDecodeRecord feeds a session record's decode any file contents: a
+// record it accepts is the session's own, carries an initialize message
+// and an absolute folder if any, and reads back the same once saved.
+func FuzzDecodeRecord(f *testing.F) {
+	const id = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`
+	for _, s := range []string{
+		`{"id":"` + id + `","server":"s","initialize":` + init + `}`,
+		`{"id":"` + id + `","server":"s","initialize":` + init + `,"initialized":true,"level":{"level":"debug"},"subscriptions":{"file:///a":{"uri":"file:///a"}},"folder":"/tmp"}`,
+		`{"id":"` + id + `","initialize":` + init + `,"folder":"rel/dir"}`,
+		`{"id":"` + id + `","initialize":null}`,
+		`{"id":"` + id + `","initialize":{"jsonrpc":"2.0","method":"notifications/initialized"}}`,
+		`{"id":"OTHER","initialize":` + init + `}`,
+		`{"id":"` + id + `","initialize":` + init + `,"subscriptions":[]}`,
+		`[]`, `null`, ``, "\xff",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, ok := decodeRecord(b, id)
+		if !ok {
+			if r != nil {
+				t.Fatal("a refused record with a value")
+			}
+			return
+		}
+		if r.ID != id {
+			t.Fatalf("accepted another session's record: %q", r.ID)
+		}
+		if len(r.Initialize) == 0 || r.Initialize[0] != '{' {
+			t.Fatalf("accepted a record whose initialize is %q", r.Initialize)
+		}
+		if r.Folder != "" && !filepath.IsAbs(r.Folder) {
+			t.Fatalf("accepted a relative folder %q", r.Folder)
+		}
+		saved, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("an accepted record does not encode: %v", err)
+		}
+		again, ok := decodeRecord(saved, id)
+		if !ok {
+			t.Fatalf("a saved record does not load: %s", saved)
+		}
+		if resaved, _ := json.Marshal(again); !bytes.Equal(resaved, saved) {
+			t.Fatalf("a record changes when saved again:\n%s\n%s", saved, resaved)
 		}
 	})
 }

@@ -180,12 +180,27 @@ func (s *FileStore) Load(id string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var r Record
-	if err := json.Unmarshal(b, &r); err != nil || r.ID != id || len(r.Initialize) == 0 {
+	r, ok := decodeRecord(b, id)
+	if !ok {
 		s.Delete(id)
 		return nil, fmt.Errorf("session %s: unreadable record: %w", id, fs.ErrNotExist)
 	}
-	return &r, nil
+	return r, nil
+}
+
+// decodeRecord is the record of id that b holds; false when b is not one:
+// not JSON, another session's, without an initialize message (an object:
+// replay checks that it is an initialize request), or with a folder that
+// is not an absolute, clean path.
+func decodeRecord(b []byte, id string) (*Record, bool) {
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil || r.ID != id || len(r.Initialize) == 0 || r.Initialize[0] != '{' {
+		return nil, false
+	}
+	if r.Folder != "" && (!filepath.IsAbs(r.Folder) || filepath.Clean(r.Folder) != r.Folder) {
+		return nil, false
+	}
+	return &r, true
 }
 
 func (s *FileStore) dirRefused() bool {
