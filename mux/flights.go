@@ -212,15 +212,19 @@ func (f *flights) takeParkedLocked(nonce string) *parkedInput {
 
 // resume takes the parked request filed under nonce for owner and hands it
 // to the session that retried it, under the retry's id, token and tag. p
-// is nil (and err errBadState) when owner has no such request; found is
+// is nil (and err errBadState) when owner has no such request, or
+// (errOtherRequest) when bind is not the parked request's; found is
 // false when it ended while parked (p.final or p.failed says how), and err
 // is idmap.ErrDuplicate when the session has another request with that id
 // in flight.
-func (f *flights) resume(owner uint64, nonce string, session uint64, id, token json.RawMessage, tag uint64) (p *parkedInput, found bool, err error) {
+func (f *flights) resume(owner uint64, nonce string, bind requestBind, session uint64, id, token json.RawMessage, tag uint64) (p *parkedInput, found bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if p = f.parked[nonce]; p == nil || p.session != owner {
 		return nil, false, errBadState
+	}
+	if p.bind != bind {
+		return nil, false, errOtherRequest // left parked, for the retry of its own request
 	}
 	f.takeParkedLocked(nonce)
 	found, err = f.reqs.Move(p.up, session, id, token, tag)

@@ -14,7 +14,8 @@ import (
 // modernReq is what a modern session's request declared in its envelope.
 type modernReq struct {
 	caps  caps
-	tasks bool // the tasks extension
+	tasks bool        // the tasks extension
+	bind  requestBind // its method and arguments, for a requestState mcpmux gives it (mrtr.go)
 }
 
 // tasksExtension is the name of the tasks extension of the modern revision.
@@ -77,6 +78,9 @@ func (c *client) handleModern(m *message, env envelope, enveloped bool, out sink
 func (c *client) forwardModern(m *message, env envelope, mr *modernReq, out sink) {
 	if c.h.down.retry(c, m, out) {
 		return // a retry with an input mcpmux asked for: answered from the bridge
+	}
+	if inputMethod(m.Method) {
+		mr.bind = bindOf(m.Method, m.Params)
 	}
 	// A legacy server has one level for everyone: the most verbose any
 	// session wants, a modern session's latest request counting as its wish.

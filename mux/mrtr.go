@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -64,6 +65,57 @@ type parkedInput struct {
 	timer    *time.Timer      // its wait for the retry; under flights.mu
 	final    *jsonrpc.Message // the upstream answer, if it came before the retry
 	failed   *jsonrpc.Error   // why the upstream request ended, if it did
+	bind     requestBind      // the method and arguments its retry must carry
+}
+
+// requestBind is a digest of a request's method and its params without
+// what a retry adds or changes (_meta, requestState, inputResponses): a
+// requestState is good only for a retry of the request it was given to.
+type requestBind [sha256.Size]byte
+
+// retryMembers are the members of params a retry may add or change.
+var retryMembers = []string{"_meta", "requestState", "inputResponses"}
+
+// bindOf is the requestBind of a request. Its params are made canonical
+// (members sorted, numbers as written, no spaces), so that the same
+// arguments sent again with other spacing or member order bind the same.
+func bindOf(method string, params json.RawMessage) requestBind {
+	h := sha256.New()
+	h.Write([]byte(method))
+	h.Write([]byte{0})
+	var members map[string]json.RawMessage
+	if json.Unmarshal(params, &members) == nil && members != nil {
+		for _, k := range retryMembers {
+			delete(members, k)
+		}
+		h.Write(canonicalJSON(members))
+	} else {
+		h.Write(params) // not an object: bound as it is
+	}
+	return requestBind(h.Sum(nil))
+}
+
+// canonicalJSON is v encoded with sorted members and its numbers as
+// written; nil when it cannot be (then only the method binds).
+func canonicalJSON(members map[string]json.RawMessage) []byte {
+	d := json.NewDecoder(bytes.NewReader(mustMarshal(members)))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return nil
+	}
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if e.Encode(v) != nil {
+		return nil
+	}
+	return b.Bytes()
+}
+
+func mustMarshal(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // stateKey signs the requestState that names a parked request (the
@@ -88,6 +140,11 @@ func (k stateKey) sign(session uint64, nonce []byte) string {
 // errBadState: a requestState mcpmux did not make for this session, or one
 // already used.
 var errBadState = errors.New("mux: requestState is not one this session was given, or was used already")
+
+// errOtherRequest: a requestState retried with another method or other
+// arguments than the request it was given to. The parked request still
+// waits for its own retry.
+var errOtherRequest = errors.New("mux: requestState was given to a request with another method or other arguments")
 
 // verify checks a requestState against the session retrying with it and
 // returns its nonce.
@@ -123,6 +180,9 @@ func (b *downBridge) askModern(proc process, c *client, up int64, r idmap.Route,
 	parked := r
 	parked.Session, parked.ID = owner, parkedID(up)
 	p := &parkedInput{session: owner, detached: detached, up: up, route: parked, asked: m.ID, method: m.Method, key: "mcpmux-" + strconv.FormatInt(up, 10)}
+	if d := dataOf(r); d != nil && d.modern != nil {
+		p.bind = d.modern.bind
+	}
 	nonce := make([]byte, 8)
 	rand.Read(nonce)
 	found, next := h.flights.park(p, r.Token, string(nonce), h.cfg.ServerRequestTimeout, b.parkedTimeout)
@@ -189,12 +249,16 @@ func (b *downBridge) retry(c *client, m *message, out sink) bool {
 		if detached {
 			c.sess.Begin() // the request is this session's from now on
 		}
-		p, found, err = h.flights.resume(owner, nonce, c.sess.ID(), m.ID, token, out.tag())
+		p, found, err = h.flights.resume(owner, nonce, bindOf(m.Method, m.Params), c.sess.ID(), m.ID, token, out.tag())
 		if err != nil && detached {
 			c.sess.End()
 		}
 	}
 	switch {
+	case errors.Is(err, errOtherRequest):
+		c.sess.Logger().Warn("refused a retry whose method or arguments are not those of the request its requestState was given to", "id", string(m.ID), "method", m.Method)
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState was given to a request with another method or other arguments; retry with the same ones", Reason: jsonrpc.ReasonInvalidRequestState})
+		return true
 	case p == nil:
 		c.sess.Logger().Warn("refused a retry with a requestState this session was not given", "id", string(m.ID))
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState is not one this session was given, or it was used already", Reason: jsonrpc.ReasonInvalidRequestState})
