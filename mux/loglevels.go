@@ -160,14 +160,20 @@ func (h *Hub) setLevelBefore(c *client) {
 const setLevelWait = 2 * time.Second
 
 // routeLogMessage sends notifications/message to the sessions whose level
-// admits it: on a legacy server, the legacy sessions by the level each set;
-// and the one session whose request in flight asked, in its envelope, for a
-// level that admits it (a modern server sends messages for nothing else).
-// The message names no request: of several that asked, the latest takes it.
+// admits it. A message whose _meta names the request it is about (by the
+// progress token mcpmux gave that request) goes to that request's session
+// alone. Any other: on a legacy server, to the legacy sessions by the level
+// each set; and to the one session whose request in flight asked, in its
+// envelope, for a level that admits it (a modern server sends messages for
+// nothing else). Such a message names no request: of several that asked,
+// the latest takes it.
 func (u *upstreamHandler) routeLogMessage(m *message) {
 	h := u.h
 	level, _ := m.paramString(pLevel)
 	rank, known := logRanks[level]
+	if toRelatedRequest(h, m, rank, known) {
+		return
+	}
 	info := h.describedServer()
 	if info == nil || info.era != eraModern {
 		for _, c := range h.sessions.ready() {
@@ -187,4 +193,43 @@ func (u *upstreamHandler) routeLogMessage(m *message) {
 	if c := h.sessions.get(r.Session); c != nil {
 		c.sendAbout(r.Tag, m.Frame)
 	}
+}
+
+// toRelatedRequest sends a log message whose _meta names its request, by
+// the progress token mcpmux gave it, to that request's session, with the
+// session's own token, if the level the request (or, for a legacy session,
+// the session) asked for admits it; false when the message names no
+// request of mcpmux's. A message about a request no longer in flight is
+// dropped, as its progress would be.
+func toRelatedRequest(h *Hub, m *message, rank int, known bool) bool {
+	span, ok := m.p.inMeta(mProgressToken)
+	if !ok {
+		return false
+	}
+	up, ok := upstreamID(m.Frame[span.Start:span.End])
+	if !ok {
+		return false // not a token mcpmux gave: routed as a message that names none
+	}
+	r, ok := h.flights.get(up)
+	c := h.sessions.get(r.Session)
+	switch {
+	case !ok || c == nil || r.Token == nil:
+		h.log.Debug("dropped a log message about a request not in flight", "request", up)
+	case logAdmits(h, r, rank, known):
+		c.sendAbout(r.Tag, jsonrpc.Splice(m.Frame, jsonrpc.Edit{Span: span, Value: r.Token}))
+	}
+	return true
+}
+
+// logAdmits: a message of rank reaches the session of r. A modern request
+// gets messages only at the level its envelope asked for (none if it asked
+// for none); a legacy session's, at the level the session set.
+func logAdmits(h *Hub, r idmap.Route, rank int, known bool) bool {
+	want := h.levels.of(r.Session)
+	if d := dataOf(r); d != nil && d.level != "" {
+		want = d.level
+	} else if d != nil && d.modern != nil {
+		return false
+	}
+	return !known || logRanks[want] <= rank
 }
