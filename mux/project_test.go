@@ -213,8 +213,12 @@ func TestProjectsWithinBounds(t *testing.T) {
 	assert.ElementsMatch(t, []string{home, repos[0]}, projectsNow(), "a symlink to a is a")
 
 	// The daemon's folder still has a session, and so has a: a third
-	// project is refused, naming max_projects.
-	_, m = attach(repos[1])
+	// project is refused, naming max_projects, before it says anything
+	// (its initialize could meet a closed connection).
+	refused := h.pipe(func(conn net.Conn) {
+		projects.Serve(ctx, session.NewStream(conn, 1<<20), session.Peer{Transport: "test", Dir: repos[1]})
+	})
+	m = refused.recv()
 	require.Equal(t, jsonrpc.KindError, m.Kind, "%s", m.Frame)
 	assert.Contains(t, string(m.Error), "max_projects")
 	assert.Contains(t, string(m.Error), `"reason":"too_many_sessions"`)
