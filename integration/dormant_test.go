@@ -22,6 +22,7 @@ import (
 // back is made again; an editor-like client with a GET stream open keeps
 // its session and its process; 300 dormant sessions do not evict it.
 func TestDormantHTTPSessions(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()

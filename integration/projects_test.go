@@ -71,6 +71,7 @@ func rssMiB(t *testing.T, pid int) float64 {
 // outside project_roots is served in the daemon's folder, and nothing is
 // started in its root.
 func TestProjectsWithinBounds(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("200 project processes")
 	}
@@ -114,6 +115,7 @@ func TestProjectsWithinBounds(t *testing.T) {
 // after a daemon restart, the session's first message, whatever it is, is
 // served by the process of its project, not the daemon's folder's.
 func TestProjectHTTPSessionRestored(t *testing.T) {
+	t.Parallel()
 	top := testutil.ShortDir(t)
 	a, b := filepath.Join(top, "a"), filepath.Join(top, "b")
 	for _, dir := range []string{filepath.Join(a, ".git"), filepath.Join(b, ".git")} {
@@ -172,6 +174,7 @@ func httpStats(t *testing.T, c *httpClient, sid, id string) demoStats {
 // Twenty servers: `mcpmux status` in a terminal 100 columns wide is 22
 // lines or fewer, none wider; `status NAME` shows one in full.
 func TestStatusOfTwentyServersFits(t *testing.T) {
+	t.Parallel()
 	var servers strings.Builder
 	for i := range 20 {
 		servers.WriteString(demo(fmt.Sprintf("server-with-a-long-name-%02d", i), nil, `start = "lazy"`))
