@@ -43,24 +43,30 @@ func newAdoptCmdWith(env adoptEnv) *cobra.Command {
 user files, and the project files of this folder), adds their stdio servers
 to mux.toml (an entry that runs the same command, args and env as a server
 there, or as another entry, is that server; a project's file gives share =
-"project"), and rewrites each entry to run "mcpmux connect NAME", keeping
-the rest of each file byte for byte. Each file is backed up beside itself
-first, as FILE.mcpmux-backup; --undo puts every backup back, and removes a
-mux.toml that adopt created (marked by mux.toml.mcpmux-created). The
-servers of ~/.claude.json's projects are adopted as share = "project".
-Quit the editors first: some (Claude Code) write their files while they
-run, and would write the old entries back. The editor's own keys of an entry (its timeouts,
-the tools it shows, "disabled") stay in it; servers known to lose data when
-shared (server-memory) get max_concurrency = 1, with a comment that says why.
+"project"), and replaces the entries of each file by one, "mcpmux" (in a
+project's file "mcpmux-PROJECT"), that runs "mcpmux connect": the endpoint
+all, when the file ran every configured server and showed all their tools,
+else an endpoint adopt adds to mux.toml with exactly the file's servers
+(named after the editor: codex, cursor-PROJECT), whose allow_tools and
+deny_tools keep the tools the editor showed (Codex's enabled_tools and
+disabled_tools, Gemini's includeTools and excludeTools). The rest of each
+file stays byte for byte. Each file is backed up beside itself first, as
+FILE.mcpmux-backup; --undo puts every backup back, and removes a mux.toml
+that adopt created (marked by mux.toml.mcpmux-created). Quit the editors
+first: some (Claude Code) write their files while they run, and would
+write the old entries back. Servers known to lose data when shared
+(server-memory) get max_concurrency = 1, with a comment that says why.
 
 When a daemon serves the config, adopt has it read the config again and
 waits for each new server to be ready (up to 5 minutes, with progress), so
 that first downloads (npx, uvx) happen now and not at an editor's first use.
 
 Files it cannot read, and entries it does not understand (servers reached by
-URL, keys it does not know), are left as they are and listed. In Codex's
-config.toml, each server's [mcp_servers.NAME] table is written anew (its
-comments go; its other keys stay); the rest of the file stays as it was.`,
+URL, keys it does not know, entries the editor has disabled), are left as
+they are and listed. The editor's settings of an adopted entry that one
+entry cannot keep (its timeouts) are listed as not carried. In Codex's
+config.toml, the servers' [mcp_servers.NAME] tables become one (their
+comments go); the rest of the file stays as it was.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := configPathFlag(cmd, env.getenv)
@@ -106,11 +112,17 @@ func adopt(ctx context.Context, out io.Writer, env adoptEnv, path string, isDefa
 	for _, l := range plan.Adopted {
 		fmt.Fprintf(out, "through mcpmux: %s\n", l)
 	}
+	for _, l := range plan.NotCarried {
+		fmt.Fprintf(out, "not carried: %s\n", l)
+	}
 	for _, l := range plan.Left {
 		fmt.Fprintf(out, "left: %s\n", l)
 	}
 	for _, s := range plan.Added {
 		fmt.Fprintf(out, "new server: %s\n", s.Name)
+	}
+	for _, e := range plan.Endpoints {
+		fmt.Fprintf(out, "new endpoint: %s (%s)\n", e.Name, strings.Join(e.Servers, ", "))
 	}
 	if len(plan.Rewrites) == 0 {
 		fmt.Fprintln(out, "nothing to adopt")
@@ -190,7 +202,7 @@ func adoptInput(env adoptEnv, path string, isDefault bool) (editors.AdoptInput, 
 	if err := service.Stable(exe); err != nil {
 		return in, err
 	}
-	in.Connect = []string{exe, "connect"}
+	in.Connect = []string{exe, "connect"} // the endpoint all; adopt adds another's name
 	if !isDefault {
 		in.Connect = append(in.Connect, "--config", path)
 	}

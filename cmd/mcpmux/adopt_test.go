@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,29 +36,32 @@ func TestAdoptCommand(t *testing.T) {
 	before := testutil.HashTree(t, home)
 	out := run("--dry-run")
 	assert.Equal(t, before, testutil.HashTree(t, home), "--dry-run writes nothing")
-	assert.Contains(t, out, "through mcpmux: Cursor ~/.cursor/mcp.json: memory\n")
-	assert.Contains(t, out, "through mcpmux: Zed ~/.config/zed/settings.json: time\n")
+	assert.Contains(t, out, "through mcpmux: Cursor ~/.cursor/mcp.json: memory, as one entry \"mcpmux\" (the endpoint cursor)\n")
+	assert.Contains(t, out, "through mcpmux: Zed ~/.config/zed/settings.json: time, as one entry \"mcpmux\" (the endpoint zed)\n")
+	assert.Contains(t, out, "new endpoint: cursor (memory)\nnew endpoint: zed (time)\n")
 	assert.Contains(t, out, "--- "+cursor+"\n+++ "+cursor+"\n@@ -3,1 +3,1 @@\n"+
 		`-    "memory": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}`+"\n"+
-		`+    "memory": {"command":"/opt/bin/mcpmux","args":["connect","memory"]}`+"\n")
+		`+    "mcpmux": {"command":"/opt/bin/mcpmux","args":["connect","cursor"]}`+"\n")
 	assert.Contains(t, out, "+# max_concurrency = 1: server-memory")
+	assert.Contains(t, out, "+[endpoints.cursor]\n+servers = [\"memory\"]\n")
 
 	out = run()
 	assert.Contains(t, out, "wrote 3 files, each backed up beside itself (FILE.mcpmux-backup)")
 	now, err := os.ReadFile(filepath.Join(home, ".config", "zed", "settings.json"))
 	require.NoError(t, err)
-	assert.Equal(t, "// Zed\n{\n  \"theme\": \"One Dark\",\n  \"context_servers\": {\n    \"time\": {\"command\":\"/opt/bin/mcpmux\",\"args\":[\"connect\",\"time\"]},\n  },\n}\n", string(now))
+	assert.Equal(t, "// Zed\n{\n  \"theme\": \"One Dark\",\n  \"context_servers\": {\n    \"mcpmux\": {\"command\":\"/opt/bin/mcpmux\",\"args\":[\"connect\",\"zed\"]},\n  },\n}\n", string(now))
 	cfg, err := os.ReadFile(filepath.Join(home, ".config", "mcpmux", "mux.toml"))
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(cfg), files[".config/mcpmux/mux.toml"]), "mux.toml keeps what it had:\n%s", cfg)
 	assert.Contains(t, string(cfg), "[servers.memory]\ncommand = \"npx\"")
+	assert.Contains(t, string(cfg), "[endpoints.zed]\nservers = [\"time\"]\n")
 	assert.Contains(t, run(), "nothing to adopt", "a second adopt finds every entry through mcpmux")
 	link, err := os.Readlink(cursor)
 	require.NoError(t, err, "the link stays a link")
 	assert.Equal(t, filepath.Join(home, "dotfiles", "cursor-mcp.json"), link)
 	target, err := os.ReadFile(link)
 	require.NoError(t, err)
-	assert.Contains(t, string(target), `"memory": {"command":"/opt/bin/mcpmux","args":["connect","memory"]}`, "its target is rewritten")
+	assert.Contains(t, string(target), `"mcpmux": {"command":"/opt/bin/mcpmux","args":["connect","cursor"]}`, "its target is rewritten")
 
 	out = run("--undo")
 	assert.Contains(t, out, "restored "+cursor+"\n")
@@ -104,7 +108,8 @@ func TestAdoptStartsNewServers(t *testing.T) {
 	assert.Regexp(t, `ready: fake \(\d+s\)\n`, out.String())
 	cursor, err := os.ReadFile(filepath.Join(home, ".cursor", "mcp.json"))
 	require.NoError(t, err)
-	assert.Contains(t, string(cursor), `"fake": {"command":"/opt/bin/mcpmux","args":["connect","--config",`)
+	assert.Equal(t, `{"mcpServers": {"mcpmux": {"command":"/opt/bin/mcpmux","args":["connect","--config",`+strconv.Quote(path)+`]}}}`, string(cursor),
+		"its only server is every server: the endpoint all")
 }
 
 // TestAdoptCreatesConfig: with no mux.toml, adopt writes one, and --undo
@@ -117,20 +122,21 @@ func TestAdoptCreatesConfig(t *testing.T) {
 	run := adoptRunner(t, home)
 	before := testutil.HashTree(t, home)
 	out := run()
-	assert.Contains(t, out, "through mcpmux: Claude Code ~/.claude.json: db (project /src/app)\n")
+	assert.Contains(t, out, "through mcpmux: Claude Code ~/.claude.json (project /src/app): db, as one entry \"mcpmux-app\" (the endpoint all)\n")
 	cfg, err := os.ReadFile(filepath.Join(home, ".config", "mcpmux", "mux.toml"))
 	require.NoError(t, err)
 	assert.Contains(t, string(cfg), "[servers.db]\ncommand = \"uvx\"\nargs = [\"mcp-server-sqlite\", \"--db-path\", \"app.db\"]\nshare = \"project\"\n")
 	now, err := os.ReadFile(claude)
 	require.NoError(t, err)
-	assert.Equal(t, `{"numStartups": 3, "projects": {"/src/app": {"allowedTools": [], "mcpServers": {"db": {"command":"/opt/bin/mcpmux","args":["connect","db"]}}}}}`, string(now))
+	assert.Equal(t, `{"numStartups": 3, "projects": {"/src/app": {"allowedTools": [], "mcpServers": {"mcpmux-app": {"command":"/opt/bin/mcpmux","args":["connect"]}}}}}`, string(now),
+		"a project's entry does not take the name of the user's, mcpmux, which it would hide")
 
 	// Another server since: adopt again, then undo both.
 	cursor := filepath.Join(home, ".cursor", "mcp.json")
 	cursorText := `{"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}`
 	require.NoError(t, os.MkdirAll(filepath.Dir(cursor), 0o700))
 	require.NoError(t, os.WriteFile(cursor, []byte(cursorText), 0o600))
-	assert.Contains(t, run(), "new server: time\n")
+	assert.Contains(t, run(), "new server: time\nnew endpoint: cursor (time)\n")
 	run("--undo")
 	assert.NoFileExists(t, filepath.Join(home, ".config", "mcpmux", "mux.toml"))
 	data, err := os.ReadFile(cursor)

@@ -12,12 +12,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/endpoint"
 )
 
 // What mcpmux adopt does: the servers the editors' files on this machine
-// run are imported into mux.toml, and each file's entries are rewritten to
-// run `mcpmux connect NAME` instead, every file backed up beside itself
-// first (FILE.mcpmux-backup), so that Undo puts each back as it was.
+// run are imported into mux.toml, and each file's object of servers gets
+// one entry, "mcpmux", that runs `mcpmux connect` (the endpoint all) when
+// the file ran every configured server, else `mcpmux connect NAME` of an
+// endpoint adopt adds for it, in place of the entries it adopted. Every
+// file is backed up beside itself first (FILE.mcpmux-backup), so that Undo
+// puts each back as it was.
 
 // BackupSuffix ends the name of the copy adopt keeps of a file it
 // rewrites; CreatedSuffix the name of the empty file that says adopt
@@ -38,18 +46,31 @@ type AdoptInput struct {
 	// Servers are the servers mux.toml has, as import makes them: an
 	// entry that runs the same is pointed at one of them.
 	Servers []Server
-	// Connect is the command line that reaches a server through mcpmux,
-	// without its name: mcpmux's absolute path, "connect", and --config
-	// when mux.toml is not in its default place.
+	// Connect is the command line that reaches the endpoint all through
+	// mcpmux (another endpoint's name goes after it): mcpmux's absolute
+	// path, "connect", and --config when mux.toml is not in its default
+	// place.
 	Connect []string
 }
 
 // Adoption is what adopt would do.
 type Adoption struct {
-	Added    []Server  // new servers, appended to mux.toml
-	Rewrites []Rewrite // the files it rewrites, mux.toml last
-	Adopted  []string  // one line per editor file: its entries that now run through mcpmux
-	Left     []string  // files not read and entries left as they are, one line each
+	Added      []Server   // new servers, appended to mux.toml
+	Endpoints  []Endpoint // new endpoints, appended to mux.toml after them
+	Rewrites   []Rewrite  // the files it rewrites, mux.toml last
+	Adopted    []string   // one line per object of servers rewritten: its entries, and the one that replaces them
+	NotCarried []string   // the editors' settings of adopted entries that mcpmux cannot keep, one line each
+	Left       []string   // files not read and entries left as they are, one line each
+}
+
+// Endpoint is an [endpoints.NAME] table adopt adds: the servers of one
+// editor's object of servers, with the tools it showed of them.
+type Endpoint struct {
+	Name       string
+	For        string   // the file (and project) it stands for, in a comment
+	Servers    []string // in the order the file had them
+	AllowTools []string // over the prefixed names, SERVER__tool
+	DenyTools  []string
 }
 
 // Rewrite is one file adopt rewrites.
@@ -64,6 +85,31 @@ var knownUnsafe = []struct{ arg, why string }{
 	{"@modelcontextprotocol/server-memory", "server-memory reads and rewrites its whole file on each call: calls at once from several clients lose entities"},
 }
 
+// filePlan is one editor's file adopt reads: the objects of servers in it
+// whose entries it adopts.
+type filePlan struct {
+	f      File
+	where  string // the editor and the file, for the output
+	data   []byte
+	groups []*group
+}
+
+// group is one object of servers of a file: the entries adopt replaces by
+// one that runs mcpmux connect.
+type group struct {
+	path    []string // the members leading to it from the top
+	origin  string   // "" or "project PATH" (Claude Code's ~/.claude.json)
+	folder  string   // the project's folder when its entries are a project's; "" for a user's
+	names   []string // the names of all its entries, those kept included
+	members []member // the entries adopted, by name
+}
+
+// member is one adopted entry and the server it runs.
+type member struct {
+	orig, server string
+	allow, deny  []string // the editor's tool filters, over the server's own names; nil for none
+}
+
 // PlanAdoption reads the editors' files (where doctor looks) and works out
 // the adoption; it writes nothing.
 func PlanAdoption(in AdoptInput) (*Adoption, error) {
@@ -73,37 +119,56 @@ func PlanAdoption(in AdoptInput) (*Adoption, error) {
 	for i := range in.Servers {
 		taken[in.Servers[i].Name] = &in.Servers[i]
 	}
-	tilde := func(p string) string {
-		if home := in.Getenv("HOME"); home != "" && strings.HasPrefix(p, home+string(filepath.Separator)) {
-			return "~" + p[len(home):]
-		}
-		return p
-	}
+	var plans []*filePlan
 	for _, f := range Files(in.Getenv, in.GOOS, in.Cwd) {
 		data, err := ReadFile(f.Path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		where := f.Client.Name + " " + tilde(f.Path)
+		p := &filePlan{f: f, where: f.Client.Name + " " + tildePath(in.Getenv, f.Path), data: data}
 		if err != nil {
-			a.Left = append(a.Left, fmt.Sprintf("%s: not read: %v", where, err))
+			a.Left = append(a.Left, fmt.Sprintf("%s: not read: %v", p.where, err))
 			continue
 		}
-		newText, names, err := a.adoptFile(in, f, data, res, taken)
+		err = a.readFile(in, p, res, taken)
 		for _, s := range res.Skipped {
-			a.Left = append(a.Left, where+": "+s)
+			a.Left = append(a.Left, p.where+": "+s)
 		}
 		res.Skipped = nil
 		if err != nil {
-			a.Left = append(a.Left, fmt.Sprintf("%s: left as it is: %v", where, err))
+			a.Left = append(a.Left, fmt.Sprintf("%s: left as it is: %v", p.where, err))
 			continue
 		}
-		if len(names) > 0 {
-			a.Adopted = append(a.Adopted, where+": "+strings.Join(names, ", "))
-			a.Rewrites = append(a.Rewrites, Rewrite{Path: f.Path, Old: data, New: newText})
-		}
+		plans = append(plans, p)
 	}
 	a.Added = res.Servers
+	a.markUnsafe()
+	ns := newNames(in, taken)
+	for _, p := range plans {
+		a.rewriteFile(in, p, ns)
+	}
+	if len(a.Added) > 0 || len(a.Endpoints) > 0 {
+		text := a.configText(in.ConfigText)
+		if _, err := config.Parse(text, "", ""); err != nil {
+			return nil, fmt.Errorf("adopt: mux.toml would not load: %w", err)
+		}
+		a.Rewrites = append(a.Rewrites, Rewrite{Path: in.Config, Old: in.ConfigText, New: text})
+	}
+	return a, nil
+}
+
+// tildePath writes p with ~ for the home folder.
+func tildePath(getenv func(string) string, p string) string {
+	if home := getenv("HOME"); home != "" && strings.HasPrefix(p, home+string(filepath.Separator)) {
+		return "~" + p[len(home):]
+	}
+	return p
+}
+
+// markUnsafe gives the new servers known to lose data when shared
+// max_concurrency = 1, with a note that says why, and takes away the
+// notes on the tools the editors showed, which their endpoints show.
+func (a *Adoption) markUnsafe() {
 	for i := range a.Added {
 		s := &a.Added[i]
 		for _, u := range knownUnsafe {
@@ -112,113 +177,271 @@ func PlanAdoption(in AdoptInput) (*Adoption, error) {
 				s.Notes = append(s.Notes, "max_concurrency = 1: "+u.why)
 			}
 		}
+		s.Notes = slices.DeleteFunc(s.Notes, func(n string) bool { // the endpoints show what the editors showed
+			k, _, _ := strings.Cut(strings.TrimPrefix(n, "check: "), ":")
+			_, filter := toolFilters[k]
+			return filter && strings.HasPrefix(n, "check: ")
+		})
 	}
-	if len(a.Added) > 0 {
-		a.Rewrites = append(a.Rewrites, Rewrite{Path: in.Config, Old: in.ConfigText, New: a.configText(in.ConfigText)})
-	}
-	return a, nil
 }
 
-// adoptFile imports the stdio servers of one editor's file and rewrites
-// their entries to run mcpmux connect; it returns the new text and the
-// entries rewritten, as "entry" or "entry as name".
-func (a *Adoption) adoptFile(in AdoptInput, f File, data []byte, res *Result, taken map[string]*Server) ([]byte, []string, error) {
-	top, _, err := decodeFile(data, f.Path)
+// readFile imports the stdio servers of one editor's file into res and
+// notes, in p, the entries that run them, by object of servers.
+func (a *Adoption) readFile(in AdoptInput, p *filePlan, res *Result, taken map[string]*Server) error {
+	top, _, err := decodeFile(p.data, p.f.Path)
 	var fe *formatError
 	switch {
 	case errors.As(err, &fe):
-		return nil, nil, errors.New("not valid " + fe.Format)
+		return errors.New("not valid " + fe.Format)
 	case err != nil:
-		return nil, nil, errors.New("not valid JSON")
+		return errors.New("not valid JSON")
 	}
 	sources, err := importSources(top, &Result{})
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	for i := range sources {
-		if sources[i].project == "" {
-			sources[i].project = f.Project
-		}
-		sources[i].rules.timeouts = f.Client.Timeouts
-	}
-	clean := stripJSONC(data)
-	type edit struct {
-		start, end int
-		text       []byte
-	}
-	var edits []edit
-	var names []string
-	var rewrites []EntryRewrite
 	for _, src := range sources {
-		for _, orig := range slices.Sorted(maps.Keys(src.entries)) {
-			if e, skip := readEntry(src.entries[orig], src.rules); skip == "" {
-				if unknown := unknownKeys(e, src.rules.timeouts); len(unknown) > 0 {
-					label := strconv.Quote(orig)
-					if src.origin != "" {
-						label += " (" + src.origin + ")"
-					}
-					res.Skipped = append(res.Skipped, fmt.Sprintf("%s left as it is: adopt does not know its %s", label, strings.Join(unknown, ", ")))
-					continue
-				}
-			}
-			name := res.add(src, orig, taken)
-			if name == "" {
-				continue
-			}
-			command := append(slices.Clone(in.Connect), name)
-			if f.Client.Rewrite != nil {
-				rewrites = append(rewrites, EntryRewrite{Path: append(slices.Clone(src.path), orig), Command: command, Old: src.entries[orig]})
-			} else {
-				start, end, ok := memberSpan(clean, append(slices.Clone(src.path), orig))
-				if !ok {
-					continue
-				}
-				text, err := f.Client.connectEntry(command, src.entries[orig])
-				if err != nil {
-					return nil, nil, err
-				}
-				edits = append(edits, edit{start, end, text})
-			}
-			label := orig
-			if name != orig {
-				label += " as " + name
-			}
-			if src.origin != "" {
-				label += " (" + src.origin + ")"
-			}
-			names = append(names, label)
+		if src.project == "" {
+			src.project = p.f.Project
+		}
+		src.rules.timeouts = p.f.Client.Timeouts
+		g := &group{path: src.path, origin: src.origin, names: slices.Sorted(maps.Keys(src.entries))}
+		switch {
+		case src.origin != "":
+			g.folder = strings.TrimPrefix(src.origin, "project ")
+		case src.project != "":
+			g.folder = in.Cwd
+		}
+		for _, orig := range g.names {
+			a.readEntry(p, g, src, orig, res, taken)
+		}
+		if len(g.members) > 0 {
+			p.groups = append(p.groups, g)
 		}
 	}
-	if f.Client.Rewrite != nil && len(rewrites) > 0 {
-		out, err := f.Client.Rewrite(data, rewrites)
+	return nil
+}
+
+// readEntry adopts the entry orig of src into g, or notes why not.
+func (a *Adoption) readEntry(p *filePlan, g *group, src importSource, orig string, res *Result, taken map[string]*Server) {
+	label := strconv.Quote(orig)
+	if src.origin != "" {
+		label += " (" + src.origin + ")"
+	}
+	e, skip := readEntry(src.entries[orig], src.rules)
+	if skip == "" {
+		if unknown := unknownKeys(e, src.rules.timeouts); len(unknown) > 0 {
+			res.Skipped = append(res.Skipped, fmt.Sprintf("%s left as it is: adopt does not know its %s", label, strings.Join(unknown, ", ")))
+			return
+		}
+		d, _ := entryText(e, "disabled")
+		if enabled, _ := entryText(e, "enabled"); d == "true" || enabled == "false" {
+			res.Skipped = append(res.Skipped, label+" left as it is: it is disabled in the editor")
+			return
+		}
+	}
+	name := res.add(src, orig, taken)
+	if name == "" {
+		return
+	}
+	m := member{orig: orig, server: name}
+	for _, k := range slices.Sorted(maps.Keys(e)) {
+		var tools []string
+		_, filter := toolFilters[k]
+		switch {
+		case slices.Contains(runKeys, k):
+		case filter && json.Unmarshal(e[k], &tools) == nil && strings.HasPrefix(toolFilters[k], "only"):
+			if m.allow == nil {
+				m.allow = []string{} // [] shows none of its tools
+			}
+			m.allow = append(m.allow, tools...)
+		case filter && tools != nil:
+			m.deny = append(m.deny, tools...)
+		default:
+			a.NotCarried = append(a.NotCarried, notCarried(p.where, label, k, e[k], src.rules.timeouts))
+		}
+	}
+	g.members = append(g.members, m)
+}
+
+// notCarried says that the editor's setting key of an adopted entry is
+// not kept.
+func notCarried(where, label, key string, v json.RawMessage, timeouts []Timeout) string {
+	line := fmt.Sprintf("%s: %s: %s = %s: the one entry that replaces it has no setting per server", where, label, key, v)
+	if i := slices.IndexFunc(timeouts, func(t Timeout) bool { return t.Key == key }); i >= 0 {
+		line += "; mcpmux's own " + timeouts[i].As + " bounds the server"
+	}
+	return line
+}
+
+// runKeys are the keys of an entry that say what it runs and how, and
+// whether the editor runs it: the entry that replaces it says them.
+var runKeys = []string{"args", "command", "cwd", "disabled", "enabled", "env", "envFile", "env_vars", "environment", "type"}
+
+// names are the names of mux.toml's servers and endpoints once adopt has
+// added its servers: an endpoint it adds takes none of them.
+type names struct {
+	servers []string        // every server, those added included
+	taken   map[string]bool // servers and endpoints
+	ownAll  bool            // mux.toml defines the endpoint all, or a server takes its name
+}
+
+func newNames(in AdoptInput, taken map[string]*Server) *names {
+	n := &names{taken: map[string]bool{"all": true}}
+	for name := range taken {
+		n.servers = append(n.servers, name)
+		n.taken[name] = true
+	}
+	var doc struct{ Endpoints map[string]any }
+	_ = toml.Unmarshal(in.ConfigText, &doc) // mux.toml loaded: it decodes
+	for name := range doc.Endpoints {
+		n.taken[name] = true
+	}
+	_, defined := doc.Endpoints["all"]
+	n.ownAll = defined || taken["all"] != nil
+	return n
+}
+
+// claim takes name, or name-2, name-3... when it is taken, and returns it.
+func (n *names) claim(name string) string {
+	name = sanitizeServerName(name)
+	for i := 2; n.taken[name]; i++ {
+		suffix := "-" + strconv.Itoa(i)
+		base := sanitizeServerName(strings.TrimSuffix(name, suffix))
+		if len(base)+len(suffix) > config.MaxServerNameLen {
+			base = base[:config.MaxServerNameLen-len(suffix)]
+		}
+		name = base + suffix
+	}
+	n.taken[name] = true
+	return name
+}
+
+// rewriteFile works out the file of p with each group's entries replaced
+// by one, and the endpoints they reach.
+func (a *Adoption) rewriteFile(in AdoptInput, p *filePlan, n *names) {
+	text := p.data
+	var lines []string
+	for _, g := range p.groups {
+		command := slices.Clone(in.Connect)
+		target := "the endpoint all"
+		if ep, ok := a.endpoint(p, g, n); ok {
+			command = append(command, ep.Name)
+			target = "the endpoint " + ep.Name
+		}
+		entry := uniqueEntryName(g)
+		var err error
+		rw := GroupRewrite{Path: g.path, Name: entry, Command: command}
+		for _, m := range g.members {
+			rw.Drop = append(rw.Drop, m.orig)
+		}
+		if p.f.Client.Rewrite != nil {
+			text, err = p.f.Client.Rewrite(text, rw)
+		} else {
+			text, err = p.f.Client.rewriteJSON(text, p.f.Path, rw)
+		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("its servers are in mux.toml, but it is not rewritten: %w; `mcpmux client-config NAME --for %s` prints each entry", err, f.Client.For)
+			a.Left = append(a.Left, fmt.Sprintf("%s: its servers are in mux.toml, but it is not rewritten: %v; "+
+				"`mcpmux client-config --for %s` prints the entry", p.where, err, p.f.Client.For))
+			return
 		}
-		return out, names, nil
+		var labels []string
+		for _, m := range g.members {
+			label := m.orig
+			if m.server != m.orig {
+				label += " as " + m.server
+			}
+			labels = append(labels, label)
+		}
+		line := fmt.Sprintf("%s: %s, as one entry %q (%s)", p.where, strings.Join(labels, ", "), entry, target)
+		if g.origin != "" {
+			line = fmt.Sprintf("%s (%s): %s, as one entry %q (%s)", p.where, g.origin, strings.Join(labels, ", "), entry, target)
+		}
+		lines = append(lines, line)
 	}
-	slices.SortFunc(edits, func(x, y edit) int { return y.start - x.start }) // from the end: offsets before stay
-	out := bytes.Clone(data)
-	for _, e := range edits {
-		out = slices.Concat(out[:e.start], e.text, out[e.end:])
+	if len(lines) == 0 {
+		return
 	}
-	return out, names, nil
+	a.Adopted = append(a.Adopted, lines...)
+	a.Rewrites = append(a.Rewrites, Rewrite{Path: p.f.Path, Old: p.data, New: text})
 }
 
-// runKeys are the keys of an entry that say what it runs and how: adopt
-// replaces them. The others (timeouts, tools shown, disabled) are the
-// editor's own and stay.
-var runKeys = []string{"args", "command", "cwd", "env", "envFile", "env_vars", "environment", "type"}
-
-// EntryRewrite is one entry of an editor's file that adopt rewrites.
-type EntryRewrite struct {
-	Path    []string        // the members leading to it from the top
-	Command []string        // what it is to run: mcpmux connect NAME
-	Old     json.RawMessage // the entry as it was, as JSON
+// uniqueEntryName is the name of the entry that replaces g's: "mcpmux" in
+// a user's file; "mcpmux-PROJECT" in a project's, so that where the editor
+// merges the two it does not hide the user's. One the file keeps takes
+// neither.
+func uniqueEntryName(g *group) string {
+	name := "mcpmux"
+	if g.folder != "" {
+		name += "-" + sanitizeServerName(filepath.Base(g.folder))
+	}
+	kept := func(n string) bool {
+		return slices.Contains(g.names, n) && !slices.ContainsFunc(g.members, func(m member) bool { return m.orig == n })
+	}
+	for i, base := 2, name; kept(name); i++ {
+		name = base + "-" + strconv.Itoa(i)
+	}
+	return name
 }
 
-// connectEntry is the entry, on one line of JSON, that makes the editor
-// run command, with the members of old that are not runKeys.
-func (c *Client) connectEntry(command []string, old json.RawMessage) ([]byte, error) {
+// endpoint is the endpoint g's entry reaches: none (ok false) when that
+// is all, as g ran every server and showed each all its tools; else one
+// added for it, named after the editor (and the project).
+func (a *Adoption) endpoint(p *filePlan, g *group, n *names) (Endpoint, bool) {
+	ep := Endpoint{For: p.where}
+	if g.origin != "" {
+		ep.For += " (" + g.origin + ")"
+	}
+	views := false
+	for _, m := range g.members {
+		if !slices.Contains(ep.Servers, m.server) {
+			ep.Servers = append(ep.Servers, m.server)
+			views = views || m.allow != nil || len(m.deny) > 0
+		}
+	}
+	everyServer := len(ep.Servers) == len(n.servers) && !slices.ContainsFunc(n.servers, func(s string) bool { return !slices.Contains(ep.Servers, s) })
+	if everyServer && !views && !n.ownAll {
+		return ep, false
+	}
+	for _, s := range ep.Servers {
+		m := g.members[slices.IndexFunc(g.members, func(m member) bool { return m.server == s })]
+		ep.AllowTools = append(ep.AllowTools, prefixed(s, m.allow)...)
+		ep.DenyTools = append(ep.DenyTools, prefixed(s, m.deny)...)
+		if views && m.allow == nil && slices.ContainsFunc(g.members, func(m member) bool { return m.allow != nil }) {
+			ep.AllowTools = append(ep.AllowTools, s+endpoint.DefaultSeparator+"*")
+		}
+	}
+	name := p.f.Client.For
+	if g.folder != "" {
+		name += "-" + filepath.Base(g.folder)
+	}
+	ep.Name = n.claim(name)
+	a.Endpoints = append(a.Endpoints, ep)
+	return ep, true
+}
+
+// prefixed are tools as an endpoint names them: SERVER__tool.
+func prefixed(server string, tools []string) []string {
+	var out []string
+	for _, t := range tools {
+		out = append(out, server+endpoint.DefaultSeparator+t)
+	}
+	return out
+}
+
+// GroupRewrite is one object of servers of an editor's file that adopt
+// rewrites: the entries Drop go, and one, Name, runs Command where the
+// first of them was.
+type GroupRewrite struct {
+	Path    []string // the members leading to the object from the top
+	Drop    []string // the entries it replaces
+	Name    string   // the entry that replaces them
+	Command []string // what it runs: mcpmux connect [ENDPOINT]
+}
+
+// entryJSON is the entry, on one line of JSON, that makes the editor run
+// command.
+func (c *Client) entryJSON(command []string) ([]byte, error) {
 	var entry any = stdioEntry{Type: c.StdioType, Command: command[0], Args: command[1:]}
 	if c.StdioEntry != nil {
 		entry = c.StdioEntry(command)
@@ -229,39 +452,113 @@ func (c *Client) connectEntry(command []string, old json.RawMessage) ([]byte, er
 	if err := enc.Encode(entry); err != nil {
 		return nil, err
 	}
-	text := bytes.TrimSuffix(bytes.TrimSuffix(b.Bytes(), []byte("\n")), []byte("}"))
-	var members, written map[string]json.RawMessage
-	if err := json.Unmarshal(old, &members); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(b.Bytes(), &written); err != nil {
-		return nil, err
-	}
-	for _, k := range slices.Sorted(maps.Keys(members)) {
-		var v bytes.Buffer
-		if _, dup := written[k]; dup || slices.Contains(runKeys, k) || json.Compact(&v, members[k]) != nil {
-			continue
-		}
-		key, _ := json.Marshal(k)
-		text = slices.Concat(text, []byte(","), key, []byte(":"), v.Bytes())
-	}
-	return append(text, '}'), nil
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// configText is mux.toml with the new servers' tables appended.
+// rewriteJSON rewrites the object of servers of g in the JSON text data
+// (comments and trailing commas allowed): the entry g.Name takes the place
+// of the first entry of g.Drop, and the others go with what separates
+// them from the next. Everything else stays byte for byte.
+func (c *Client) rewriteJSON(data []byte, file string, g GroupRewrite) ([]byte, error) {
+	entry, err := c.entryJSON(g.Command)
+	if err != nil {
+		return nil, err
+	}
+	key, _ := json.Marshal(g.Name)
+	clean := stripJSONC(data)
+	start, end, ok := memberSpan(clean, g.Path)
+	if !ok {
+		return nil, errors.New("its servers are not where adopt reads them")
+	}
+	members := objectMembers(clean, start, end)
+	if len(members) == 0 {
+		return nil, errors.New("its servers are not where adopt reads them")
+	}
+	var out []byte
+	out = append(out, data[:members[0].keyStart]...)
+	placed, last := false, -1
+	for i, m := range members {
+		text := data[m.keyStart:m.valueEnd]
+		if slices.Contains(g.Drop, m.name) {
+			if placed {
+				continue
+			}
+			placed, text = true, slices.Concat(key, []byte(": "), entry)
+		}
+		if last >= 0 {
+			out = append(out, data[members[last].valueEnd:members[last+1].keyStart]...)
+		}
+		out, last = append(out, text...), i
+	}
+	out = append(out, data[members[len(members)-1].valueEnd:]...)
+	if _, _, err := decodeFile(out, file); err != nil {
+		return nil, fmt.Errorf("the rewritten file does not decode: %w", err)
+	}
+	return out, nil
+}
+
+// jsonMember is where a member of an object is in a JSON text.
+type jsonMember struct {
+	name               string
+	keyStart, valueEnd int
+}
+
+// objectMembers are the members of the object data[start:end], in order.
+func objectMembers(data []byte, start, end int) []jsonMember {
+	dec := json.NewDecoder(bytes.NewReader(data[start:end]))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	var out []jsonMember
+	for dec.More() {
+		from := start + int(dec.InputOffset())
+		tok, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		name, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return out
+		}
+		for from < end && data[from] != '"' {
+			from++ // blanks, the comma
+		}
+		out = append(out, jsonMember{name, from, start + int(dec.InputOffset())})
+	}
+	return out
+}
+
+// configText is mux.toml with the new servers' and endpoints' tables
+// appended.
 func (a *Adoption) configText(old []byte) []byte {
 	var b bytes.Buffer
 	b.Write(old)
 	if len(old) > 0 && !bytes.HasSuffix(old, []byte("\n")) {
 		b.WriteString("\n")
 	}
-	if len(old) > 0 {
-		b.WriteString("\n")
+	if len(a.Added) > 0 {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "# mcpmux adopt: %d %s from the editors' files; read the \"check:\" comments.\n",
+			len(a.Added), plural(len(a.Added), "server", "servers"))
+		for i := range a.Added {
+			b.WriteString("\n" + a.Added[i].TOML())
+		}
 	}
-	fmt.Fprintf(&b, "# mcpmux adopt: %d %s from the editors' files; read the \"check:\" comments.\n",
-		len(a.Added), plural(len(a.Added), "server", "servers"))
-	for i := range a.Added {
-		b.WriteString("\n" + a.Added[i].TOML())
+	for _, ep := range a.Endpoints {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "# mcpmux adopt: the servers of %s, as its one entry reaches them\n", tomlComment(ep.For))
+		b.WriteString("[endpoints." + tomlKey(ep.Name) + "]\nservers = " + tomlStrings(ep.Servers) + "\n")
+		if ep.AllowTools != nil {
+			b.WriteString("allow_tools = " + tomlStrings(ep.AllowTools) + "\n")
+		}
+		if len(ep.DenyTools) > 0 {
+			b.WriteString("deny_tools = " + tomlStrings(ep.DenyTools) + "\n")
+		}
 	}
 	return b.Bytes()
 }

@@ -62,9 +62,9 @@ type Client struct {
 	// Print, when not nil, writes the editor's object of servers holding
 	// entry as name, in the editor's own format; nil writes JSON.
 	Print func(w io.Writer, name string, entry any) error
-	// Rewrite, when not nil, rewrites entries of a file in the editor's
-	// own format (adopt); nil replaces each entry's JSON value.
-	Rewrite func(data []byte, entries []EntryRewrite) ([]byte, error)
+	// Rewrite, when not nil, replaces entries of a file by one, in the
+	// editor's own format (adopt); nil rewrites the file as JSON.
+	Rewrite func(data []byte, g GroupRewrite) ([]byte, error)
 }
 
 // Timeout is a key of an editor's entries that holds a timeout, and the

@@ -1,7 +1,6 @@
 package editors
 
 import (
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -115,10 +114,15 @@ func TestCodexRewrite(t *testing.T) {
 		assert.Equal(t, tt.want != nil, ok, "%q", tt.line)
 		assert.Equal(t, tt.want, got, "%q", tt.line)
 	}
-	entry := EntryRewrite{Path: []string{"mcp_servers", "time"}, Command: []string{"/bin/mcpmux", "connect", "time"}, Old: json.RawMessage(`{"command": "uvx"}`)}
-	_, err := rewriteCodex([]byte("[mcp_servers]\ntime = { command = \"uvx\" }\n"), []EntryRewrite{entry})
+	g := GroupRewrite{Path: []string{"mcp_servers"}, Drop: []string{"time"}, Name: "mcpmux", Command: []string{"/bin/mcpmux", "connect"}}
+	_, err := rewriteCodex([]byte("[mcp_servers]\ntime = { command = \"uvx\" }\n"), g)
 	assert.EqualError(t, err, "no [mcp_servers.time] table")
-	out, err := rewriteCodex([]byte("[mcp_servers.time]\ncommand = \"uvx\"\n"), []EntryRewrite{entry})
+	g.Drop = []string{"fetch", "time"}
+	out, err := rewriteCodex([]byte("[mcp_servers.time]\ncommand = \"uvx\"\n\n[mcp_servers.time.env]\nTZ = \"UTC\"\n\n"+
+		"[mcp_servers.fetch]\ncommand = \"uvx\"\n\n# next\n[other]\nx = 1\n"), g)
 	require.NoError(t, err)
-	assert.Equal(t, "[mcp_servers.time]\ncommand = \"/bin/mcpmux\"\nargs = [\"connect\", \"time\"]\n", string(out))
+	assert.Equal(t, "[mcp_servers.mcpmux]\ncommand = \"/bin/mcpmux\"\nargs = [\"connect\"]\n\n# next\n[other]\nx = 1\n", string(out),
+		"the first table becomes the one entry; the others go, with the blank lines after them")
+	_, err = rewriteCodex([]byte("[mcp_servers.time]\ncommand = \"uvx\"\n[mcp_servers.fetch]\ncommand = \"uvx\"\n"), GroupRewrite{Path: []string{"mcp_servers"}, Drop: []string{"fetch"}, Name: "time", Command: g.Command})
+	assert.Error(t, err, "an entry of that name stays")
 }

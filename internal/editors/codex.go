@@ -70,13 +70,13 @@ func printCodex(w io.Writer, name string, entry any) error {
 	return err
 }
 
-// rewriteCodex rewrites the [mcp_servers.NAME] tables of entries: each,
-// with its sub-tables, becomes a table that runs the entry's command,
-// with the keys of the old one that are Codex's own (runKeys excepted).
-// The rest of the file stays byte for byte. A table written in another
-// form than a [mcp_servers.NAME] header (an inline table, dotted keys) is
-// not rewritten; the result is checked by decoding it.
-func rewriteCodex(data []byte, entries []EntryRewrite) ([]byte, error) {
+// rewriteCodex rewrites the [mcp_servers.NAME] tables of g.Drop into
+// one, [mcp_servers.<g.Name>], that runs g.Command, where the first of
+// them was; the others go, with their sub-tables and the blank lines after
+// them. The rest of the file stays byte for byte. A table written in
+// another form than a [mcp_servers.NAME] header (an inline table, dotted
+// keys) is not rewritten; the result is checked by decoding it.
+func rewriteCodex(data []byte, g GroupRewrite) ([]byte, error) {
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	headers := map[int][]string{} // line -> the header's key path
 	for i, l := range lines {
@@ -86,131 +86,66 @@ func rewriteCodex(data []byte, entries []EntryRewrite) ([]byte, error) {
 	}
 	type span struct{ from, to int } // lines
 	var spans []span
-	var texts [][]byte
-	for _, e := range entries {
+	for _, name := range g.Drop {
+		path := append(slices.Clone(g.Path), name)
 		from := -1
 		for i := range lines {
-			if p, ok := headers[i]; ok && slices.Equal(p, e.Path) {
+			if p, ok := headers[i]; ok && slices.Equal(p, path) {
 				from = i
 			}
 		}
 		if from < 0 {
-			return nil, fmt.Errorf("no [%s] table", strings.Join(e.Path, "."))
+			return nil, fmt.Errorf("no [%s] table", strings.Join(path, "."))
 		}
 		to := from + 1
 		for ; to < len(lines); to++ {
-			if p, ok := headers[to]; ok && !(len(p) > len(e.Path) && slices.Equal(p[:len(e.Path)], e.Path)) {
+			if p, ok := headers[to]; ok && !(len(p) > len(path) && slices.Equal(p[:len(path)], path)) {
 				break
 			}
 		}
 		for to > from+1 && isBlankOrComment(lines[to-1]) { // they lead into the next table
 			to--
 		}
-		text, err := codexTable(e)
-		if err != nil {
-			return nil, err
-		}
 		spans = append(spans, span{from, to})
-		texts = append(texts, text)
 	}
+	slices.SortFunc(spans, func(a, b span) int { return a.from - b.from })
 	var out []byte
 	next := 0
-	for _, i := range slices.SortedFunc(slices.Values(indexes(len(spans))), func(a, b int) int { return spans[a].from - spans[b].from }) {
-		if spans[i].from < next {
+	for i, sp := range spans {
+		if sp.from < next {
 			return nil, errors.New("tables overlap")
 		}
-		out = append(out, bytes.Join(lines[next:spans[i].from], nil)...)
-		out = append(out, texts[i]...)
-		next = spans[i].to
+		out = append(out, bytes.Join(lines[next:sp.from], nil)...)
+		next = sp.to
+		if i == 0 {
+			out = append(out, codexTable(g)...)
+			continue
+		}
+		for next < len(lines) && len(bytes.TrimSpace(lines[next])) == 0 {
+			next++ // no run of blank lines where it was
+		}
 	}
 	out = append(out, bytes.Join(lines[next:], nil)...)
-	if err := checkCodexRewrite(data, out, entries); err != nil {
+	if err := checkCodexRewrite(data, out, g); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func indexes(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
-	}
-	return out
-}
-
-// codexTable writes the table of one rewritten entry.
-func codexTable(e EntryRewrite) ([]byte, error) {
-	var b strings.Builder
+// codexTable writes the table of the entry that replaces the group.
+func codexTable(g GroupRewrite) []byte {
 	var path []string
-	for _, k := range e.Path {
+	for _, k := range append(slices.Clone(g.Path), g.Name) {
 		path = append(path, tomlKey(k))
 	}
-	b.WriteString("[" + strings.Join(path, ".") + "]\n")
-	b.WriteString("command = " + tomlString(e.Command[0]) + "\n")
-	b.WriteString("args = " + tomlStrings(e.Command[1:]) + "\n")
-	var old map[string]json.RawMessage
-	if err := json.Unmarshal(e.Old, &old); err != nil {
-		return nil, err
-	}
-	for _, k := range slices.Sorted(maps.Keys(old)) {
-		if slices.Contains(runKeys, k) {
-			continue
-		}
-		v, ok := tomlValue(old[k])
-		if !ok {
-			return nil, fmt.Errorf("%s has a value adopt cannot write back", k)
-		}
-		b.WriteString(tomlKey(k) + " = " + v + "\n")
-	}
-	return []byte(b.String()), nil
-}
-
-// tomlValue writes a JSON value as a TOML one: arrays and objects inline.
-func tomlValue(raw json.RawMessage) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return "", false
-	}
-	return tomlAny(v)
-}
-
-func tomlAny(v any) (string, bool) {
-	switch v := v.(type) {
-	case string:
-		return tomlString(v), true
-	case bool:
-		return strconv.FormatBool(v), true
-	case json.Number:
-		return v.String(), true
-	case []any:
-		var items []string
-		for _, x := range v {
-			s, ok := tomlAny(x)
-			if !ok {
-				return "", false
-			}
-			items = append(items, s)
-		}
-		return "[" + strings.Join(items, ", ") + "]", true
-	case map[string]any:
-		var items []string
-		for _, k := range slices.Sorted(maps.Keys(v)) {
-			s, ok := tomlAny(v[k])
-			if !ok {
-				return "", false
-			}
-			items = append(items, tomlKey(k)+" = "+s)
-		}
-		return "{ " + strings.Join(items, ", ") + " }", true
-	}
-	return "", false
+	return []byte("[" + strings.Join(path, ".") + "]\n" +
+		"command = " + tomlString(g.Command[0]) + "\n" +
+		"args = " + tomlStrings(g.Command[1:]) + "\n")
 }
 
 // checkCodexRewrite checks that the rewritten file decodes to the old one
-// with only the entries changed, each to run its command.
-func checkCodexRewrite(old, new []byte, entries []EntryRewrite) error {
+// with only the group's entries changed, into the one that runs its command.
+func checkCodexRewrite(old, new []byte, g GroupRewrite) error {
 	var was, is map[string]any
 	if toml.Unmarshal(old, &was) != nil {
 		return errors.New("not valid TOML")
@@ -218,15 +153,15 @@ func checkCodexRewrite(old, new []byte, entries []EntryRewrite) error {
 	if err := toml.Unmarshal(new, &is); err != nil {
 		return fmt.Errorf("the rewritten file does not decode: %w", err)
 	}
-	for _, e := range entries {
-		w, i := lookup(was, e.Path[:len(e.Path)-1]), lookup(is, e.Path[:len(e.Path)-1])
-		name := e.Path[len(e.Path)-1]
-		entry, ok := i[name].(map[string]any)
-		if w == nil || i == nil || !ok || entry["command"] != e.Command[0] {
-			return fmt.Errorf("[%s] is not where adopt reads it", strings.Join(e.Path, "."))
-		}
-		w[name], i[name] = nil, nil
+	w, i := lookup(was, g.Path), lookup(is, g.Path)
+	entry, ok := i[g.Name].(map[string]any)
+	if w == nil || i == nil || !ok || entry["command"] != g.Command[0] || w[g.Name] != nil {
+		return fmt.Errorf("[%s] is not where adopt reads it", strings.Join(append(slices.Clone(g.Path), g.Name), "."))
 	}
+	for _, name := range g.Drop {
+		delete(w, name)
+	}
+	delete(i, g.Name)
 	wj, _ := json.Marshal(was)
 	ij, _ := json.Marshal(is)
 	if !bytes.Equal(wj, ij) {
