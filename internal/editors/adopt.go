@@ -250,10 +250,9 @@ func (a *Adoption) readEntry(p *filePlan, g *group, src importSource, orig strin
 		_, filter := toolFilters[k]
 		switch {
 		case slices.Contains(runKeys, k):
-		case filter && json.Unmarshal(e[k], &tools) == nil && strings.HasPrefix(toolFilters[k], "only"):
-			if m.allow == nil {
-				m.allow = []string{} // [] shows none of its tools
-			}
+		case filter && json.Unmarshal(e[k], &tools) == nil && strings.HasPrefix(toolFilters[k], "only") && len(tools) == 0:
+			m.deny = append(m.deny, "*") // it showed none of its tools
+		case filter && tools != nil && strings.HasPrefix(toolFilters[k], "only"):
 			m.allow = append(m.allow, tools...)
 		case filter && tools != nil:
 			m.deny = append(m.deny, tools...)
@@ -303,15 +302,12 @@ func newNames(in AdoptInput, taken map[string]*Server) *names {
 }
 
 // claim takes name, or name-2, name-3... when it is taken, and returns it.
-func (n *names) claim(name string) string {
-	name = sanitizeServerName(name)
+func (n *names) claim(base string) string {
+	base = sanitizeServerName(base)
+	name := base
 	for i := 2; n.taken[name]; i++ {
 		suffix := "-" + strconv.Itoa(i)
-		base := sanitizeServerName(strings.TrimSuffix(name, suffix))
-		if len(base)+len(suffix) > config.MaxServerNameLen {
-			base = base[:config.MaxServerNameLen-len(suffix)]
-		}
-		name = base + suffix
+		name = base[:min(len(base), config.MaxServerNameLen-len(suffix))] + suffix
 	}
 	n.taken[name] = true
 	return name

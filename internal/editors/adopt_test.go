@@ -242,17 +242,22 @@ func TestAdoptEndpoints(t *testing.T) {
 		".codex/config.toml":                        "[mcp_servers.a]\ncommand = \"a-mcp\"\n\n[mcp_servers.b]\ncommand = \"b-mcp\"\ndisabled_tools = [\"drop\"]\n",
 		".gemini/settings.json":                     `{"mcpServers": {"a": {"command": "a-mcp", "includeTools": ["t"]}, "b": {"command": "b-mcp"}}}`,
 		"app/.cursor/mcp.json":                      `{"mcpServers": {"b": {"command": "b-mcp"}}}`,
+		".claude.json":                              `{"mcpServers": {"a": {"command": "a-mcp"}}, "projects": {"/src/web": {"mcpServers": {"b": {"command": "b-mcp"}}}}}`,
+		".junie/mcp/mcp.json":                       `{"mcpServers": {"a": {"command": "a-mcp"}, "b": {"command": "b-mcp", "includeTools": []}}}`,
 	})
 	in := adoptInput(t, home, filepath.Join(home, "app"))
 	plan, err := PlanAdoption(in)
 	require.NoError(t, err)
 	assert.Empty(t, plan.Added)
 	assert.Equal(t, []string{
+		`Claude Code ~/.claude.json: a, as one entry "mcpmux" (the endpoint claude)`,
+		`Claude Code ~/.claude.json (project /src/web): b, as one entry "mcpmux-web" (the endpoint claude-web)`,
 		`Claude Desktop ~/.config/Claude/claude_desktop_config.json: x as a, y as b, as one entry "mcpmux" (the endpoint all)`,
 		`Cursor ~/.cursor/mcp.json: a, as one entry "mcpmux-2" (the endpoint cursor-2)`,
 		`Cursor ~/app/.cursor/mcp.json: b, as one entry "mcpmux-app" (the endpoint cursor-app)`,
 		`Codex ~/.codex/config.toml: a, b, as one entry "mcpmux" (the endpoint codex)`,
 		`Gemini CLI ~/.gemini/settings.json: a, b, as one entry "mcpmux" (the endpoint gemini)`,
+		`JetBrains ~/.junie/mcp/mcp.json: a, b, as one entry "mcpmux" (the endpoint jetbrains)`,
 	}, plan.Adopted)
 	require.NoError(t, plan.Apply())
 	cfg, err := config.Load(in.Config)
@@ -261,6 +266,11 @@ func TestAdoptEndpoints(t *testing.T) {
 	assert.Equal(t, endpoint.Config{Name: "cursor-app", Servers: []string{"b"}}, *cfg.Endpoint("cursor-app"))
 	assert.Equal(t, endpoint.Config{Name: "codex", Servers: []string{"a", "b"}, DenyTools: []string{"b__drop"}}, *cfg.Endpoint("codex"))
 	assert.Equal(t, endpoint.Config{Name: "gemini", Servers: []string{"a", "b"}, AllowTools: []string{"a__t", "b__*"}}, *cfg.Endpoint("gemini"))
+	assert.Equal(t, endpoint.Config{Name: "jetbrains", Servers: []string{"a", "b"}, DenyTools: []string{"b__*"}}, *cfg.Endpoint("jetbrains"),
+		"includeTools = [] showed none of b's tools")
+	claude, err := os.ReadFile(filepath.Join(home, ".claude.json"))
+	require.NoError(t, err)
+	assert.Equal(t, `{"mcpServers": {"mcpmux": {"command":"/opt/bin/mcpmux","args":["connect","claude"]}}, "projects": {"/src/web": {"mcpServers": {"mcpmux-web": {"command":"/opt/bin/mcpmux","args":["connect","claude-web"]}}}}}`, string(claude))
 	desktop, err := os.ReadFile(filepath.Join(home, ".config/Claude/claude_desktop_config.json"))
 	require.NoError(t, err)
 	assert.Equal(t, `{"mcpServers": {"mcpmux": {"command":"/opt/bin/mcpmux","args":["connect"]}}}`, string(desktop))
