@@ -213,7 +213,7 @@ func (a *Adoption) readFile(in AdoptInput, p *filePlan, res *Result, taken map[s
 			g.folder = in.Cwd
 		}
 		for _, orig := range g.names {
-			a.readEntry(p, g, src, orig, res, taken)
+			a.readEntry(in, p, g, src, orig, res, taken)
 		}
 		if len(g.members) > 0 {
 			p.groups = append(p.groups, g)
@@ -223,7 +223,7 @@ func (a *Adoption) readFile(in AdoptInput, p *filePlan, res *Result, taken map[s
 }
 
 // readEntry adopts the entry orig of src into g, or notes why not.
-func (a *Adoption) readEntry(p *filePlan, g *group, src importSource, orig string, res *Result, taken map[string]*Server) {
+func (a *Adoption) readEntry(in AdoptInput, p *filePlan, g *group, src importSource, orig string, res *Result, taken map[string]*Server) {
 	label := strconv.Quote(orig)
 	if src.origin != "" {
 		label += " (" + src.origin + ")"
@@ -240,7 +240,10 @@ func (a *Adoption) readEntry(p *filePlan, g *group, src importSource, orig strin
 			return
 		}
 	}
-	name := res.add(src, orig, taken)
+	name := reachedServer(in, e, taken)
+	if name == "" {
+		name = res.add(src, orig, taken)
+	}
 	if name == "" {
 		return
 	}
@@ -261,6 +264,31 @@ func (a *Adoption) readEntry(p *filePlan, g *group, src importSource, orig strin
 		}
 	}
 	g.members = append(g.members, m)
+}
+
+// reachedServer is the server of mux.toml that the entry e already
+// reaches through this mcpmux, by `mcpmux connect NAME` (an adopt before
+// endpoints wrote one such entry per server); "" for any other entry.
+func reachedServer(in AdoptInput, e map[string]json.RawMessage, taken map[string]*Server) string {
+	command, skip := stdioCommand(e)
+	if e == nil || skip != "" {
+		return ""
+	}
+	entry := editorEntry{command: command}
+	_ = json.Unmarshal(e["args"], &entry.args) // not a list of strings: no connect
+	_ = json.Unmarshal(e["env"], &entry.env)
+	c, ok := parseConnect(entry)
+	if !ok || taken[c.name] == nil {
+		return ""
+	}
+	own := "" // the config this mcpmux connect loads
+	if i := slices.Index(in.Connect, "--config"); i >= 0 && i+1 < len(in.Connect) {
+		own = in.Connect[i+1]
+	}
+	if c.config != own && filepath.Clean(c.config) != in.Config {
+		return ""
+	}
+	return c.name
 }
 
 // notCarried says that the editor's setting key of an adopted entry is

@@ -243,7 +243,9 @@ func TestAdoptEndpoints(t *testing.T) {
 		".gemini/settings.json":                     `{"mcpServers": {"a": {"command": "a-mcp", "includeTools": ["t"]}, "b": {"command": "b-mcp"}}}`,
 		"app/.cursor/mcp.json":                      `{"mcpServers": {"b": {"command": "b-mcp"}}}`,
 		".claude.json":                              `{"mcpServers": {"a": {"command": "a-mcp"}}, "projects": {"/src/web": {"mcpServers": {"b": {"command": "b-mcp"}}}}}`,
-		".junie/mcp/mcp.json":                       `{"mcpServers": {"a": {"command": "a-mcp"}, "b": {"command": "b-mcp", "includeTools": []}}}`,
+		".codeium/windsurf/mcp_config.json": `{"mcpServers": {"a": {"command": "/opt/bin/mcpmux", "args": ["connect", "a"], "disabledTools": ["x"]}, ` +
+			`"b": {"command": "b-mcp"}, "c": {"command": "/opt/bin/mcpmux", "args": ["connect", "--config", "/elsewhere/mux.toml", "a"]}}}`,
+		".junie/mcp/mcp.json": `{"mcpServers": {"a": {"command": "a-mcp"}, "b": {"command": "b-mcp", "includeTools": []}}}`,
 	})
 	in := adoptInput(t, home, filepath.Join(home, "app"))
 	plan, err := PlanAdoption(in)
@@ -257,8 +259,12 @@ func TestAdoptEndpoints(t *testing.T) {
 		`Cursor ~/app/.cursor/mcp.json: b, as one entry "mcpmux-app" (the endpoint cursor-app)`,
 		`Codex ~/.codex/config.toml: a, b, as one entry "mcpmux" (the endpoint codex)`,
 		`Gemini CLI ~/.gemini/settings.json: a, b, as one entry "mcpmux" (the endpoint gemini)`,
+		`Windsurf ~/.codeium/windsurf/mcp_config.json: a, b, as one entry "mcpmux" (the endpoint windsurf)`,
 		`JetBrains ~/.junie/mcp/mcp.json: a, b, as one entry "mcpmux" (the endpoint jetbrains)`,
-	}, plan.Adopted)
+	}, plan.Adopted, "an entry an adopt before endpoints wrote, mcpmux connect a, is the server a")
+	assert.Equal(t, []string{"Cursor ~/.cursor/mcp.json: \"mcpmux\" is a URL server (https://example.com/mcp); mcpmux serves stdio servers",
+		"Windsurf ~/.codeium/windsurf/mcp_config.json: \"c\" already runs `mcpmux connect a`: " +
+			"it is a client of mcpmux, and as a server of mcpmux it would connect to itself"}, plan.Left, "one of another config is left")
 	require.NoError(t, plan.Apply())
 	cfg, err := config.Load(in.Config)
 	require.NoError(t, err)
@@ -268,6 +274,7 @@ func TestAdoptEndpoints(t *testing.T) {
 	assert.Equal(t, endpoint.Config{Name: "gemini", Servers: []string{"a", "b"}, AllowTools: []string{"a__t", "b__*"}}, *cfg.Endpoint("gemini"))
 	assert.Equal(t, endpoint.Config{Name: "jetbrains", Servers: []string{"a", "b"}, DenyTools: []string{"b__*"}}, *cfg.Endpoint("jetbrains"),
 		"includeTools = [] showed none of b's tools")
+	assert.Equal(t, endpoint.Config{Name: "windsurf", Servers: []string{"a", "b"}, DenyTools: []string{"a__x"}}, *cfg.Endpoint("windsurf"))
 	claude, err := os.ReadFile(filepath.Join(home, ".claude.json"))
 	require.NoError(t, err)
 	assert.Equal(t, `{"mcpServers": {"mcpmux": {"command":"/opt/bin/mcpmux","args":["connect","claude"]}}, "projects": {"/src/web": {"mcpServers": {"mcpmux-web": {"command":"/opt/bin/mcpmux","args":["connect","claude-web"]}}}}}`, string(claude))

@@ -15,10 +15,12 @@
 //     that run mcpmux connect, and what would keep them from working
 //     (mcpmux doctor);
 //   - PlanAdoption imports the servers of every file where doctor looks
-//     into mux.toml and works out each file with its entries rewritten to
-//     run mcpmux connect; an Adoption's Apply writes them, each file backed
-//     up beside itself first, and Undo puts the backups back (mcpmux
-//     adopt). Only adopt writes editors' files.
+//     into mux.toml and works out each file with its servers replaced by
+//     one entry that runs mcpmux connect, of the endpoint all or of an
+//     endpoint it adds with the file's servers and the tools the editor
+//     showed; an Adoption's Apply writes them, each file backed up beside
+//     itself first, and Undo puts the backups back (mcpmux adopt). Only
+//     adopt writes editors' files.
 //
 // The rules of mcpmux's own
 // config (valid server names, whether an imported table loads) are the
