@@ -240,8 +240,11 @@ func (a *Adoption) readEntry(in AdoptInput, p *filePlan, g *group, src importSou
 			return
 		}
 	}
-	name := reachedServer(in, e, taken)
-	if name == "" {
+	name, through := reachedServer(in, e, taken)
+	switch {
+	case through && name == "":
+		return // it reaches an endpoint of mux.toml already
+	case name == "":
 		name = res.add(src, orig, taken)
 	}
 	if name == "" {
@@ -268,27 +271,31 @@ func (a *Adoption) readEntry(in AdoptInput, p *filePlan, g *group, src importSou
 
 // reachedServer is the server of mux.toml that the entry e already
 // reaches through this mcpmux, by `mcpmux connect NAME` (an adopt before
-// endpoints wrote one such entry per server); "" for any other entry.
-func reachedServer(in AdoptInput, e map[string]json.RawMessage, taken map[string]*Server) string {
+// endpoints wrote one such entry per server). through says that e runs
+// mcpmux connect of this mux.toml, of a server or not.
+func reachedServer(in AdoptInput, e map[string]json.RawMessage, taken map[string]*Server) (server string, through bool) {
 	command, skip := stdioCommand(e)
 	if e == nil || skip != "" {
-		return ""
+		return "", false
 	}
 	entry := editorEntry{command: command}
 	_ = json.Unmarshal(e["args"], &entry.args) // not a list of strings: no connect
 	_ = json.Unmarshal(e["env"], &entry.env)
 	c, ok := parseConnect(entry)
-	if !ok || taken[c.name] == nil {
-		return ""
+	if !ok {
+		return "", false
 	}
 	own := "" // the config this mcpmux connect loads
 	if i := slices.Index(in.Connect, "--config"); i >= 0 && i+1 < len(in.Connect) {
 		own = in.Connect[i+1]
 	}
 	if c.config != own && filepath.Clean(c.config) != in.Config {
-		return ""
+		return "", false
 	}
-	return c.name
+	if taken[c.name] == nil {
+		return "", true
+	}
+	return c.name, true
 }
 
 // notCarried says that the editor's setting key of an adopted entry is

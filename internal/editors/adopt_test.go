@@ -217,6 +217,7 @@ func TestAdopt(t *testing.T) {
 	assert.Empty(t, again.Added)
 	assert.Empty(t, again.Endpoints)
 	assert.Empty(t, again.Rewrites)
+	assert.Equal(t, plan.Left, again.Left, "the entries it wrote are not listed as left")
 
 	restoredPaths, err := Undo(AdoptedFiles(in.Getenv, in.GOOS, in.Cwd, cfgPath))
 	require.NoError(t, err)
