@@ -123,6 +123,9 @@ func TestCodexRewrite(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "[mcp_servers.mcpmux]\ncommand = \"/bin/mcpmux\"\nargs = [\"connect\"]\n\n# next\n[other]\nx = 1\n", string(out),
 		"the first table becomes the one entry; the others go, with the blank lines after them")
+	out, err = rewriteCodex([]byte("[mcp_servers.time]\ncommand = \"uvx\"\n\n[mcp_servers.fetch]\ncommand = \"uvx\"\n\n"), g)
+	require.NoError(t, err)
+	assert.Equal(t, "[mcp_servers.mcpmux]\ncommand = \"/bin/mcpmux\"\nargs = [\"connect\"]\n", string(out), "no blank lines are left at the end")
 	_, err = rewriteCodex([]byte("[mcp_servers.time]\ncommand = \"uvx\"\n[mcp_servers.fetch]\ncommand = \"uvx\"\n"), GroupRewrite{Path: []string{"mcp_servers"}, Drop: []string{"fetch"}, Name: "time", Command: g.Command})
 	assert.Error(t, err, "an entry of that name stays")
 }

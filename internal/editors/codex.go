@@ -125,7 +125,11 @@ func rewriteCodex(data []byte, g GroupRewrite) ([]byte, error) {
 			next++ // no run of blank lines where it was
 		}
 	}
-	out = append(out, bytes.Join(lines[next:], nil)...)
+	rest := bytes.Join(lines[next:], nil)
+	if len(spans) > 1 && len(bytes.TrimSpace(rest)) == 0 { // the last table went: so do the blank lines before it
+		out = append(bytes.TrimRight(out, " \t\r\n"), '\n')
+	}
+	out = append(out, rest...)
 	if err := checkCodexRewrite(data, out, g); err != nil {
 		return nil, err
 	}
