@@ -318,10 +318,11 @@ type names struct {
 	servers []string        // every server, those added included
 	taken   map[string]bool // servers and endpoints
 	ownAll  bool            // mux.toml defines the endpoint all, or a server takes its name
+	entries map[string]bool // the entries adopt writes, by editor: "codex/mcpmux"
 }
 
 func newNames(in AdoptInput, taken map[string]*Server) *names {
-	n := &names{taken: map[string]bool{"all": true}}
+	n := &names{taken: map[string]bool{"all": true}, entries: map[string]bool{}}
 	for name := range taken {
 		n.servers = append(n.servers, name)
 		n.taken[name] = true
@@ -360,7 +361,7 @@ func (a *Adoption) rewriteFile(in AdoptInput, p *filePlan, n *names) {
 			command = append(command, ep.Name)
 			target = "the endpoint " + ep.Name
 		}
-		entry := uniqueEntryName(g)
+		entry := uniqueEntryName(g, p.f.Client, n)
 		var err error
 		rw := GroupRewrite{Path: g.path, Name: entry, Command: command}
 		for _, m := range g.members {
@@ -399,9 +400,9 @@ func (a *Adoption) rewriteFile(in AdoptInput, p *filePlan, n *names) {
 
 // uniqueEntryName is the name of the entry that replaces g's: "mcpmux" in
 // a user's file; "mcpmux-PROJECT" in a project's, so that where the editor
-// merges the two it does not hide the user's. One the file keeps takes
-// neither.
-func uniqueEntryName(g *group) string {
+// merges the two it does not hide the user's. Neither one the file keeps,
+// nor one adopt gives another of the editor's files, is taken twice.
+func uniqueEntryName(g *group, c *Client, n *names) string {
 	name := "mcpmux"
 	if g.folder != "" {
 		name += "-" + sanitizeServerName(filepath.Base(g.folder))
@@ -409,9 +410,10 @@ func uniqueEntryName(g *group) string {
 	kept := func(n string) bool {
 		return slices.Contains(g.names, n) && !slices.ContainsFunc(g.members, func(m member) bool { return m.orig == n })
 	}
-	for i, base := 2, name; kept(name); i++ {
+	for i, base := 2, name; kept(name) || n.entries[c.For+"/"+name]; i++ {
 		name = base + "-" + strconv.Itoa(i)
 	}
+	n.entries[c.For+"/"+name] = true
 	return name
 }
 

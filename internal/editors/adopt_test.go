@@ -243,7 +243,8 @@ func TestAdoptEndpoints(t *testing.T) {
 		".codex/config.toml":                        "[mcp_servers.a]\ncommand = \"a-mcp\"\n\n[mcp_servers.b]\ncommand = \"b-mcp\"\ndisabled_tools = [\"drop\"]\n",
 		".gemini/settings.json":                     `{"mcpServers": {"a": {"command": "a-mcp", "includeTools": ["t"]}, "b": {"command": "b-mcp"}}}`,
 		"app/.cursor/mcp.json":                      `{"mcpServers": {"b": {"command": "b-mcp"}}}`,
-		".claude.json":                              `{"mcpServers": {"a": {"command": "a-mcp"}}, "projects": {"/src/web": {"mcpServers": {"b": {"command": "b-mcp"}}}}}`,
+		".claude.json":                              `{"mcpServers": {"a": {"command": "a-mcp"}}, "projects": {"/src/app": {"mcpServers": {"b": {"command": "b-mcp"}}}}}`,
+		"app/.mcp.json":                             `{"mcpServers": {"b": {"command": "b-mcp"}}}`,
 		".codeium/windsurf/mcp_config.json": `{"mcpServers": {"a": {"command": "/opt/bin/mcpmux", "args": ["connect", "a"], "disabledTools": ["x"]}, ` +
 			`"b": {"command": "b-mcp"}, "c": {"command": "/opt/bin/mcpmux", "args": ["connect", "--config", "/elsewhere/mux.toml", "a"]}}}`,
 		".junie/mcp/mcp.json": `{"mcpServers": {"a": {"command": "a-mcp"}, "b": {"command": "b-mcp", "includeTools": []}}}`,
@@ -254,7 +255,8 @@ func TestAdoptEndpoints(t *testing.T) {
 	assert.Empty(t, plan.Added)
 	assert.Equal(t, []string{
 		`Claude Code ~/.claude.json: a, as one entry "mcpmux" (the endpoint claude)`,
-		`Claude Code ~/.claude.json (project /src/web): b, as one entry "mcpmux-web" (the endpoint claude-web)`,
+		`Claude Code ~/.claude.json (project /src/app): b, as one entry "mcpmux-app" (the endpoint claude-app)`,
+		`Claude Code ~/app/.mcp.json: b, as one entry "mcpmux-app-2" (the endpoint claude-app-2)`,
 		`Claude Desktop ~/.config/Claude/claude_desktop_config.json: x as a, y as b, as one entry "mcpmux" (the endpoint all)`,
 		`Cursor ~/.cursor/mcp.json: a, as one entry "mcpmux-2" (the endpoint cursor-2)`,
 		`Cursor ~/app/.cursor/mcp.json: b, as one entry "mcpmux-app" (the endpoint cursor-app)`,
@@ -278,7 +280,7 @@ func TestAdoptEndpoints(t *testing.T) {
 	assert.Equal(t, endpoint.Config{Name: "windsurf", Servers: []string{"a", "b"}, DenyTools: []string{"a__x"}}, *cfg.Endpoint("windsurf"))
 	claude, err := os.ReadFile(filepath.Join(home, ".claude.json"))
 	require.NoError(t, err)
-	assert.Equal(t, `{"mcpServers": {"mcpmux": {"command":"/opt/bin/mcpmux","args":["connect","claude"]}}, "projects": {"/src/web": {"mcpServers": {"mcpmux-web": {"command":"/opt/bin/mcpmux","args":["connect","claude-web"]}}}}}`, string(claude))
+	assert.Equal(t, `{"mcpServers": {"mcpmux": {"command":"/opt/bin/mcpmux","args":["connect","claude"]}}, "projects": {"/src/app": {"mcpServers": {"mcpmux-app": {"command":"/opt/bin/mcpmux","args":["connect","claude-app"]}}}}}`, string(claude))
 	desktop, err := os.ReadFile(filepath.Join(home, ".config/Claude/claude_desktop_config.json"))
 	require.NoError(t, err)
 	assert.Equal(t, `{"mcpServers": {"mcpmux": {"command":"/opt/bin/mcpmux","args":["connect"]}}}`, string(desktop))
