@@ -119,6 +119,9 @@ func PlanAdoption(in AdoptInput) (*Adoption, error) {
 	for i := range in.Servers {
 		taken[in.Servers[i].Name] = &in.Servers[i]
 	}
+	for _, name := range configEndpoints(in.ConfigText) {
+		taken[name] = &Server{Name: name} // runs nothing: no entry is it, and no new server takes its name
+	}
 	var plans []*filePlan
 	for _, f := range Files(in.Getenv, in.GOOS, in.Cwd) {
 		data, err := ReadFile(f.Path)
@@ -143,7 +146,7 @@ func PlanAdoption(in AdoptInput) (*Adoption, error) {
 	}
 	a.Added = res.Servers
 	a.markUnsafe()
-	ns := newNames(in, taken)
+	ns := newNames(taken)
 	for _, p := range plans {
 		a.rewriteFile(in, p, ns)
 	}
@@ -292,7 +295,7 @@ func reachedServer(in AdoptInput, e map[string]json.RawMessage, taken map[string
 	if c.config != own && filepath.Clean(c.config) != in.Config {
 		return "", false
 	}
-	if taken[c.name] == nil {
+	if s := taken[c.name]; s == nil || s.Command == "" { // none, or an endpoint
 		return "", true
 	}
 	return c.name, true
@@ -317,24 +320,29 @@ var runKeys = []string{"args", "command", "cwd", "disabled", "enabled", "env", "
 type names struct {
 	servers []string        // every server, those added included
 	taken   map[string]bool // servers and endpoints
-	ownAll  bool            // mux.toml defines the endpoint all, or a server takes its name
+	ownAll  bool            // mux.toml defines the endpoint all, or a server takes its name: it is not every server
 	entries map[string]bool // the entries adopt writes, by editor: "codex/mcpmux"
 }
 
-func newNames(in AdoptInput, taken map[string]*Server) *names {
+// newNames are the names of taken, the servers and the endpoints (which
+// run no command) of mux.toml once adopt has added its servers.
+func newNames(taken map[string]*Server) *names {
 	n := &names{taken: map[string]bool{"all": true}, entries: map[string]bool{}}
-	for name := range taken {
-		n.servers = append(n.servers, name)
+	for name, s := range taken {
+		if s.Command != "" {
+			n.servers = append(n.servers, name)
+		}
 		n.taken[name] = true
 	}
-	var doc struct{ Endpoints map[string]any }
-	_ = toml.Unmarshal(in.ConfigText, &doc) // mux.toml loaded: it decodes
-	for name := range doc.Endpoints {
-		n.taken[name] = true
-	}
-	_, defined := doc.Endpoints["all"]
-	n.ownAll = defined || taken["all"] != nil
+	n.ownAll = taken["all"] != nil
 	return n
+}
+
+// configEndpoints are the names of the [endpoints.NAME] tables of mux.toml.
+func configEndpoints(text []byte) []string {
+	var doc struct{ Endpoints map[string]any }
+	_ = toml.Unmarshal(text, &doc) // mux.toml loaded: it decodes
+	return slices.Sorted(maps.Keys(doc.Endpoints))
 }
 
 // claim takes name, or name-2, name-3... when it is taken, and returns it.

@@ -374,3 +374,22 @@ func assertOnlyServersChange(t *testing.T, path string, old, now []byte) {
 		}
 	}
 }
+
+// TestAdoptNamesClash: a new server does not take the name of an endpoint
+// of mux.toml, nor a new endpoint that of a server.
+func TestAdoptNamesClash(t *testing.T) {
+	home := t.TempDir()
+	testutil.WriteTree(t, home, map[string]string{
+		".config/mcpmux/mux.toml": "[servers.a]\ncommand = \"a-mcp\"\n\n[endpoints.codex]\nservers = [\"a\"]\n",
+		".cursor/mcp.json":        `{"mcpServers": {"codex": {"command": "x-mcp"}, "cursor": {"command": "y-mcp"}}}`,
+	})
+	plan, err := PlanAdoption(adoptInput(t, home, filepath.Join(home, "elsewhere")))
+	require.NoError(t, err)
+	require.Len(t, plan.Added, 2)
+	assert.Equal(t, "codex-2", plan.Added[0].Name)
+	assert.Equal(t, []string{`Cursor ~/.cursor/mcp.json: codex as codex-2, cursor, as one entry "mcpmux" (the endpoint cursor-2)`}, plan.Adopted)
+	require.NoError(t, plan.Apply())
+	cfg, err := config.Load(filepath.Join(home, ".config", "mcpmux", "mux.toml"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"codex-2", "cursor"}, cfg.Endpoint("cursor-2").Servers)
+}
