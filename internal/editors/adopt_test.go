@@ -211,6 +211,25 @@ func TestAdopt(t *testing.T) {
 		assertOnlyServersChange(t, path, old, now)
 	}
 
+	// doctor finds each file's one entry reaching this config.
+	check := Checkup{Getenv: in.Getenv, GOOS: in.GOOS, Cwd: in.Cwd, Config: cfgPath, DefaultConfig: cfgPath,
+		Tilde: func(p string) string { return tildePath(in.Getenv, p) }}
+	for _, s := range cfg.Servers {
+		check.Servers = append(check.Servers, s.Name())
+	}
+	for _, e := range cfg.Endpoints {
+		check.Endpoints = append(check.Endpoints, e.Name)
+	}
+	var through []string
+	for _, f := range Check(check) {
+		if f.Level == OK {
+			through = append(through, f.Text)
+		}
+		assert.False(t, f.Level == Warn && !strings.Contains(f.Text, "/opt/bin/mcpmux, which is not an executable"), "doctor: %s", f.Text)
+	}
+	assert.Len(t, through, len(plan.Adopted), "doctor: %v", through)
+	assert.Contains(t, through, "Codex ~/.codex/config.toml: codex through mcpmux")
+
 	// Adopting again finds nothing new: every file reaches its servers through mcpmux.
 	again, err := PlanAdoption(adoptInput(t, home, filepath.Join(home, "proj")))
 	require.NoError(t, err)
