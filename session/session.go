@@ -318,6 +318,9 @@ func (s *Session) send(f outbox.Frame, wake bool) error {
 		s.closeWith(ErrSlowClient)
 		return ErrSlowClient
 	}
+	if errors.Is(err, outbox.ErrClosed) {
+		return ErrClosed // closed between the check above and the send
+	}
 	return err
 }
 
