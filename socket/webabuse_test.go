@@ -271,3 +271,32 @@ func TestWebListenOutlivesBodyTimeout(t *testing.T) {
 	require.ErrorAs(t, err, &ne, "still open")
 	assert.True(t, ne.Timeout(), "still open: %v", err)
 }
+
+// TestWebLateFirstByte: a client that connects and sends its request only
+// after several header timeouts (a starved machine) is served: the header
+// deadline counts from the request's first byte, not from the accept. One
+// that then trickles its headers is still closed at HeaderTimeout.
+func TestWebLateFirstByte(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	ws := startWeb(t, func(c *socket.WebConfig) { c.HeaderTimeout = timeout })
+	addr := strings.TrimPrefix(ws.url, "ws://")
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	<-time.After(3 * timeout) // the client is silent, not a wait for the daemon
+	_, err = c.Write([]byte("GET /.well-known/oauth-authorization-server HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+	require.NoError(t, err)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err, "a request sent late is answered, not met with a closed connection")
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+
+	// The next request on the connection trickles its headers: closed.
+	_, err = c.Write([]byte("GET /servers/demo HTTP/1.1\r\n"))
+	require.NoError(t, err)
+	begun := time.Now()
+	_, err = io.Copy(io.Discard, c)
+	require.NoError(t, err, "closed by the daemon, before the read deadline")
+	assert.Less(t, time.Since(begun), 5*time.Second)
+}

@@ -8,7 +8,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
+
+// firstByteTimeout bounds the wait for the first byte of a request on an
+// unchecked connection. The header deadline (WebConfig.HeaderTimeout)
+// counts from that byte, not from the accept: a client that connected on
+// a starved machine and sends its request late is slow, not hostile (one
+// that sends nothing only holds a place in the unchecked budget, from
+// which the oldest goes first).
+const firstByteTimeout = time.Minute
 
 // limitListener bounds the web listener's connections in two pools.
 //
@@ -178,7 +187,9 @@ type limitedConn struct {
 	complete bool    // its headers ended
 	tail     [3]byte // the last bytes read before, for an end split across reads
 	tailLen  int
-	watch    atomic.Bool // unchecked: reads are watched for the headers' end
+	watch    atomic.Bool   // unchecked: reads are watched for the headers' end
+	begun    bool          // a byte of the request has been read
+	pending  time.Duration // the header deadline asked before its first byte, to count from it
 }
 
 // Read implements net.Conn, noting when a request's headers have all been
@@ -195,6 +206,13 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 func (c *limitedConn) note(data []byte) {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
+	if !c.begun {
+		c.begun = true
+		if c.pending > 0 {
+			c.Conn.SetReadDeadline(time.Now().Add(c.pending))
+			c.pending = 0
+		}
+	}
 	if !c.complete {
 		c.complete = headersEnd(c.tail[:c.tailLen], data)
 		c.tailLen = copy(c.tail[:], lastBytes(c.tail[:c.tailLen], data, len(c.tail)))
@@ -228,7 +246,31 @@ func (c *limitedConn) headersIn(buf []byte) bool {
 func (c *limitedConn) refused() {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
-	c.complete, c.tailLen = false, 0
+	c.complete, c.tailLen, c.begun, c.pending = false, 0, false, 0
+}
+
+// SetReadDeadline implements net.Conn. On an unchecked connection no byte
+// of whose request has come yet, the deadline the server sets for the
+// request's headers is put off until that byte comes (note), and counts
+// from it; meanwhile the wait is bounded by firstByteTimeout.
+func (c *limitedConn) SetReadDeadline(t time.Time) error {
+	if !t.IsZero() && c.watch.Load() && c.putOff(t) {
+		return c.Conn.SetReadDeadline(time.Now().Add(firstByteTimeout))
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// putOff records deadline t to count from the request's first byte, and
+// reports true, when no byte of it has come yet.
+func (c *limitedConn) putOff(t time.Time) bool {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if c.begun {
+		c.pending = 0
+		return false
+	}
+	c.pending = max(time.Until(t), time.Millisecond)
+	return true
 }
 
 // headersEnd reports whether a header block's end (a blank line) is in
