@@ -142,9 +142,9 @@ func (d *dialer) dial(ctx context.Context, t *Target) (net.Conn, string, error) 
 // openYamuxStream makes conn the client side of a yamux session and opens
 // one stream on it; closing the stream closes the session and conn.
 func openYamuxStream(conn net.Conn) (net.Conn, error) {
-	cfg := yamux.DefaultConfig()
-	cfg.LogOutput = io.Discard // failures surface as errors of the stream
-	sess, err := yamux.Client(conn, cfg)
+	// Failures surface as errors of the stream; a slow daemon is not a
+	// dead one (socket.DialYamux).
+	sess, err := socket.DialYamux(conn, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/socket"
 )
 
 // dialYamux connects to a server's socket as a yamux client (its first
@@ -24,9 +25,8 @@ func dialYamux(tb testing.TB, path string) *yamux.Session {
 	tb.Helper()
 	conn, err := net.DialTimeout("unix", path, ioTimeout)
 	require.NoError(tb, err, "dial %s", path)
-	cfg := yamux.DefaultConfig()
-	cfg.LogOutput = io.Discard
-	sess, err := yamux.Client(conn, cfg)
+	sess, err := socket.DialYamux(conn, 0) // patient, as mcpmux connect is
+
 	require.NoError(tb, err)
 	tb.Cleanup(func() { sess.Close() })
 	return sess

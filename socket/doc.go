@@ -18,8 +18,9 @@
 //   - Serve runs each accepted connection's handler on a goroutine of its
 //     own, and one more that closes the listener when ctx ends; it waits
 //     for all of them;
-//   - ServeYamux runs each stream's handler on a goroutine of its own and
-//     waits for them; the end of ctx closes the yamux session (a function
+//   - ServeYamux runs each stream's handler on a goroutine of its own, and
+//     watchPeer, which closes the connection of a client that sent nothing
+//     for its stall timeout beyond a ping interval, and waits for them; the end of ctx closes the yamux session (a function
 //     run when it comes, context.AfterFunc), which ends the accept loop;
 //   - Web.Serve runs its http.Server on a goroutine of its own and waits for
 //     it on every path; the requests, and the WebSocket sessions on their

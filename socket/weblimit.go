@@ -204,19 +204,24 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 
 // note looks for the end of the request's headers in data, just read.
 func (c *limitedConn) note(data []byte) {
+	if d := c.noteHeaders(data); d > 0 {
+		c.Conn.SetReadDeadline(time.Now().Add(d))
+	}
+}
+
+// noteHeaders is note under c.hmu; it returns the header deadline that was
+// put off until the request's first byte, now to be set.
+func (c *limitedConn) noteHeaders(data []byte) (putOff time.Duration) {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
 	if !c.begun {
-		c.begun = true
-		if c.pending > 0 {
-			c.Conn.SetReadDeadline(time.Now().Add(c.pending))
-			c.pending = 0
-		}
+		c.begun, putOff, c.pending = true, c.pending, 0
 	}
 	if !c.complete {
 		c.complete = headersEnd(c.tail[:c.tailLen], data)
 		c.tailLen = copy(c.tail[:], lastBytes(c.tail[:c.tailLen], data, len(c.tail)))
 	}
+	return putOff
 }
 
 // seen reports whether the request's headers have all been read, and

@@ -116,6 +116,16 @@ type YamuxConfig struct {
 	// that. A connection that sends more is closed (ErrControlFlood). 0
 	// means DefaultControlBurst and DefaultControlRate.
 	ControlBurst, ControlRate int
+	// StallTimeout: a client that takes no byte of what the daemon has for
+	// it for this long, or sends no byte at all (not even the answer to a
+	// keepalive ping) for this long beyond the ping interval, is dead, and
+	// its connection is closed (ErrPeerStalled). A slow client is not: the
+	// time counts from its last byte, and never the daemon's own pauses.
+	// 0 means DefaultYamuxStall.
+	StallTimeout time.Duration
+	// PingInterval is how often the client is pinged, so that a live one
+	// sends something however idle it is. 0 means 30 s.
+	PingInterval time.Duration
 	// Logger receives refusals and yamux's own log, at Warn; give every
 	// connection one made from the same YamuxLogger, so that a flood is
 	// one line and a count. nil discards.
@@ -165,12 +175,19 @@ func ServeYamux(ctx context.Context, c net.Conn, cfg YamuxConfig, handle func(ct
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	yc := yamux.DefaultConfig()
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = DefaultYamuxStall
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = yamuxKeepAlive
+	}
+	yc := YamuxLibraryConfig()
+	yc.KeepAliveInterval = cfg.PingInterval
 	yc.AcceptBacklog = cfg.MaxStreams
-	yc.LogOutput = nil
 	yc.Logger = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	guard := newControlGuard(c, cfg.ControlBurst, cfg.ControlRate)
-	sess, err := yamux.Server(guard, yc)
+	pc := ProgressConn(guard, cfg.StallTimeout).(*progressConn)
+	sess, err := yamux.Server(pc, yc)
 	if err != nil {
 		c.Close()
 		return err
@@ -179,14 +196,19 @@ func ServeYamux(ctx context.Context, c net.Conn, cfg YamuxConfig, handle func(ct
 	defer stop()
 
 	var handlers sync.WaitGroup
+	var silent atomic.Bool
+	handlers.Go(func() { watchPeer(sess, pc, cfg.PingInterval+cfg.StallTimeout, &silent, log) })
 	var open atomic.Int64
 	for {
 		st, err := sess.AcceptStream()
 		if err != nil {
 			sess.Close()
 			handlers.Wait()
-			if guard.flooded.Load() {
+			switch {
+			case guard.flooded.Load():
 				return ErrControlFlood
+			case silent.Load() || errors.Is(err, ErrPeerStalled):
+				return ErrPeerStalled
 			}
 			if ctx.Err() != nil || isHangup(err) {
 				return nil
@@ -203,6 +225,29 @@ func ServeYamux(ctx context.Context, c net.Conn, cfg YamuxConfig, handle func(ct
 			defer open.Add(-1)
 			handle(ctx, st, st.StreamID())
 		})
+	}
+}
+
+// watchPeer closes sess once its peer has sent nothing for quietMax of the
+// time it could see (quietWatch), and sets silent; it returns when sess is
+// closed.
+func watchPeer(sess *yamux.Session, pc *progressConn, quietMax time.Duration, silent *atomic.Bool, log *slog.Logger) {
+	step := quietMax / 8
+	tick := time.NewTicker(step)
+	defer tick.Stop()
+	w := quietWatch{max: quietMax, step: step, last: time.Now()}
+	for {
+		select {
+		case <-sess.CloseChan():
+			return
+		case now := <-tick.C:
+			if w.tick(now, pc.quiet()) {
+				log.Warn("closed a yamux connection whose client sent nothing, not even an answer to a ping", "quiet_for", quietMax)
+				silent.Store(true)
+				sess.Close()
+				return
+			}
+		}
 	}
 }
 
