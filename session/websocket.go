@@ -37,11 +37,11 @@ type WebSocketConfig struct {
 	MaxMessageBytes int           // larger messages are skipped and answered message_too_large
 	PingInterval    time.Duration // how often the client is pinged; default 30s
 	PongTimeout     time.Duration // how long a ping may go unanswered, while a message is awaited, before the connection ends; default 60s
-	WriteTimeout    time.Duration // how long one write may take; default 60s
+	WriteTimeout    time.Duration // how long a write may go on with the client taking no byte of it; default 60s
 }
 
 // closeGrace bounds the close handshake frame written when the transport
-// closes.
+// closes, and how long a pong may wait for the client to take a byte.
 const closeGrace = time.Second
 
 // WebSocket is the Transport of a WebSocket connection: one JSON-RPC message
@@ -89,7 +89,7 @@ func NewWebSocket(conn *websocket.Conn, cfg WebSocketConfig) *WebSocket {
 	conn.SetPingHandler(func(data string) error {
 		w.touch()
 		// The pong goes through our writer, which writes every frame.
-		err := w.out.writeControl(opPong, []byte(data), time.Now().Add(closeGrace))
+		err := w.out.writeControl(opPong, []byte(data), closeGrace)
 		var ne net.Error
 		if errors.Is(err, errCloseSent) || errors.As(err, &ne) && ne.Timeout() {
 			return nil // as gorilla's own handler: not worth ending the read
@@ -133,7 +133,7 @@ func (w *WebSocket) keepalive() {
 		}
 		lastPing = now
 		seen := w.seen.Load() // before the write: a pong cannot come sooner
-		err := w.out.writeControl(opPing, nil, now.Add(w.cfg.WriteTimeout))
+		err := w.out.writeControl(opPing, nil, w.cfg.WriteTimeout)
 		var ne net.Error
 		switch {
 		case err == nil:
@@ -310,7 +310,7 @@ func (w *WebSocket) TryWrite(frames []outbox.Frame) (ok, more bool) {
 // closeWith sends a close frame with code and reason, once per connection
 // (later ones are refused by the connection itself).
 func (w *WebSocket) closeWith(code int, reason string) {
-	w.out.writeControl(opClose, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeGrace))
+	w.out.writeControl(opClose, websocket.FormatCloseMessage(code, reason), closeGrace)
 }
 
 // Close implements Transport: a normal close frame (unless one was sent

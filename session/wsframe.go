@@ -66,9 +66,9 @@ func appendHeader(b []byte, op byte, n int) []byte {
 	}
 }
 
-// writeMessages writes each frame as a text message, blocking up to the
-// timeout: small ones gathered into one write, large ones from their own
-// slice.
+// writeMessages writes each frame as a text message, small ones gathered
+// into one write, large ones from their own slice. A write fails only when
+// the client takes no byte of it for the timeout (writeAll).
 func (w *wsWriter) writeMessages(frames []outbox.Frame) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -77,7 +77,6 @@ func (w *wsWriter) writeMessages(frames []outbox.Frame) error {
 	}
 	b := append(w.buf[:0], w.rest...)
 	w.rest = nil
-	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 	for _, fr := range frames {
 		f := fr.Data
 		switch {
@@ -89,7 +88,7 @@ func (w *wsWriter) writeMessages(frames []outbox.Frame) error {
 		}
 		b = appendHeader(b, opText, len(f))
 		w.bufs = append(w.bufs[:0], b, f)
-		if _, err := w.bufs.WriteTo(w.conn); err != nil {
+		if err := writeAll(w.conn, &w.bufs, w.timeout); err != nil {
 			return err
 		}
 		b = w.buf[:0]
@@ -98,8 +97,25 @@ func (w *wsWriter) writeMessages(frames []outbox.Frame) error {
 	if len(b) == 0 {
 		return nil
 	}
-	_, err := w.conn.Write(b)
-	return err
+	w.bufs = append(w.bufs[:0], b)
+	return writeAll(w.conn, &w.bufs, w.timeout)
+}
+
+// writeAll writes bufs to conn, consuming them as they go out. Each write
+// gets timeout; one that times out having moved some bytes made progress
+// and gets a fresh one, one that moved none means the client stopped
+// reading. So a slow client, on a starved machine, gets its bytes late
+// rather than losing its connection, and a stalled one is noticed between
+// one and two timeouts after its last byte taken.
+func writeAll(conn net.Conn, bufs *net.Buffers, timeout time.Duration) error {
+	for {
+		conn.SetWriteDeadline(time.Now().Add(timeout))
+		n, err := bufs.WriteTo(conn)
+		var ne net.Error
+		if err == nil || n == 0 || !(errors.As(err, &ne) && ne.Timeout()) {
+			return err
+		}
+	}
 }
 
 // tryMessages writes frames as text messages in one write that does not
@@ -127,8 +143,12 @@ func (w *wsWriter) tryMessages(frames []outbox.Frame) (ok, more bool) {
 }
 
 // writeControl writes a control frame (payload at most 125 bytes) after
-// whatever a partial TryWrite left, with its own deadline.
-func (w *wsWriter) writeControl(op byte, payload []byte, deadline time.Time) error {
+// whatever a partial TryWrite left, failing only when the client takes no
+// byte for timeout (writeAll); a close frame, the transport's last, gets
+// timeout in all. When a ping or pong fails, what was not written is
+// kept to go first next time, as TryWrite's rest is: a frame is never cut
+// short on the wire.
+func (w *wsWriter) writeControl(op byte, payload []byte, timeout time.Duration) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -139,8 +159,16 @@ func (w *wsWriter) writeControl(op byte, payload []byte, deadline time.Time) err
 	}
 	b := append(appendHeader(append([]byte(nil), w.rest...), op, len(payload)), payload...)
 	w.rest = nil
-	w.conn.SetWriteDeadline(deadline)
-	_, err := w.conn.Write(b)
+	if op == opClose { // the transport is closing: the whole frame within timeout, or not at all
+		w.conn.SetWriteDeadline(time.Now().Add(timeout))
+		_, err := w.conn.Write(b)
+		return err
+	}
+	bufs := net.Buffers{b}
+	err := writeAll(w.conn, &bufs, timeout)
+	if err != nil && len(bufs) > 0 {
+		w.rest = bufs[0]
+	}
 	return err
 }
 

@@ -3,6 +3,7 @@ package session_test
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -122,4 +123,41 @@ func TestWebSocketPingAfterPartialTryWrite(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no pong")
 	}
+}
+
+// TestWebSocketSlowClientIsNotDead: a client that reads a large message
+// slowly, never pausing as long as WriteTimeout but taking many times it
+// in all (a starved machine), gets the whole message; one that stops
+// reading still fails the write.
+func TestWebSocketSlowClientIsNotDead(t *testing.T) {
+	const timeout = 150 * time.Millisecond
+	tr, client := wsPair(t, session.WebSocketConfig{WriteTimeout: timeout})
+	big := []byte(strings.Repeat("y", 4<<20))
+	read := make(chan int, 1)
+	go func() { // waited for below
+		n := 0
+		buf := make([]byte, 256<<10)
+		tick := time.NewTicker(timeout / 3) // a slow reader: 256 KiB a tick
+		defer tick.Stop()
+		for n < len(big) {
+			<-tick.C
+			m, err := client.NetConn().Read(buf)
+			n += m
+			if err != nil {
+				break
+			}
+		}
+		read <- n
+	}()
+	began := time.Now()
+	require.NoError(t, tr.WriteFrames([]outbox.Frame{{Data: big}}), "a slow client is not a dead one")
+	n := <-read
+	assert.GreaterOrEqual(t, n, len(big), "the whole message reached the client")
+	assert.Greater(t, time.Since(began), 2*timeout, "the write took longer than one timeout")
+
+	// Now no one reads: the write fails once no byte moves for the timeout.
+	err := tr.WriteFrames([]outbox.Frame{{Data: big}, {Data: big}})
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	assert.True(t, ne.Timeout())
 }
