@@ -190,6 +190,8 @@ type limitedConn struct {
 	watch    atomic.Bool   // unchecked: reads are watched for the headers' end
 	begun    bool          // a byte of the request has been read
 	pending  time.Duration // the header deadline asked before its first byte, to count from it
+
+	window atomic.Int64 // the write deadline last set, as a duration from when it was set; 0: none
 }
 
 // Read implements net.Conn, noting when a request's headers have all been
@@ -252,6 +254,46 @@ func (c *limitedConn) refused() {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
 	c.complete, c.tailLen, c.begun, c.pending = false, 0, false, 0
+}
+
+// Write implements net.Conn. A write deadline (every HTTP stream and
+// WebSocket write sets one) ends a write only when the client took no
+// byte of it for the whole of it: a write that timed out having moved
+// some bytes gets the same time again for the rest. So a live client that
+// reads slowly, on a starved machine, gets its answer late rather than a
+// cut connection, and one that stopped reading is cut off between one and
+// two deadlines after its last byte taken.
+func (c *limitedConn) Write(p []byte) (int, error) {
+	n := 0
+	for {
+		m, err := c.Conn.Write(p[n:])
+		n += m
+		d := time.Duration(c.window.Load())
+		if err == nil || m == 0 || d <= 0 || !isTimeout(err) {
+			return n, err
+		}
+		c.Conn.SetWriteDeadline(time.Now().Add(d))
+	}
+}
+
+// SetWriteDeadline implements net.Conn, noting the time it gives for Write.
+func (c *limitedConn) SetWriteDeadline(t time.Time) error {
+	c.noteWindow(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline implements net.Conn, noting the write time for Write.
+func (c *limitedConn) SetDeadline(t time.Time) error {
+	c.noteWindow(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *limitedConn) noteWindow(t time.Time) {
+	if t.IsZero() {
+		c.window.Store(0)
+	} else {
+		c.window.Store(int64(max(time.Until(t), time.Millisecond)))
+	}
 }
 
 // SetReadDeadline implements net.Conn. On an unchecked connection no byte

@@ -102,3 +102,50 @@ func TestEvictionOfWholeRequestsAtTwiceTheBudget(t *testing.T) {
 	require.Error(t, err)
 	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the oldest was closed at twice the budget: %v", err)
 }
+
+// TestLimitedConnWriteProgress: a write with a deadline goes on while the
+// client takes bytes, however long it takes in all, and fails once the
+// client takes none for the deadline's time.
+func TestLimitedConnWriteProgress(t *testing.T) {
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := newLimitListener(tl, 10, 2, nil)
+	defer l.Close()
+	client, err := net.Dial("tcp", tl.Addr().String())
+	require.NoError(t, err)
+	defer client.Close()
+	server, err := l.Accept()
+	require.NoError(t, err)
+	defer server.Close()
+
+	const window = 150 * time.Millisecond
+	payload := make([]byte, 8<<20)
+	read := make(chan int, 1)
+	go func() { // waited for below
+		n := 0
+		buf := make([]byte, 512<<10)
+		tick := time.NewTicker(window / 3) // a slow client
+		defer tick.Stop()
+		for n < len(payload) {
+			<-tick.C
+			m, err := client.Read(buf)
+			n += m
+			if err != nil {
+				break
+			}
+		}
+		read <- n
+	}()
+	began := time.Now()
+	require.NoError(t, server.SetWriteDeadline(time.Now().Add(window)))
+	n, err := server.Write(payload)
+	require.NoError(t, err, "a slow client is not a dead one")
+	assert.Equal(t, len(payload), n)
+	assert.Equal(t, len(payload), <-read)
+	assert.Greater(t, time.Since(began), 2*window)
+
+	require.NoError(t, server.SetWriteDeadline(time.Now().Add(window)))
+	_, err = server.Write(payload) // no one reads
+	var ne net.Error
+	assert.True(t, errors.As(err, &ne) && ne.Timeout(), "a client that takes nothing is cut off: %v", err)
+}
