@@ -250,7 +250,10 @@ func (r eraReach) endpoint(t *testing.T, e *eraEnv, s eraServer) eraEndpoint {
 	ep := eraEndpoint{tapLog: r.taps[s.name]}
 	switch r.kind {
 	case eraConnect, eraYamux:
-		ep.argv = []string{bins.mcpmux, "connect", "--config", r.d.path}
+		// The test's daemon serves it: a connect that outlives the test
+		// (its client gone before it saw its stdin end) must not start
+		// another when that daemon stops.
+		ep.argv = []string{bins.mcpmux, "connect", "--no-autostart", "--config", r.d.path}
 		if r.kind == eraYamux {
 			ep.argv = append(ep.argv, "--yamux")
 		}

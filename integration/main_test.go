@@ -49,7 +49,9 @@ func run(m *testing.M) int {
 	if path := os.Getenv(foreignTapEnv); path != "" {
 		return foreignTap(path) // this binary, run as another user by TestTapRefusesAnotherUser
 	}
-	dir, err := os.MkdirTemp("", "mxbin")
+	// scripts/test names a folder of its run's own (MCPMUX_TEST_TMP): a
+	// process left behind then names it in its command line.
+	dir, err := os.MkdirTemp(os.Getenv("MCPMUX_TEST_TMP"), "mxbin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
 		return 1

@@ -11,6 +11,7 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/client/stdio";
 import { args, log, main } from "./lib.mjs";
+import { runEnv } from "./runenv.mjs";
 
 const timeout = args.requestTimeoutMs ?? 15000;
 const textOf = (r) => (r?.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
@@ -20,7 +21,7 @@ function transportFor(target) {
     const t = new StdioClientTransport({
       command: target.command,
       args: target.args,
-      env: { ...getDefaultEnvironment(), GORACE: process.env.GORACE ?? "atexit_sleep_ms=50" },
+      env: { ...getDefaultEnvironment(), ...runEnv(), GORACE: process.env.GORACE ?? "atexit_sleep_ms=50" },
       stderr: "pipe",
     });
     t.stderr?.on("data", (d) => process.stderr.write(`[mcpmux connect] ${d}`));

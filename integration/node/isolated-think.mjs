@@ -10,6 +10,7 @@
 //   {kind: "connect", mcpmux, config, server}  stdio, spawning `mcpmux connect`
 //   {kind: "http", url}                          Streamable HTTP
 import { args, checkpoint, connect, log, main, requestTimeout, text } from "./lib.mjs";
+import { runEnv } from "./runenv.mjs";
 
 // The SDK v2 is loaded only for a modern client: loaded beside v1, it
 // breaks v1's schema checks.
@@ -19,7 +20,7 @@ async function modernTransport(target) {
     const t = new ModernStdio({
       command: target.mcpmux,
       args: ["connect", "--config", target.config, target.server],
-      env: { ...getDefaultEnvironment(), GORACE: process.env.GORACE ?? "atexit_sleep_ms=50" },
+      env: { ...getDefaultEnvironment(), ...runEnv(), GORACE: process.env.GORACE ?? "atexit_sleep_ms=50" },
       stderr: "pipe",
     });
     t.stderr?.on("data", (d) => process.stderr.write(`[${args.name} mcpmux connect] ${d}`));

@@ -18,6 +18,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { WebSocketClientTransport } from "@modelcontextprotocol/sdk/client/websocket.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { runEnv } from "./runenv.mjs";
 
 export const args = JSON.parse(process.argv[2] ?? "{}");
 
@@ -99,7 +100,7 @@ export function transportFor(target, name) {
       args: argv,
       // The SDK passes only HOME, LOGNAME, PATH, SHELL, TERM and USER on;
       // GORACE cuts the race-built bridge's exit pause (see mcpmux in daemon_test.go).
-      env: { ...getDefaultEnvironment(), GORACE: process.env.GORACE ?? "atexit_sleep_ms=50" },
+      env: { ...getDefaultEnvironment(), ...runEnv(), GORACE: process.env.GORACE ?? "atexit_sleep_ms=50" },
       stderr: "pipe",
     });
     t.stderr?.on("data", (d) => process.stderr.write(`[${name} mcpmux connect] ${d}`));

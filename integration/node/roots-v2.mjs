@@ -10,13 +10,14 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/client/stdio";
 import { args, log, main, requestTimeout, text } from "./lib.mjs";
+import { runEnv } from "./runenv.mjs";
 
 function transportFor(target) {
   if (target.kind === "connect") {
     const t = new StdioClientTransport({
       command: target.mcpmux,
       args: ["connect", "--config", target.config, target.server],
-      env: { ...getDefaultEnvironment(), GORACE: process.env.GORACE ?? "atexit_sleep_ms=50" },
+      env: { ...getDefaultEnvironment(), ...runEnv(), GORACE: process.env.GORACE ?? "atexit_sleep_ms=50" },
       stderr: "pipe",
     });
     t.stderr?.on("data", (d) => process.stderr.write(`[mcpmux connect] ${d}`));

@@ -29,6 +29,7 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/client/stdio";
 import WebSocket from "ws";
 import { args, log, main } from "./lib.mjs";
+import { runEnv } from "./runenv.mjs";
 
 const modernVersion = "2026-07-28";
 const resourceURI = "test://r";
@@ -105,7 +106,7 @@ function stdioTransport(target, wire, stderr) {
   const params = {
     command: target.command,
     args: target.args ?? [],
-    env: { ...getDefaultEnvironment(), ...(target.env ?? {}) },
+    env: { ...getDefaultEnvironment(), ...runEnv(), ...(target.env ?? {}) },
     stderr: "pipe",
   };
   const t = tapStdio(new StdioClientTransport(params), wire, "session");
