@@ -51,6 +51,12 @@ func (o unixOpts) sniff(ctx context.Context, c net.Conn, name string, peer sessi
 	}
 	defer cancel()
 	first, conn, err := socket.Sniff(sctx, c)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && socket.Waiting(c) {
+		// The first byte came as the timer fired: a slow client (on a
+		// starved machine), not a silent one. Closing now would lose it.
+		c.SetReadDeadline(time.Time{})
+		first, conn, err = socket.Sniff(ctx, c)
+	}
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			o.connLog.Warn("closed a connection that sent nothing within first_byte_timeout", "server", name, "peer", peer.Addr, "first_byte_timeout", o.firstByte)

@@ -96,3 +96,18 @@ func TestServeYamuxSilentClient(t *testing.T) {
 		t.Fatal("ServeYamux did not return")
 	}
 }
+
+// TestWaiting: a byte waiting on a socket is seen without being read, even
+// past the connection's read deadline; none, or a conn that is no socket,
+// reports false.
+func TestWaiting(t *testing.T) {
+	server, client := unixPair(t)
+	assert.False(t, socket.Waiting(server), "nothing sent yet")
+	require.NoError(t, server.SetReadDeadline(time.Unix(1, 0)))
+	_, err := client.Write([]byte("{"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return socket.Waiting(server) }, 5*time.Second, time.Millisecond)
+	assert.True(t, socket.Waiting(server), "still there: not read")
+	p, _ := pipePair(t)
+	assert.False(t, socket.Waiting(p))
+}

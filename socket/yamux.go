@@ -77,6 +77,28 @@ func peek(sc syscall.Conn) (byte, error) {
 	return b[0], nil
 }
 
+// Waiting reports whether a byte is waiting to be read on c, a socket,
+// without reading it or waiting, whatever c's read deadline (false for a
+// conn that is not a socket). A caller whose wait for a first byte timed
+// out asks it before it closes c: a byte that came as the timer fired is a
+// slow client's, not a silent one's.
+func Waiting(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, _ = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	})
+	return n > 0
+}
+
 // sniffedConn is a connection whose first byte was read already.
 type sniffedConn struct {
 	net.Conn
