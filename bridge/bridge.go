@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
@@ -59,6 +60,8 @@ type link struct {
 	changed []string    // tools, prompts, resources: the lists to tell the client of once the link is up
 	ended   chan error  // 1-buffered: why the socket reader stopped
 	wrote   atomic.Bool // anything was written on it: the client's lines, or a replay
+	heard   atomic.Bool // the daemon sent a byte on it
+	broken  atomic.Bool // a write to it failed as the daemon had closed it
 }
 
 func newLink(conn net.Conn, path string) *link {
@@ -79,14 +82,38 @@ func newLink(conn net.Conn, path string) *link {
 func (l *link) write(p []byte) {
 	l.wrote.Store(true)
 	if _, err := l.bw.Write(p); err != nil {
-		l.conn.Close()
+		l.failed(err)
 	}
 }
 
 func (l *link) flush() {
 	if err := l.bw.Flush(); err != nil {
-		l.conn.Close()
+		l.failed(err)
 	}
+}
+
+// failed ends a link a write to which failed, noting when the daemon had
+// closed it already (what was written then was never read).
+func (l *link) failed(err error) {
+	if isReset(err) {
+		l.broken.Store(true)
+	}
+	l.conn.Close()
+}
+
+// isReset reports the errors of a connection the daemon closed with what
+// the bridge sent unread, or before it was sent.
+func isReset(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// unread reports whether the daemon closed l having sent nothing on it and
+// read none of what the client sent, as a daemon does with a connection
+// that stayed silent past its first_byte_timeout when the client's first
+// line came just then (a slow client). What was sent goes out again, as
+// it is, on the next link.
+func (l *link) unread(cause error) bool {
+	return !l.heard.Load() && l.wrote.Load() && (l.broken.Load() || isReset(cause))
 }
 
 // refusal is the daemon refusing the session (too_many_sessions): its
@@ -167,7 +194,11 @@ func (b *bridge) stop(l *link) {
 func (b *bridge) teardown(l *link, cause error) int {
 	b.slot.clear()
 	l.conn.Close()
-	ids := l.t.close()
+	return b.answerLost(l.t.close(), cause)
+}
+
+// answerLost answers the requests in flight on a lost link, with their ids.
+func (b *bridge) answerLost(ids [][]byte, cause error) int {
 	var refused *refusal
 	errors.As(cause, &refused)
 	for _, id := range ids {
@@ -197,7 +228,17 @@ func (b *bridge) inFlightError(id []byte, refused *refusal) []byte {
 // when the bridge is over, err then saying why (nil: stdin ended or ctx
 // did while there was nothing left to answer).
 func (b *bridge) recover(ctx context.Context, l *link, cause error, stdinDone <-chan error) (next *link, err error) {
-	b.teardown(l, cause)
+	if l.unread(cause) {
+		b.slot.clear()
+		l.conn.Close()
+		lines, ids, ok := l.t.closeUnheard()
+		if ok {
+			return b.quietly(ctx, stdinDone, lines)
+		}
+		b.answerLost(ids, cause)
+	} else {
+		b.teardown(l, cause)
+	}
 	var refused *refusal
 	var out *stdoutError
 	switch {
@@ -206,7 +247,7 @@ func (b *bridge) recover(ctx context.Context, l *link, cause error, stdinDone <-
 	case errors.As(cause, &refused):
 		return nil, fmt.Errorf("server %s refused the session on %s: %w", b.name, l.path, refused)
 	case cause == nil && !l.wrote.Load():
-		return b.quietly(ctx, stdinDone)
+		return b.quietly(ctx, stdinDone, nil)
 	case b.reconnect <= 0:
 		return nil, lost(l.path, cause)
 	}
@@ -233,11 +274,18 @@ const quietRedial = 30 * time.Second
 // long before its first message has lost nothing. Nothing is replayed:
 // the daemon heard nothing, and what the client sends meanwhile (its
 // initialize, say) waits for the new link and goes out on it as it is.
-func (b *bridge) quietly(ctx context.Context, stdinDone <-chan error) (*link, error) {
+// The lines the lost link never read (link.unread) go out first, as they
+// are, tracked on the new link.
+func (b *bridge) quietly(ctx context.Context, stdinDone <-chan error, lines [][]byte) (*link, error) {
 	next, err := b.redial(ctx, stdinDone, max(b.reconnect, quietRedial), false)
 	if next == nil {
 		return nil, err
 	}
+	for _, line := range lines {
+		next.t.sentLine(messages(line), line, nil)
+		next.write(line)
+	}
+	next.flush()
 	return next, b.up(next)
 }
 
@@ -433,6 +481,65 @@ type tracker struct {
 	order   []string          // ids in the order sent, for answering them in order
 	closed  bool
 	idleCh  chan struct{} // closed while nothing is pending
+
+	// The client's lines sent before the daemon first spoke on the link,
+	// to send again should it turn out the daemon never read them
+	// (link.unread); at most unheardMax bytes, else none.
+	unheard [][]byte
+	size    int
+	spoiled bool // too much, or a long line, was sent: none can be sent again
+	heard   bool // the daemon spoke: nothing is sent again
+}
+
+// unheardMax bounds what a link keeps of the client's lines until the
+// daemon first speaks on it.
+const unheardMax = 1 << 20
+
+// sentLine is sent for a whole line (tail: the newline deliver adds, if
+// any), which is also kept while the daemon has not spoken on the link.
+func (t *tracker) sentLine(msgs []*jsonrpc.Message, line, tail []byte) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.sentLocked(msgs) {
+		return false
+	}
+	if !t.heard && !t.spoiled {
+		t.keepLocked(append(append([]byte(nil), line...), tail...))
+	}
+	return true
+}
+
+func (t *tracker) keepLocked(line []byte) {
+	if t.size += len(line); t.size > unheardMax {
+		t.unheard, t.spoiled = nil, true
+		return
+	}
+	t.unheard = append(t.unheard, line)
+}
+
+// spoil notes a line sent that is not kept (a long one).
+func (t *tracker) spoil() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.unheard, t.spoiled = nil, true
+}
+
+// spoke notes the daemon's first byte on the link.
+func (t *tracker) spoke() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.unheard, t.heard = nil, true
+}
+
+// closeUnheard is close for a link the daemon never read: with the lines
+// to send again, and ok when they are all of what was sent (else the ids
+// are to be answered, as after close).
+func (t *tracker) closeUnheard() (lines, ids [][]byte, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ok = !t.heard && !t.spoiled && len(t.unheard) > 0
+	lines, t.unheard = t.unheard, nil
+	return lines, t.closeLocked(), ok
 }
 
 func (t *tracker) init() {
@@ -446,6 +553,10 @@ func (t *tracker) init() {
 func (t *tracker) sent(msgs []*jsonrpc.Message) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.sentLocked(msgs)
+}
+
+func (t *tracker) sentLocked(msgs []*jsonrpc.Message) bool {
 	if t.closed {
 		return false
 	}
@@ -496,6 +607,10 @@ func (t *tracker) settleLocked(id []byte) {
 func (t *tracker) close() [][]byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.closeLocked()
+}
+
+func (t *tracker) closeLocked() [][]byte {
 	t.closed = true
 	var ids [][]byte
 	for _, k := range t.order {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/internal/testutil"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/socket"
 )
 
 const bridgeWithin = 10 * time.Second
@@ -234,7 +235,10 @@ func TestBridgeReplaysLegacySession(t *testing.T) {
 	assert.Equal(t, `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`, next, "the next request goes to the new session")
 	c2.answer(next, `{"tools":[]}`)
 	assert.Equal(t, `{"jsonrpc":"2.0","id":4,"result":{"tools":[]}}`, b.read(), "its answer, with no replayed answer before it")
-	assert.Contains(t, b.stderr.String(), "reconnected to "+f.path)
+	// Said once the new link is up, which may be just after its first answer.
+	testutil.Until(t, bridgeWithin, "the bridge says it reconnected", func() bool {
+		return strings.Contains(b.stderr.String(), "reconnected to "+f.path)
+	})
 }
 
 // TestBridgeModernClient: a client whose first request carried the
@@ -344,6 +348,25 @@ func TestBridgeRedialsASilentLinkQuietly(t *testing.T) {
 	b.send(legacyInit)
 	line := c2.read()
 	assert.JSONEq(t, legacyInit, line, "the client's own initialize, once, not a replay")
+	c2.answer(line, initResult)
+	assert.Contains(t, b.read(), `"serverInfo"`)
+	assert.Empty(t, b.stderr.String(), "nothing was lost: nothing said")
+}
+
+// A daemon that closes a connection just as the client's first message
+// reaches it (its first_byte_timeout fired on a starved machine), without
+// reading it, is reached again quietly, even with --reconnect 0, and the
+// message goes out again on the new connection and is answered: the
+// client is slow, and nothing of it was lost.
+func TestBridgeResendsWhatAClosedLinkNeverRead(t *testing.T) {
+	f := newFakeDaemon(t)
+	b, c1 := startTestBridge(t, f, 0)
+	b.send(legacyInit)
+	testutil.Until(t, bridgeWithin, "the initialize waits, unread, at the daemon's end", func() bool { return socket.Waiting(c1.conn) })
+	c1.conn.Close() // unread: the bridge's next read is reset
+	c2 := f.accept()
+	line := c2.read()
+	assert.JSONEq(t, legacyInit, line, "the client's own initialize, again")
 	c2.answer(line, initResult)
 	assert.Contains(t, b.read(), `"serverInfo"`)
 	assert.Empty(t, b.stderr.String(), "nothing was lost: nothing said")

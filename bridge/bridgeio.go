@@ -114,6 +114,7 @@ func (b *bridge) readStdin(stdin io.Reader) error {
 				return nil
 			}
 		}
+		long.t.spoil()
 		long.write(p.data)
 		if p.last {
 			if !p.eol {
@@ -136,7 +137,11 @@ func (b *bridge) deliver(line []byte, addNewline bool) *link {
 		if l == nil {
 			return nil
 		}
-		if !l.t.sent(msgs) {
+		var tail []byte
+		if addNewline {
+			tail = newline
+		}
+		if !l.t.sentLine(msgs, line, tail) {
 			continue // lost: get waits for the next link
 		}
 		l.write(line)
@@ -160,6 +165,10 @@ func (b *bridge) readSocket(l *link) error {
 			}
 		}
 		p, err := lr.next()
+		if len(p.data) > 0 && !l.heard.Load() {
+			l.heard.Store(true)
+			l.t.spoke()
+		}
 		if err != nil {
 			if ferr := b.out.Flush(); ferr != nil {
 				return &stdoutError{ferr}
