@@ -548,14 +548,8 @@ func (t *tracker) init() {
 	close(t.idleCh)
 }
 
-// sent notes the requests of a line before it goes out; false when the
-// link is lost and the line must wait for the next one.
-func (t *tracker) sent(msgs []*jsonrpc.Message) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.sentLocked(msgs)
-}
-
+// sentLocked notes the requests of a line before it goes out; false when
+// the link is lost and the line must wait for the next one. t.mu is held.
 func (t *tracker) sentLocked(msgs []*jsonrpc.Message) bool {
 	if t.closed {
 		return false
