@@ -10,9 +10,17 @@ import (
 	"sync"
 )
 
-// readBufferSize is the initial read buffer of a Reader. A daemon holds one
-// per session, so it is small; frames longer than this grow a separate slice.
-const readBufferSize = 4 << 10
+// readBufferSize is the read buffer a Reader starts with and goes back to.
+// A daemon holds one per idle session, so it is small.
+const readBufferSize = 512
+
+// grownBufferSize is the read buffer a small Reader takes, from a pool, for
+// a frame that does not fit its own, and gives back once it has nothing
+// buffered: a large frame is read in fewer, larger pieces.
+const grownBufferSize = 64 << 10
+
+// grownPool recycles the grown buffers of Readers.
+var grownPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, grownBufferSize) }}
 
 // maxCapturedID bounds the id bytes kept while skipping an oversized frame.
 const maxCapturedID = 1 << 10
@@ -36,7 +44,9 @@ func (e *TooLargeError) Error() string {
 
 // Reader reads newline-delimited frames.
 type Reader struct {
-	br    *bufio.Reader
+	br    *bufio.Reader // small, or grown while a large frame is read
+	small *bufio.Reader // the Reader's own buffer
+	src   io.Reader
 	limit int
 }
 
@@ -50,12 +60,41 @@ func NewReader(r io.Reader, limit int) *Reader {
 // carries a lot (a server's stdout, shared by every session) reads it in
 // fewer, larger pieces.
 func NewReaderSize(r io.Reader, limit, size int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, size), limit: limit}
+	br := bufio.NewReaderSize(r, size)
+	return &Reader{br: br, small: br, src: r, limit: limit}
 }
 
 // Reset makes the Reader read from r, keeping its buffer; what it had
 // buffered is dropped.
-func (r *Reader) Reset(src io.Reader) { r.br.Reset(src) }
+func (r *Reader) Reset(src io.Reader) {
+	r.shrink()
+	r.src = src
+	r.br.Reset(src)
+}
+
+// grow moves reading to a pooled grown buffer. It is called only when the
+// small buffer is empty (ReadSlice just handed out all of it), so nothing
+// buffered is lost.
+func (r *Reader) grow() {
+	if r.br != r.small || r.small.Size() >= grownBufferSize || r.br.Buffered() > 0 {
+		return
+	}
+	g := grownPool.Get().(*bufio.Reader)
+	g.Reset(r.src)
+	r.br = g
+}
+
+// shrink goes back to the small buffer once the grown one holds nothing.
+func (r *Reader) shrink() {
+	if r.br == r.small || r.br.Buffered() > 0 {
+		return
+	}
+	g := r.br
+	g.Reset(nil)
+	grownPool.Put(g)
+	r.br = r.small
+	r.small.Reset(r.src)
+}
 
 // HasLine reports whether the first buffered line is whole and not blank,
 // so that the next Read returns without waiting for input. (A blank line
@@ -91,6 +130,7 @@ func (r *Reader) readLine() ([]byte, error) {
 		size  int64
 		scan  *idScanner
 	)
+	r.shrink()
 	for {
 		chunk, err := r.br.ReadSlice('\n')
 		size += int64(len(chunk))
@@ -113,6 +153,7 @@ func (r *Reader) readLine() ([]byte, error) {
 				frags = append(frags, getFrag(chunk))
 				n += len(chunk)
 			}
+			r.grow()
 			continue
 		}
 		if err != nil && !(errors.Is(err, io.EOF) && size > 0) {

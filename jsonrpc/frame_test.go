@@ -18,7 +18,7 @@ import (
 
 // bufSize is the Reader's internal buffer; lines longer than it are read
 // in pieces, which is where framing bugs hide.
-const bufSize = 4 << 10
+const bufSize = 512
 
 // maxCapturedID is how many bytes of an oversized frame's id the Reader keeps.
 const maxCapturedID = 1 << 10
