@@ -81,9 +81,10 @@ type listenKey struct {
 // Invariant: each listen's URIs are counted in the subscriptions table
 // under its holder id exactly while it is here.
 type localListens struct {
-	mu       sync.Mutex
-	byKey    map[listenKey]*localListen
-	byHolder map[uint64]*localListen
+	mu        sync.Mutex
+	byKey     map[listenKey]*localListen
+	byHolder  map[uint64]*localListen
+	bySession map[uint64]map[string]bool // the ids in byKey by session: a departure visits only its own
 }
 
 func (t *localListens) add(l *localListen) bool {
@@ -95,8 +96,13 @@ func (t *localListens) add(l *localListen) bool {
 	}
 	if t.byKey == nil {
 		t.byKey, t.byHolder = make(map[listenKey]*localListen), make(map[uint64]*localListen)
+		t.bySession = make(map[uint64]map[string]bool)
 	}
 	t.byKey[k], t.byHolder[l.holder] = l, l
+	if t.bySession[l.session] == nil {
+		t.bySession[l.session] = map[string]bool{}
+	}
+	t.bySession[l.session][k.id] = true
 	return true
 }
 
@@ -107,6 +113,11 @@ func (t *localListens) remove(session uint64, id []byte) *localListen {
 	if l != nil {
 		delete(t.byKey, listenKey{session, string(id)})
 		delete(t.byHolder, l.holder)
+		mine := t.bySession[session]
+		delete(mine, string(id))
+		if len(mine) == 0 {
+			delete(t.bySession, session)
+		}
 	}
 	return l
 }
@@ -115,13 +126,14 @@ func (t *localListens) drop(session uint64) []*localListen {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []*localListen
-	for k, l := range t.byKey {
-		if k.session == session {
-			out = append(out, l)
-			delete(t.byKey, k)
-			delete(t.byHolder, l.holder)
-		}
+	for id := range t.bySession[session] {
+		k := listenKey{session, id}
+		l := t.byKey[k]
+		out = append(out, l)
+		delete(t.byKey, k)
+		delete(t.byHolder, l.holder)
 	}
+	delete(t.bySession, session)
 	return out
 }
 

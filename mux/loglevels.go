@@ -17,6 +17,9 @@ var logRanks = map[string]int{
 	"error": 4, "critical": 5, "alert": 6, "emergency": 7,
 }
 
+// logNames are the MCP log levels by rank.
+var logNames = [...]string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
 // logLevels keeps the level each session set with logging/setLevel and the
 // one the server was last sent. Invariant: sent is "" until some session has
 // set a level; from then on it is the most verbose level any session wants
@@ -26,6 +29,7 @@ type logLevels struct {
 
 	mu        sync.Mutex
 	bySession map[uint64]string
+	count     [len(logNames)]int // sessions in bySession at each rank: the most verbose is found without a walk
 	sent      string
 }
 
@@ -40,17 +44,25 @@ func newLogLevels(def string) logLevels {
 func (l *logLevels) set(session uint64, level string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if old, ok := l.bySession[session]; ok && old == level {
+	old, ok := l.bySession[session]
+	if ok && old == level {
 		return false
 	}
+	if ok {
+		l.count[logRanks[old]]--
+	}
 	l.bySession[session] = level
+	l.count[logRanks[level]]++
 	return true
 }
 
 func (l *logLevels) drop(session uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.bySession, session)
+	if old, ok := l.bySession[session]; ok {
+		l.count[logRanks[old]]--
+		delete(l.bySession, session)
+	}
 }
 
 // explicit is the level a session set, if it set one.
@@ -94,9 +106,9 @@ func (l *logLevels) mostVerboseLocked(withDefault bool) string {
 	if withDefault {
 		agg = l.def
 	}
-	for _, lvl := range l.bySession {
-		if agg == "" || logRanks[lvl] < logRanks[agg] {
-			agg = lvl
+	for rank, n := range l.count {
+		if n > 0 && (agg == "" || rank < logRanks[agg]) {
+			return logNames[rank]
 		}
 	}
 	return agg

@@ -15,12 +15,13 @@ import (
 type subscriptions struct {
 	hook func() // tests: runs inside the critical section of add
 
-	mu    sync.Mutex
-	byURI map[string]map[uint64]bool
+	mu        sync.Mutex
+	byURI     map[string]map[uint64]bool
+	bySession map[uint64]map[string]bool // the same holdings by session: a departure visits only its own
 }
 
 func newSubscriptions(hook func()) subscriptions {
-	return subscriptions{hook: hook, byURI: make(map[string]map[uint64]bool)}
+	return subscriptions{hook: hook, byURI: make(map[string]map[uint64]bool), bySession: make(map[uint64]map[string]bool)}
 }
 
 // add counts a session in on uri. first: no session held it before, so the
@@ -40,6 +41,10 @@ func (s *subscriptions) add(uri string, session uint64) (first, already bool) {
 		s.byURI[uri] = holders
 	}
 	holders[session] = true
+	if s.bySession[session] == nil {
+		s.bySession[session] = map[string]bool{}
+	}
+	s.bySession[session][uri] = true
 	return len(holders) == 1, false
 }
 
@@ -53,6 +58,7 @@ func (s *subscriptions) remove(uri string, session uint64) (last, held bool) {
 		return false, false
 	}
 	delete(holders, session)
+	s.forgetLocked(session, uri)
 	if len(holders) == 0 {
 		delete(s.byURI, uri)
 		return true, true
@@ -66,17 +72,25 @@ func (s *subscriptions) drop(session uint64) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var last []string
-	for uri, holders := range s.byURI {
-		if !holders[session] {
-			continue
-		}
+	for uri := range s.bySession[session] {
+		holders := s.byURI[uri]
 		delete(holders, session)
 		if len(holders) == 0 {
 			delete(s.byURI, uri)
 			last = append(last, uri)
 		}
 	}
+	delete(s.bySession, session)
 	return last
+}
+
+// forgetLocked takes uri out of a session's holdings.
+func (s *subscriptions) forgetLocked(session uint64, uri string) {
+	mine := s.bySession[session]
+	delete(mine, uri)
+	if len(mine) == 0 {
+		delete(s.bySession, session)
+	}
 }
 
 // holders are the sessions subscribed to uri, or to a prefix of it (a

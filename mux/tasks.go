@@ -16,6 +16,8 @@ type taskTable struct {
 	mu      sync.Mutex
 	byID    map[string]taskOwner
 	byToken map[int64]string // upstream id of the creating request (its progress token) -> task
+	// bySession: the ids in byID by owner, so that a departure visits only its own.
+	bySession map[uint64]map[string]bool
 }
 
 // taskOwner is the session that created a task, and what its progress
@@ -28,13 +30,23 @@ type taskOwner struct {
 }
 
 func newTaskTable() taskTable {
-	return taskTable{byID: make(map[string]taskOwner), byToken: make(map[int64]string)}
+	return taskTable{byID: make(map[string]taskOwner), byToken: make(map[int64]string), bySession: make(map[uint64]map[string]bool)}
 }
 
 func (t *taskTable) record(id string, o taskOwner) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if old, ok := t.byID[id]; ok && old.session != o.session {
+		delete(t.bySession[old.session], id)
+		if len(t.bySession[old.session]) == 0 {
+			delete(t.bySession, old.session)
+		}
+	}
 	t.byID[id] = o
+	if t.bySession[o.session] == nil {
+		t.bySession[o.session] = map[string]bool{}
+	}
+	t.bySession[o.session][id] = true
 	if o.token != nil {
 		t.byToken[o.up] = id
 	}
@@ -75,16 +87,15 @@ func (t *taskTable) finish(id string) {
 func (t *taskTable) drop(session uint64) (unfinished []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for id, o := range t.byID {
-		if o.session != session {
-			continue
-		}
+	for id := range t.bySession[session] {
+		o := t.byID[id]
 		if !o.terminal {
 			unfinished = append(unfinished, id)
 		}
 		delete(t.byID, id)
 		delete(t.byToken, o.up)
 	}
+	delete(t.bySession, session)
 	return unfinished
 }
 
@@ -93,6 +104,7 @@ func (t *taskTable) reset() {
 	defer t.mu.Unlock()
 	t.byID = make(map[string]taskOwner)
 	t.byToken = make(map[int64]string)
+	t.bySession = make(map[uint64]map[string]bool)
 }
 
 // recordTask notes the task a response created, if it created one.
