@@ -46,6 +46,19 @@ type Table struct {
 	next   int64
 	routes map[int64]Route
 	byKey  map[key]int64
+	// count is each session's requests in byKey: a session that departs
+	// with none in flight (an idle one) is done without a look at the
+	// others', and one with some stops looking once it found them all.
+	count map[uint64]int
+}
+
+// counted adds d to a session's count of requests in flight.
+func (t *Table) counted(session uint64, d int) {
+	if n := t.count[session] + d; n > 0 {
+		t.count[session] = n
+	} else {
+		delete(t.count, session)
+	}
 }
 
 // Add records a route and returns the upstream id to send the request under.
@@ -53,7 +66,7 @@ func (t *Table) Add(r Route) (int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.routes == nil {
-		t.routes, t.byKey = make(map[int64]Route), make(map[key]int64)
+		t.routes, t.byKey, t.count = make(map[int64]Route), make(map[key]int64), make(map[uint64]int)
 	}
 	k := key{r.Session, string(r.ID)}
 	if _, dup := t.byKey[k]; dup {
@@ -61,6 +74,7 @@ func (t *Table) Add(r Route) (int64, error) {
 	}
 	t.next++
 	t.routes[t.next], t.byKey[k] = r, t.next
+	t.counted(r.Session, 1)
 	return t.next, nil
 }
 
@@ -72,6 +86,7 @@ func (t *Table) Take(up int64) (r Route, ok bool) {
 	if r, ok = t.routes[up]; ok {
 		delete(t.routes, up)
 		delete(t.byKey, key{r.Session, string(r.ID)})
+		t.counted(r.Session, -1)
 	}
 	return r, ok
 }
@@ -95,6 +110,7 @@ func (t *Table) Cancel(session uint64, id json.RawMessage) (up int64, r Route, o
 		r = t.routes[up]
 		delete(t.routes, up)
 		delete(t.byKey, k)
+		t.counted(session, -1)
 	}
 	return up, r, ok
 }
@@ -104,18 +120,23 @@ func (t *Table) Cancel(session uint64, id json.RawMessage) (up int64, r Route, o
 func (t *Table) DropSession(session uint64) map[int64]Route {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out map[int64]Route
+	left := t.count[session]
+	if left == 0 {
+		return nil
+	}
+	out := make(map[int64]Route, left)
 	for k, up := range t.byKey {
 		if k.session != session {
 			continue
 		}
-		if out == nil {
-			out = make(map[int64]Route)
-		}
 		out[up] = t.routes[up]
 		delete(t.routes, up)
 		delete(t.byKey, k)
+		if left--; left == 0 {
+			break
+		}
 	}
+	delete(t.count, session)
 	return out
 }
 
@@ -125,7 +146,7 @@ func (t *Table) Reset() map[int64]Route {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := t.routes
-	t.routes, t.byKey = nil, nil
+	t.routes, t.byKey, t.count = nil, nil, nil
 	return out
 }
 
@@ -170,6 +191,8 @@ func (t *Table) Move(up int64, session uint64, id, token json.RawMessage, tag ui
 		return true, ErrDuplicate
 	}
 	delete(t.byKey, key{r.Session, string(r.ID)})
+	t.counted(r.Session, -1)
+	t.counted(session, 1)
 	r.Session, r.ID, r.Token, r.Tag = session, id, token, tag
 	t.routes[up], t.byKey[k] = r, up
 	return true, nil

@@ -50,7 +50,7 @@ type client struct {
 // use marks the session as wanting the server: a lazy server starts, and
 // idle_timeout does not stop it while the session lasts.
 func (c *client) use() {
-	if c.using.Load() || c.using.Swap(true) {
+	if c.using.Load() || !c.h.sessions.markUsing(c) {
 		return
 	}
 	c.sess.Logger().Debug("session wants the server")
@@ -249,7 +249,9 @@ func (h *Hub) detach(c *client) {
 	h.dropTasks(id, proc)
 	h.levels.drop(id)
 	h.updateLogLevel()
-	h.rootsChanged()
+	if len(c.rootList()) > 0 { // one without roots leaves their union as it was
+		h.rootsChanged()
+	}
 }
 
 func cancelFrame(up int64, reason string) []byte {

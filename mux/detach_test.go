@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/session"
 )
 
 // departTables are the per-session tables a departure clears, filled for n
@@ -106,4 +108,58 @@ func TestDepartCostFlat(t *testing.T) {
 	small, large := per(10), per(10_000)
 	t.Logf("departure from 10 sessions %v, from 10,000 sessions %v", small, large)
 	assert.Less(t, large, 50*small+200*time.Microsecond, fmt.Sprintf("departure cost grows with the hub's sessions: %v against %v", large, small))
+}
+
+// TestRegistryCountsUsing: how many sessions want the server is kept as
+// sessions come, turn to wanting it, and go, so that the supervisor's look
+// at it after each departure is not a walk over every session.
+func TestRegistryCountsUsing(t *testing.T) {
+	r := newRegistry(nil, 0)
+	mk := func(id uint64, using bool) *client {
+		c := &client{sess: session.New(session.Config{ID: id}, nil)}
+		c.using.Store(using)
+		return c
+	}
+	a, b, late := mk(1, true), mk(2, false), mk(3, false)
+	require.True(t, r.add(a))
+	require.True(t, r.add(b))
+	assert.Equal(t, 1, r.using())
+	assert.True(t, r.markUsing(b), "b turns")
+	assert.False(t, r.markUsing(b), "b had turned already")
+	assert.Equal(t, 2, r.using())
+	r.remove(1)
+	assert.Equal(t, 1, r.using(), "a went")
+	r.remove(1)
+	assert.Equal(t, 1, r.using(), "a second remove counts nothing out")
+	assert.True(t, r.markUsing(late), "a session not in the registry turns")
+	assert.Equal(t, 1, r.using(), "but is not counted")
+	r.remove(2)
+	assert.Equal(t, 0, r.using())
+}
+
+// TestServerReqsDropSession: a departure takes exactly its own requests and
+// elicitations, and one with none takes nothing.
+func TestServerReqsDropSession(t *testing.T) {
+	tab := newServerReqs()
+	expire := func(srvKey) {}
+	k1 := tab.add(1, &serverReq{up: []byte(`1`)}, time.Hour, expire)
+	tab.add(1, &serverReq{up: []byte(`2`)}, time.Hour, expire)
+	tab.add(2, &serverReq{up: []byte(`3`)}, time.Hour, expire)
+	tab.elicit("e1", 1)
+	tab.elicit("e2", 2)
+	tab.elicit("moved", 1)
+	tab.elicit("moved", 2)
+	require.NotNil(t, tab.take(k1))
+	assert.Nil(t, tab.dropSession(3), "a session with nothing held")
+	gone := tab.dropSession(1)
+	require.Len(t, gone, 1)
+	assert.Equal(t, `2`, string(gone[0].up))
+	_, ok := tab.takeElicitation("e1")
+	assert.False(t, ok, "session 1's elicitation went with it")
+	s, ok := tab.takeElicitation("moved")
+	assert.True(t, ok && s == 2, "an elicitation filed again under session 2 stays")
+	assert.Len(t, tab.dropSession(2), 1)
+	assert.Empty(t, tab.held)
+	assert.Empty(t, tab.pending)
+	assert.Empty(t, tab.elicitations)
 }

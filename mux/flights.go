@@ -26,6 +26,7 @@ type flights struct {
 
 	parked   map[string]*parkedInput // modern requests waiting for their retry with input, by the nonce of their requestState (mrtr.go)
 	parkedUp map[int64]string        // the nonce of each, by upstream id
+	parkedBy map[uint64]int          // how many each session has: a departure with none looks at no other's
 	rounds   map[listenKey]*round    // legacy requests between two rounds of input, by session and id (rounds.go)
 }
 
@@ -153,6 +154,9 @@ func (f *flights) dropSession(session uint64) departed {
 		}
 	}
 	for nonce, p := range f.parked {
+		if f.parkedBy[session] == 0 {
+			break
+		}
 		if p.session == session {
 			gone.parked = append(gone.parked, f.takeParkedLocked(nonce))
 		}
@@ -182,9 +186,13 @@ func (f *flights) park(p *parkedInput, token json.RawMessage, nonce string, wait
 		return false, nil
 	}
 	if f.parked == nil {
-		f.parked, f.parkedUp = make(map[string]*parkedInput), make(map[int64]string)
+		f.parked, f.parkedUp, f.parkedBy = make(map[string]*parkedInput), make(map[int64]string), make(map[uint64]int)
+	}
+	if old := f.parked[nonce]; old != nil {
+		f.unpark(old.session)
 	}
 	f.parked[nonce], f.parkedUp[p.up] = p, nonce
+	f.parkedBy[p.session]++
 	p.timer = time.AfterFunc(wait, func() { expire(nonce) })
 	d := dataOf(r)
 	if d == nil {
@@ -205,9 +213,17 @@ func (f *flights) takeParkedLocked(nonce string) *parkedInput {
 	if p != nil {
 		delete(f.parked, nonce)
 		delete(f.parkedUp, p.up)
+		f.unpark(p.session)
 		p.timer.Stop()
 	}
 	return p
+}
+
+// unpark counts one parked request of a session out.
+func (f *flights) unpark(session uint64) {
+	if f.parkedBy[session]--; f.parkedBy[session] <= 0 {
+		delete(f.parkedBy, session)
+	}
 }
 
 // resume takes the parked request filed under nonce for owner and hands it

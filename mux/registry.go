@@ -14,6 +14,7 @@ type registry struct {
 
 	mu      sync.Mutex
 	clients map[uint64]*client
+	inUse   int // how many of clients want the server (client.using), kept as they come, go and turn
 
 	roots rootsSeen // the union of the sessions' roots, as the server last heard of it
 	// clientRoots is the roots of modern clients over HTTP, kept for their
@@ -39,12 +40,32 @@ func (r *registry) add(c *client) bool {
 		return false
 	}
 	r.clients[c.sess.ID()] = c
+	if c.using.Load() {
+		r.inUse++
+	}
+	return true
+}
+
+// markUsing turns a session's using on; false when it was on already.
+// It counts the session in only while the registry holds it.
+func (r *registry) markUsing(c *client) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.using.Swap(true) {
+		return false
+	}
+	if r.clients[c.sess.ID()] == c {
+		r.inUse++
+	}
 	return true
 }
 
 func (r *registry) remove(id uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if c := r.clients[id]; c != nil && c.using.Load() {
+		r.inUse--
+	}
 	delete(r.clients, id)
 }
 
@@ -65,13 +86,7 @@ func (r *registry) len() int {
 func (r *registry) using() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
-	for _, c := range r.clients {
-		if c.using.Load() {
-			n++
-		}
-	}
-	return n
+	return r.inUse
 }
 
 func (r *registry) full() bool {

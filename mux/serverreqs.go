@@ -41,10 +41,22 @@ type serverReqs struct {
 	next         map[uint64]int64 // per session: the last id given; never reused
 	pending      map[srvKey]*serverReq
 	elicitations map[string]uint64 // URL-mode elicitationId -> session
+	// held counts each session's entries in pending and elicitations, so
+	// that a session departing with none (an idle one) looks at no other's.
+	held map[uint64]int
 }
 
 func newServerReqs() serverReqs {
-	return serverReqs{next: make(map[uint64]int64), pending: make(map[srvKey]*serverReq), elicitations: make(map[string]uint64)}
+	return serverReqs{next: make(map[uint64]int64), pending: make(map[srvKey]*serverReq), elicitations: make(map[string]uint64), held: make(map[uint64]int)}
+}
+
+// bump adds d to what a session holds.
+func (t *serverReqs) bump(session uint64, d int) {
+	if n := t.held[session] + d; n > 0 {
+		t.held[session] = n
+	} else {
+		delete(t.held, session)
+	}
 }
 
 // add records a request to a session under a fresh id of that session's;
@@ -55,6 +67,7 @@ func (t *serverReqs) add(session uint64, sr *serverReq, timeout time.Duration, e
 	t.next[session]++
 	key := srvKey{session, t.next[session]}
 	t.pending[key] = sr
+	t.bump(session, 1)
 	sr.timer = time.AfterFunc(timeout, func() { expire(key) })
 	return key
 }
@@ -66,6 +79,7 @@ func (t *serverReqs) take(key srvKey) *serverReq {
 	sr := t.pending[key]
 	if sr != nil {
 		delete(t.pending, key)
+		t.bump(key.session, -1)
 		sr.timer.Stop()
 	}
 	return sr
@@ -78,6 +92,7 @@ func (t *serverReqs) takeUpstream(up []byte) (srvKey, *serverReq) {
 	for k, sr := range t.pending {
 		if sr.local == nil && string(sr.up) == string(up) {
 			delete(t.pending, k)
+			t.bump(k.session, -1)
 			sr.timer.Stop()
 			return k, sr
 		}
@@ -89,20 +104,33 @@ func (t *serverReqs) takeUpstream(up []byte) (srvKey, *serverReq) {
 func (t *serverReqs) dropSession(session uint64) []*serverReq {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.next, session)
+	left := t.held[session]
+	if left == 0 {
+		return nil
+	}
+	delete(t.held, session)
 	var gone []*serverReq
 	for k, sr := range t.pending {
+		if left == 0 {
+			return gone
+		}
 		if k.session == session {
 			gone = append(gone, sr)
 			delete(t.pending, k)
 			sr.timer.Stop()
+			left--
 		}
 	}
 	for eid, s := range t.elicitations {
+		if left == 0 {
+			break
+		}
 		if s == session {
 			delete(t.elicitations, eid)
+			left--
 		}
 	}
-	delete(t.next, session)
 	return gone
 }
 
@@ -116,6 +144,7 @@ func (t *serverReqs) reset() map[srvKey]*serverReq {
 	}
 	t.pending = make(map[srvKey]*serverReq)
 	t.elicitations = make(map[string]uint64)
+	t.held = make(map[uint64]int)
 	return gone
 }
 
@@ -123,7 +152,11 @@ func (t *serverReqs) reset() map[srvKey]*serverReq {
 func (t *serverReqs) elicit(id string, session uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if old, ok := t.elicitations[id]; ok {
+		t.bump(old, -1)
+	}
 	t.elicitations[id] = session
+	t.bump(session, 1)
 }
 
 // takeElicitation removes a URL elicitation and returns its owner.
@@ -131,7 +164,10 @@ func (t *serverReqs) takeElicitation(id string) (uint64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, ok := t.elicitations[id]
-	delete(t.elicitations, id)
+	if ok {
+		delete(t.elicitations, id)
+		t.bump(s, -1)
+	}
 	return s, ok
 }
 
