@@ -78,6 +78,9 @@ func listsRemembered(t *testing.T) *fakeListMemory {
 		c.answer()
 	}
 	eventually(t, "the lists kept", func() bool { _, w := mem.list(""); return w == 2 })
+	// The description is kept just after the server is published ready,
+	// on the supervisor's goroutine: the session may be served first.
+	eventually(t, "the description kept", func() bool { _, raw := mem.Description(); return raw != nil })
 	assert.Len(t, srv.messages("tools/list"), 1, "the server is asked its lists by the sessions alone")
 	tools, _ := mem.list("tools/list")
 	assert.JSONEq(t, `{"tools":[{"name":"a"}]}`, tools)

@@ -140,6 +140,7 @@ func TestToolViewOfListsFromMemory(t *testing.T) {
 	c.send(listTools)
 	assert.JSONEq(t, `{"tools":[{"name":"a"}]}`, string(c.answer().Result))
 	eventually(t, "the list kept", func() bool { _, w := mem.list(""); return w == 1 })
+	eventually(t, "the description kept", func() bool { _, raw := mem.Description(); return raw != nil })
 	kept, _ := mem.list("tools/list")
 	assert.JSONEq(t, whole, kept, "kept as the server said it")
 
