@@ -82,7 +82,11 @@ MEMORY_FILE_PATH='%s' exec '%s' '%s'
 			q.env = append(q.env, kv)
 		}
 	}
-	q.env = append(q.env, "HOME="+q.home, "GOCACHE="+g[0], "GOMODCACHE="+g[1], "GOENV="+g[2])
+	// mcpmux takes the account's home folder before $HOME (a client may
+	// start it without HOME), so the new user's state folder is named
+	// outright: the run must not write to the account's own.
+	q.env = append(q.env, "HOME="+q.home, "XDG_STATE_HOME="+filepath.Join(q.home, ".local", "state"),
+		"GOCACHE="+g[0], "GOMODCACHE="+g[1], "GOENV="+g[2])
 	path := shims + string(os.PathListSeparator) + os.Getenv("PATH")
 	// The install block puts $(go env GOPATH)/bin first; GOPATH's default
 	// is ~/go.
