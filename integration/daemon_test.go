@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	muxdaemon "github.com/mcpmux/mcpmux/daemon"
 	"github.com/mcpmux/mcpmux/internal/testutil"
 )
 
@@ -243,4 +245,16 @@ func runMcpmux(tb testing.TB, env []string, stdin string, args ...string) connec
 	}
 	require.NoError(tb, ctx.Err(), "mcpmux %s did not exit within %v; stderr: %s", args[0], runTimeout, r.stderr)
 	return r
+}
+
+// status is what `mcpmux status --json` says of the daemon.
+func (d *daemon) status(t *testing.T) muxdaemon.Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	out, err := mcpmux(ctx, "status", "--json", "--config", d.path).Output()
+	require.NoError(t, err)
+	var st muxdaemon.Status
+	require.NoError(t, json.Unmarshal(out, &st), "%s", out)
+	return st
 }

@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -82,22 +80,12 @@ func TestDormantHTTPSessions(t *testing.T) {
 // serverSessions is how many sessions status counts on server.
 func serverSessions(t *testing.T, d *daemon, server string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	out, err := mcpmux(ctx, "status", "--json", "--config", d.path).Output()
-	require.NoError(t, err)
-	var st struct {
-		Servers []struct {
-			Name     string `json:"name"`
-			Sessions int    `json:"sessions"`
-		} `json:"servers"`
-	}
-	require.NoError(t, json.Unmarshal(out, &st), "%s", out)
+	st := d.status(t)
 	for _, s := range st.Servers {
 		if s.Name == server {
 			return s.Sessions
 		}
 	}
-	t.Fatalf("no server %s in status: %s", server, out)
+	t.Fatalf("no server %s in status: %+v", server, st)
 	return 0
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,22 +22,8 @@ import (
 // server, and how many sessions each has.
 func projectInstances(t *testing.T, d *daemon, server string) map[string]int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	out, err := mcpmux(ctx, "status", "--json", "--config", d.path).Output()
-	require.NoError(t, err)
-	var st struct {
-		Servers []struct {
-			Name      string `json:"name"`
-			Instances []struct {
-				Project  string `json:"project"`
-				Sessions int    `json:"sessions"`
-			} `json:"instances"`
-		} `json:"servers"`
-	}
-	require.NoError(t, json.Unmarshal(out, &st), "%s", out)
 	got := map[string]int{}
-	for _, s := range st.Servers {
+	for _, s := range d.status(t).Servers {
 		if s.Name == server {
 			for _, in := range s.Instances {
 				got[in.Project] = in.Sessions
