@@ -10,19 +10,14 @@ package integration
 // daemon this user runs in the default socket folder.
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,26 +37,7 @@ func (rw *realWorld) runInspector2(t *testing.T, node string, env, target []stri
 	t.Helper()
 	args := append([]string{rw.module(rwInspector2), "--cli"}, flags...)
 	args = append(append(args, "--method", method), target...)
-	ctx, cancel := context.WithTimeout(context.Background(), inspectorTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, args...)
-	cmd.Dir = rw.dir
-	cmd.Env = env
-	var stdout, stderr testutil.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	err := cmd.Run()
-	r := inspectorRun{stdout: stdout.String(), stderr: stderr.String(), err: err, elapsed: time.Since(start)}
-	t.Logf("mcp-inspector 2.12.0 %s: %v", strings.Join(slices.Concat(flags, []string{"--method", method}), " "), r.elapsed.Round(time.Millisecond))
-	require.NoError(t, ctx.Err(), "mcp-inspector 2.12.0 did not exit within %v; stderr: %s", inspectorTimeout, r.stderr)
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("run mcp-inspector 2.12.0: %v", err)
-	}
-	return r
+	return rw.runInspectorCmd(t, "mcp-inspector 2.12.0", node, env, args, slices.Concat(flags, []string{"--method", method}))
 }
 
 // inspect2 is runInspector2 for a run that must succeed: exit 0 and one

@@ -56,14 +56,25 @@ func (rw *realWorld) runInspector(t *testing.T, target []string, method string, 
 	t.Helper()
 	args := append([]string{rw.module(rwInspector), "--cli"}, flags...)
 	args = append(append(append(args, "--method", method), "--"), target...)
+	env := os.Environ()
+	if os.Getenv("GORACE") == "" {
+		env = append(env, "GORACE=atexit_sleep_ms=50") // for the mcpmux connect it spawns; see mcpmux
+	}
+	return rw.runInspectorCmd(t, "mcp-inspector", rw.node, env, args, slices.Concat(flags, []string{"--method", method}))
+}
+
+// runInspectorCmd runs an Inspector's node with args and env as its whole
+// environment, in a process group of its own (it is a wrapper node that
+// starts the CLI's node, which starts `mcpmux connect`) that a timeout
+// kills whole, so that nothing it started outlives the test. label and
+// shown name the run in the test's log.
+func (rw *realWorld) runInspectorCmd(t *testing.T, label, node string, env, args, shown []string) inspectorRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), inspectorTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, rw.node, args...)
+	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = rw.dir
-	cmd.Env = os.Environ()
-	if os.Getenv("GORACE") == "" {
-		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=50") // for the mcpmux connect it spawns; see mcpmux
-	}
+	cmd.Env = env
 	var stdout, stderr testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -76,11 +87,11 @@ func (rw *realWorld) runInspector(t *testing.T, target []string, method string, 
 	start := time.Now()
 	err := cmd.Run()
 	r := inspectorRun{stdout: stdout.String(), stderr: stderr.String(), err: err, elapsed: time.Since(start)}
-	t.Logf("mcp-inspector %s: %v", strings.Join(slices.Concat(flags, []string{"--method", method}), " "), r.elapsed.Round(time.Millisecond))
-	require.NoError(t, ctx.Err(), "mcp-inspector did not exit within %v; stderr: %s", inspectorTimeout, r.stderr)
+	t.Logf("%s %s: %v", label, strings.Join(shown, " "), r.elapsed.Round(time.Millisecond))
+	require.NoError(t, ctx.Err(), "%s did not exit within %v; stderr: %s", label, inspectorTimeout, r.stderr)
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("run mcp-inspector: %v", err)
+		t.Fatalf("run %s: %v", label, err)
 	}
 	return r
 }
