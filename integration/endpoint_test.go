@@ -47,17 +47,7 @@ func TestEndpointAllThroughConnect(t *testing.T) {
 
 	b.send(request(`1`, "tools/list", nil))
 	m, _ = b.await(`1`)
-	require.Equal(t, jsonrpc.KindResult, m.Kind, "tools/list: %s", m.Frame)
-	var list struct {
-		Tools []struct {
-			Name string `json:"name"`
-		} `json:"tools"`
-	}
-	require.NoError(t, json.Unmarshal(m.Result, &list))
-	var tools []string
-	for _, tool := range list.Tools {
-		tools = append(tools, tool.Name)
-	}
+	tools := toolNames(t, m)
 	for _, s := range []string{"alpha", "beta", "gamma"} {
 		assert.Contains(t, tools, s+"__echo")
 		assert.Contains(t, tools, s+"__stats")

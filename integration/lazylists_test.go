@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpmux/mcpmux/internal/testutil"
-	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
 // TestEndpointListsFromMemory: an endpoint of three lazy servers that each
@@ -83,17 +81,7 @@ func trioTools(t *testing.T, c *client, id string) []string {
 	t.Helper()
 	m, err := c.call(id, "tools/list", nil)
 	require.NoError(t, err)
-	require.Equal(t, jsonrpc.KindResult, m.Kind, "tools/list: %s", m.Frame)
-	var list struct {
-		Tools []struct {
-			Name string `json:"name"`
-		} `json:"tools"`
-	}
-	require.NoError(t, json.Unmarshal(m.Result, &list))
-	var names []string
-	for _, tool := range list.Tools {
-		names = append(names, tool.Name)
-	}
+	names := toolNames(t, m)
 	for _, s := range []string{"a", "b", "c"} {
 		require.Contains(t, names, s+"__echo", "%s", m.Frame)
 	}
