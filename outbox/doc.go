@@ -4,8 +4,11 @@
 // have more input at hand, and Flush the run once they have none: the run
 // then goes out in one write, from the producer's own goroutine when the
 // connection's writer is idle and the write cannot block, else from the
-// writer goroutine, which the Queue's owner runs (Run) and which alone
-// writes anything that may block.
+// writer goroutine, which alone writes anything that may block. Either the
+// Queue's owner runs it for the connection's life (Run: a server's stdin),
+// or the Queue starts it only while frames wait for it and lets it end
+// once they are written (Serve: a client's connection, idle most of the
+// time, which then costs no goroutine).
 //
 // session.Session and upstream.Process each own one Queue and set its
 // policies: what a full queue means (a client evicted, a request refused),

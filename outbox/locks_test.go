@@ -11,6 +11,6 @@ import (
 // neither, and nothing blocks or writes under a lock.
 func TestLockOrder(t *testing.T) {
 	testutil.CheckLocks(t, ".", testutil.LockRules{
-		Order: [][2]string{{"outbox.Queue", "outbox.Budget"}},
+		Order: [][2]string{{"outbox.Queue", "outbox.Budget"}, {"outbox.Queue", "outbox.served"}},
 	}, 6)
 }

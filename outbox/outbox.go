@@ -92,6 +92,11 @@ type Queue struct {
 	room     chan struct{} // closed while bytes <= HighWater
 	roomOpen bool          // room is closed; changed by openRoom and shutRoom only
 	freed    chan struct{} // closed when bytes next leave the queue; nil until a SendLaterOr waits
+
+	// Serve's writer, started on demand (see Serve); nil fail: Run's mode.
+	fail    func(error)
+	drained atomic.Bool // Drain has begun: it is woken (wake), no writer is started
+	served  served
 }
 
 // New returns an empty queue for w.
@@ -282,10 +287,14 @@ func (q *Queue) Run(stop <-chan struct{}) error {
 
 // Drain writes, after Run has returned, what is still queued and what a
 // partial TryWrite left, waiting first for a Flush in progress (which
-// never blocks) to end; Flushes after it only queue. It is the last flush
+// never blocks) to end; Flushes after it only queue. In Serve's mode it
+// runs on the owner's goroutine and takes turns with a writer goroutine
+// still writing (which no Flush starts again), and Stop and Wait follow
+// it. It is the last flush
 // of a connection whose peer has stopped sending but may still read; the
 // owner bounds it by closing the connection.
 func (q *Queue) Drain() error {
+	q.drained.Store(true)
 	for {
 		batch, ok, busy := q.takeTurn(true)
 		switch {
@@ -373,7 +382,7 @@ func (q *Queue) endTurn(batch, dropped []Frame) {
 	}
 	q.release(n, false)
 	q.keepSpare(batch)
-	if len(q.frames) > 0 {
+	if len(q.frames) > 0 || q.drainer {
 		q.notify()
 	}
 }
@@ -427,6 +436,10 @@ func (q *Queue) keepSpare(batch []Frame) {
 }
 
 func (q *Queue) notify() {
+	if q.fail != nil && !q.drained.Load() {
+		q.spawn()
+		return
+	}
 	select {
 	case q.wake <- struct{}{}:
 	default:

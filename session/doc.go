@@ -15,10 +15,13 @@
 //
 // Session.Run starts the goroutines of a session and returns after every
 // one of them has, with the transport closed:
-//   - the read loop (Session.readLoop), on a goroutine of Run's, which reads
+//   - the read loop (Session.readLoop), on Run's own goroutine, which reads
 //     the client's frames and calls the Handler one message at a time;
-//   - the writer (Session.writeLoop), on Run's own goroutine: it alone
-//     writes what may block, and it ends when the session does;
+//   - the writer, which the outbox (outbox.Queue.Serve) starts only while
+//     it holds frames that a Flush may not write on its caller's goroutine,
+//     and which ends once they are written: an idle session has no writer.
+//     It alone writes what may block. Run stops it from starting again and
+//     waits for it (Session.finishWrites);
 //   - two functions run when something ends (context.AfterFunc, in
 //     Session.Run): the end of Run's ctx ends the session, and the end of
 //     the session closes the transport, which unblocks the reader and a

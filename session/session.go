@@ -136,7 +136,7 @@ type Session struct {
 
 	started  time.Time
 	bytesIn  atomic.Int64
-	out      *outbox.Queue // to the client; its writer goroutine is Run's
+	out      *outbox.Queue // to the client; it runs its writer goroutine while it has frames to write
 	inflight atomic.Int64  // requests in flight, counted by Begin and End
 	ended    chan struct{} // 1-buffered: a request ended
 
@@ -174,6 +174,7 @@ func New(cfg Config, t Transport) *Session {
 		ended:   make(chan struct{}, 1),
 	}
 	s.out = outbox.New(t, outbox.Config{HighWater: cfg.OutboxHighWater, Max: cfg.OutboxMax})
+	s.out.Serve(s.writeFailed)
 	return s
 }
 
@@ -256,10 +257,9 @@ func (s *Session) Run(ctx context.Context, h Handler) error {
 		}
 		s.t.Close()
 	})
-	wg.Go(func() { s.closeWith(s.readLoop(ctx, h)) })
-	err := s.writeLoop()
+	s.closeWith(s.readLoop(ctx, h))
+	s.finishWrites()
 	close(writerDone)
-	s.closeWith(err) // the transport's closing runs, if it has not yet
 	if stopWatch() {
 		wg.Done() // ctx did not end: its function will never run
 	}
@@ -502,17 +502,21 @@ func isClosed(c <-chan struct{}) bool {
 // queued before the connection is closed.
 const flushTimeout = 2 * time.Second
 
-// writeLoop is the session's writer goroutine: the only code that writes
-// to the client and may block. A client that half-closed still gets what
-// was queued (Run bounds that by flushTimeout).
-func (s *Session) writeLoop() error {
-	if err := s.out.Run(s.done); err != nil {
-		return fmt.Errorf("write to client: %w", err)
-	}
+// finishWrites ends the writer's part once the session has ended: a
+// client that half-closed still gets what was queued (Run bounds that by
+// flushTimeout, closing the transport), and no writer starts after it.
+func (s *Session) finishWrites() {
 	if errors.Is(s.err, io.EOF) {
 		s.out.Drain()
 	}
-	return nil
+	s.out.Stop()
+	s.out.Wait()
+}
+
+// writeFailed is the outbox's fail function: a write to the client failed,
+// on the writer goroutine the outbox runs while it has frames to write.
+func (s *Session) writeFailed(err error) {
+	s.closeWith(fmt.Errorf("write to client: %w", err))
 }
 
 func notify(c chan struct{}) {

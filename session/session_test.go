@@ -666,6 +666,7 @@ func TestIdleSessionMemory(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	goroutines := runtime.NumGoroutine()
 	for range n {
 		server, client := socketPair(t)
 		clients = append(clients, client)
@@ -680,14 +681,18 @@ func TestIdleSessionMemory(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.EqualValues(t, n, handled.Load(), "sessions that read their first message")
+	// One goroutine per idle session: its read loop. Its writer runs only
+	// while it has something to write.
+	perSession := float64(runtime.NumGoroutine()-goroutines) / float64(n)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 
 	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	stacks := int64(after.StackInuse) - int64(before.StackInuse)
 	per := (heap + stacks) / n
-	t.Logf("%d idle sessions: heap %d B/session, stacks %d B/session, total %d B/session (both ends of each socket pair counted)",
-		n, heap/n, stacks/n, per)
+	t.Logf("%d idle sessions: heap %d B/session, stacks %d B/session, total %d B/session (both ends of each socket pair counted), %.2f goroutines/session",
+		n, heap/n, stacks/n, per, perSession)
+	assert.InDelta(t, 1, perSession, 0.01, "goroutines per idle session")
 	assert.Less(t, per, int64(64<<10), "bytes per idle session")
 	// The read buffer starts at 512 bytes: 4 KiB of it is gone from the
 	// 8.2 KiB of heap an idle session held when it started at 4 KiB.

@@ -396,8 +396,12 @@ func (l *lockLoader) locks(b *body) map[string]string {
 	if f := l.direct(b); f.lock != token.NoPos {
 		got[f.owner] = "locks at " + l.where(f.lock)
 	}
+	spawned := map[*ast.CallExpr]bool{} // a go statement's call runs on a goroutine of its own
 	visit(b, func(n ast.Node) bool {
-		if c, ok := n.(*ast.CallExpr); ok {
+		if g, ok := n.(*ast.GoStmt); ok {
+			spawned[g.Call] = true
+		}
+		if c, ok := n.(*ast.CallExpr); ok && !spawned[c] {
 			if cb := l.calleeBody(b, c); cb != nil {
 				for owner, how := range l.locks(cb) {
 					if got[owner] == "" {
@@ -481,9 +485,12 @@ func (l *lockLoader) check(b *body, rules LockRules) []string {
 		out = append(out, fmt.Sprintf("%s: in %s, under the lock taken at line %d: %s", l.at(n.Pos()), b.name, l.fset.Position(first.lock).Line, fmt.Sprintf(format, args...)))
 	}
 	deferred := map[*ast.CallExpr]bool{}
-	nonBlocking := map[ast.Node]bool{} // the comm statements of selects with a default
+	spawned := map[*ast.CallExpr]bool{} // a go statement's call runs under no lock of ours
+	nonBlocking := map[ast.Node]bool{}  // the comm statements of selects with a default
 	visit(b, func(n ast.Node) bool {
 		switch n := n.(type) {
+		case *ast.GoStmt:
+			spawned[n.Call] = true
 		case *ast.DeferStmt:
 			deferred[n.Call] = true
 		case *ast.SelectStmt:
@@ -513,7 +520,9 @@ func (l *lockLoader) check(b *body, rules LockRules) []string {
 		case *ast.SelectStmt:
 			report(n, "a select that can block")
 		case *ast.CallExpr:
-			l.checkCall(b, n, first.owner, rules, report)
+			if !spawned[n] {
+				l.checkCall(b, n, first.owner, rules, report)
+			}
 		}
 		return true
 	})
