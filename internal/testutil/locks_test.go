@@ -56,7 +56,6 @@ func (a *A) fine() int {
 	a.cancel()
 	_ = a.ctx.Err()
 	func() {}()
-	go a.viaHelper() // runs on a goroutine of its own, under no lock
 	return a.t.Peek() + len(a.c)
 }
 
@@ -99,6 +98,12 @@ func (a *A) allowed() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.hook()
+}
+
+func (a *A) spawns() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	go a.viaHelper() // on a goroutine of its own, under no lock
 }
 `,
 }
