@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -334,4 +335,46 @@ func plusDur(d time.Duration) string {
 		return "+" + dur(d)
 	}
 	return dur(d)
+}
+
+// spreadRatio writes a ratio's median and range.
+func spreadRatio(s Spread) string {
+	if s.Med <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f× (%.2f–%.2f)", s.Med, s.Min, s.Max)
+}
+
+// spreadDur writes a difference of times' median and range.
+func spreadDur(s Spread) string {
+	return fmt.Sprintf("%s (%s … %s)", plusDur(time.Duration(s.Med)), plusDur(time.Duration(s.Min)), plusDur(time.Duration(s.Max)))
+}
+
+// FloorsTable is every row against its floor: the medians over the rounds
+// of each side's figures, and the median and range over the rounds of the
+// ratios and of the time a large result adds.
+func (r *Report) FloorsTable() string {
+	var b strings.Builder
+	b.WriteString("| path | floor | echo p50, path / floor | p50 ratio (range) | calls/s, path / floor | calls/s ratio (range) |")
+	fmt.Fprintf(&b, " %s result over direct, path / floor | %s result, path − floor (range) |\n", mb(r.Counts.HugeSizes[1]), mb(r.Counts.HugeSizes[1]))
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, f := range r.Floors {
+		if len(f.Rounds) == 0 {
+			continue
+		}
+		p50 := f.of(func(x FloorRound) float64 { return float64(x.P50) })
+		fp50 := f.of(func(x FloorRound) float64 { return float64(x.FloorP50) })
+		cps := f.of(func(x FloorRound) float64 { return x.CPS })
+		fcps := f.of(func(x FloorRound) float64 { return x.FloorCPS })
+		fmt.Fprintf(&b, "| %s | %s | %s / %s | %s | %.0f / %.0f | %s |", f.Path, f.Floor,
+			dur(time.Duration(p50.Med)), dur(time.Duration(fp50.Med)), spreadRatio(f.P50Ratio()), cps.Med, fcps.Med, spreadRatio(f.CPSRatio()))
+		if !f.Huge {
+			b.WriteString(" | |\n")
+			continue
+		}
+		added := f.of(func(x FloorRound) float64 { return float64(x.HugeAdded) })
+		fadded := f.of(func(x FloorRound) float64 { return float64(x.FloorHugeAdded) })
+		fmt.Fprintf(&b, " %s / %s | %s |\n", plusDur(time.Duration(added.Med)), plusDur(time.Duration(fadded.Med)), spreadDur(f.HugeDiffs()))
+	}
+	return b.String()
 }
