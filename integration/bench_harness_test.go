@@ -23,7 +23,7 @@ import (
 // renders. It judges no figure and no time.
 func TestBenchHarness(t *testing.T) {
 	rw := needRealWorld(t) // node and the npm packages; skipped under -short
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // about 1.5 min under -race
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
 	rep, err := benchkit.Run(ctx, benchkit.Options{Short: true, Mcpmux: bins.mcpmux, NodeDir: rw.dir, Node: rw.node})
