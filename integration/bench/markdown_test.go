@@ -18,7 +18,7 @@ func floorsReport() *benchkit.Report {
 	for i, p := range benchkit.FloorPaths() {
 		f := benchkit.FloorRow{Path: p, Floor: benchkit.PathRelay, Huge: i < 4}
 		for k := range 3 {
-			r := benchkit.FloorRound{P50: time.Duration(100+10*k) * time.Microsecond, FloorP50: 100 * time.Microsecond,
+			r := benchkit.FloorRound{P50: time.Duration(100+10*k) * time.Microsecond, FloorP50: 100 * time.Microsecond, P50Diff: time.Duration(7+k) * time.Microsecond,
 				CPS: float64(9000 + 1000*k), FloorCPS: 10000}
 			if f.Huge {
 				r.Huge, r.FloorHuge, r.HugeDiff = 20*time.Millisecond, 15*time.Millisecond, time.Duration(k+4)*time.Millisecond
@@ -46,8 +46,9 @@ func TestMarkdownFloors(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		// p50 ratios 1.00, 1.10, 1.20: median 1.10, range 1.00–1.20.
-		"| 1.10× (1.00–1.20) |",
+		// p50s 100, 110, 120 µs against 100; paired differences 7, 8, 9 µs;
+		// ratios 1.00, 1.10, 1.20: median 1.10, range 1.00–1.20.
+		"| 110.0 µs / 100.0 µs (+8.0 µs) | 1.10× (1.00–1.20) |",
 		// calls/s 0.90, 1.00, 1.10.
 		"| 1.00× (0.90–1.10) |",
 		// the large result over the floor: 4, 5, 6 ms.

@@ -355,7 +355,7 @@ func spreadDur(s Spread) string {
 // ratios and of the time a large result adds.
 func (r *Report) FloorsTable() string {
 	var b strings.Builder
-	b.WriteString("| path | floor | echo p50, path / floor | p50 ratio (range) | calls/s, path / floor | calls/s ratio (range) |")
+	b.WriteString("| path | floor | echo p50, path / floor (paired difference) | p50 ratio (range) | calls/s, path / floor | calls/s ratio (range) |")
 	fmt.Fprintf(&b, " %s result over direct, path / floor | %s result, path − floor (range) |\n", mb(r.Counts.HugeSizes[1]), mb(r.Counts.HugeSizes[1]))
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, f := range r.Floors {
@@ -366,8 +366,10 @@ func (r *Report) FloorsTable() string {
 		fp50 := f.of(func(x FloorRound) float64 { return float64(x.FloorP50) })
 		cps := f.of(func(x FloorRound) float64 { return x.CPS })
 		fcps := f.of(func(x FloorRound) float64 { return x.FloorCPS })
-		fmt.Fprintf(&b, "| %s | %s | %s / %s | %s | %.0f / %.0f | %s |", f.Path, f.Floor,
-			dur(time.Duration(p50.Med)), dur(time.Duration(fp50.Med)), spreadRatio(f.P50Ratio()), cps.Med, fcps.Med, spreadRatio(f.CPSRatio()))
+		diff := f.of(func(x FloorRound) float64 { return float64(x.P50Diff) })
+		fmt.Fprintf(&b, "| %s | %s | %s / %s (%s) | %s | %.0f / %.0f | %s |", f.Path, f.Floor,
+			dur(time.Duration(p50.Med)), dur(time.Duration(fp50.Med)), plusDur(time.Duration(diff.Med)),
+			spreadRatio(f.P50Ratio()), cps.Med, fcps.Med, spreadRatio(f.CPSRatio()))
 		if !f.Huge {
 			b.WriteString(" | |\n")
 			continue
