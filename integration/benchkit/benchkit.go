@@ -10,7 +10,10 @@
 // server-everything under node. Besides latency and throughput per path it
 // measures aggregate throughput with many sessions, the daemon's memory with
 // idle sessions, how soon one more client is served by a running server, and
-// the memory of one shared server against one per client. The program
+// the memory of one shared server against one per client. First, each
+// mcpmux path (with the endpoint all and the 2026-07-28 paths) is measured
+// against its floor interleaved in one client, call by call, in rounds
+// (floors.go), which holds still where separate runs do not. The program
 // integration/bench prints the figures and writes BENCHMARKS.md and its
 // chart; integration/bench_harness_test.go runs it in short mode.
 package benchkit
@@ -103,6 +106,7 @@ type Counts struct {
 	MsgReps         int           // ... this many times each, one at a time
 
 	// The rows against a floor, interleaved in one client (Report.Floors).
+	FloorWarm   int // untimed echo calls per session of a row (the Go server needs no JIT warm-up)
 	FloorRounds int // rounds, each visiting every row
 	FloorEcho   int // paired sequential echoes per row and round
 	FloorBursts int // pipelined bursts of each side per row and round...
@@ -119,14 +123,14 @@ func counts(short bool) Counts {
 			Idle: 20, Nth: 3, SocketReps: 2, ConnectReps: 1, Copies: 3,
 			HugeSizes: [2]int{100_000, 1_000_000}, GatewayHugeReps: 1,
 			MsgSizes: []int{1_000, 64_000}, MsgReps: 3,
-			FloorRounds: 3, FloorEcho: 20, FloorBursts: 2, FloorBurst: 100, FloorHuge: 1, PeakSessions: 8, PeakReps: 1}
+			FloorWarm: 2, FloorRounds: 3, FloorEcho: 20, FloorBursts: 2, FloorBurst: 100, FloorHuge: 1, PeakSessions: 8, PeakReps: 1}
 	}
 	return Counts{Warm: 2000, Echo: 2000, Pipelined: 20000, Rounds: 10, InFlight: 64, Huge1: 15, Huge10: 7,
 		Sessions: []int{1, 16, 256, 1000, 5000, 10000}, AggFor: 1500 * time.Millisecond, RelayMax: 256, PeerMax: 1000,
 		Idle: 10000, Nth: 10, SocketReps: 50, ConnectReps: 20, Copies: 10,
 		HugeSizes: [2]int{1_000_000, 10_000_000}, GatewayHugeReps: 1,
 		MsgSizes: []int{1_000, 64_000, 1_000_000}, MsgReps: 100,
-		FloorRounds: 3, FloorEcho: 2000, FloorBursts: 6, FloorBurst: 2000, FloorHuge: 5, PeakSessions: 8, PeakReps: 3}
+		FloorWarm: 500, FloorRounds: 3, FloorEcho: 2000, FloorBursts: 4, FloorBurst: 2000, FloorHuge: 5, PeakSessions: 8, PeakReps: 3}
 }
 
 // Row is the figures of one backend over one path.

@@ -244,7 +244,7 @@ func (r *run) openSide(s side, name string) (*client, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	c.tool, c.modern = s.tool, s.modern
-	if err := warm(c, r.n.Warm); err != nil {
+	if err := warm(c, r.n.FloorWarm); err != nil {
 		return c, fmt.Errorf("%s: %w", name, errors.Join(err, c.Close()))
 	}
 	return c, nil

@@ -322,6 +322,13 @@ func (r *Report) MemoryTables() string {
 		}
 		fmt.Fprintf(&b, "| %d | %s | %s | %s |\n\n", i.Sessions, mib(i.With.RSS), mib(i.With.PSS), perSession)
 	}
+	if r.Memory && r.Peak.Sessions > 0 {
+		pk := r.Peak
+		fmt.Fprintf(&b, "**Peak under large results** (a fresh `mcpmux serve`, one Go echo server; %d sessions each read a %s result at once, %d time%s)\n\n",
+			pk.Sessions, mb(pk.Size), pk.Reps, plural(pk.Reps))
+		b.WriteString("| daemon peak RSS (VmHWM) | before | after |\n|---|---:|---:|\n")
+		fmt.Fprintf(&b, "| | %s | %s |\n\n", mib(pk.Base), mib(pk.HWM))
+	}
 	rd := r.Ready
 	fmt.Fprintf(&b, "**Client #%d ready** (%s; medians)\n\n", rd.Nth, BackendEverything)
 	b.WriteString("| how | initialize + tools/list answered after |\n|---|---:|\n")
