@@ -10,7 +10,7 @@
 // served; and the memory of one shared server against one per client; then
 // the targets, met or missed.
 //
-//	cd integration && go run ./bench [-quick] [-write]
+//	cd integration && go run ./bench [-quick] [-write [-to DIR]]
 //
 // -quick (or -short) runs every row with tiny counts, in about a minute: it
 // shows that every path and figure works, not what they are.
@@ -50,7 +50,8 @@ const (
 func main() {
 	quick := flag.Bool("quick", false, "tiny counts: only check that every path and figure works")
 	short := flag.Bool("short", false, "the same as -quick")
-	write := flag.Bool("write", false, "write "+mdFile+" and "+chartFile+" at the repository root")
+	write := flag.Bool("write", false, "write "+mdFile+" and "+chartFile+" at the repository root (or in -to)")
+	to := flag.String("to", "", "with -write: the `folder` to write them in, instead of the repository root (a preview)")
 	old := flag.String("ab", "", "compare the mcpmux binary `OLD` with -new, call by call, instead")
 	newBin := flag.String("new", "", "with -ab: the new mcpmux `binary`; empty: this checkout's, built")
 	flag.Parse()
@@ -60,7 +61,7 @@ func main() {
 	if *old != "" {
 		err = ab(ctx, *old, *newBin, *short)
 	} else {
-		err = run(ctx, *short, *write)
+		err = run(ctx, *short, *write, *to)
 	}
 	stop()
 	if err != nil {
@@ -69,10 +70,14 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, short, write bool) error {
+func run(ctx context.Context, short, write bool, to string) error {
 	root, err := benchkit.RepoRoot(ctx)
 	if err != nil {
 		return err
+	}
+	out := root
+	if to != "" {
+		out = to
 	}
 	rep, err := benchkit.Run(ctx, benchkit.Options{Short: short, NodeDir: filepath.Join(root, "integration", "node"), Progress: os.Stderr})
 	if err != nil {
@@ -83,7 +88,7 @@ func run(ctx context.Context, short, write bool) error {
 	if !write {
 		return nil
 	}
-	png, err := os.Create(filepath.Join(root, chartFile))
+	png, err := os.Create(filepath.Join(out, chartFile))
 	if err != nil {
 		return err
 	}
@@ -92,12 +97,12 @@ func run(ctx context.Context, short, write bool) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.WriteFile(filepath.Join(root, mdFile), []byte(markdown(rep)), 0o644)
+		err = os.WriteFile(filepath.Join(out, mdFile), []byte(markdown(rep)), 0o644)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "wrote", filepath.Join(root, mdFile), "and", filepath.Join(root, chartFile))
+	fmt.Fprintln(os.Stderr, "wrote", filepath.Join(out, mdFile), "and", filepath.Join(out, chartFile))
 	return nil
 }
 

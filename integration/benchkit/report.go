@@ -324,10 +324,9 @@ func (r *Report) MemoryTables() string {
 	}
 	if r.Memory && r.Peak.Sessions > 0 {
 		pk := r.Peak
-		fmt.Fprintf(&b, "**Peak under large results** (a fresh `mcpmux serve`, one Go echo server; %d sessions each read a %s result at once, %d time%s)\n\n",
-			pk.Sessions, mb(pk.Size), pk.Reps, plural(pk.Reps))
-		b.WriteString("| daemon peak RSS (VmHWM) | before | after |\n|---|---:|---:|\n")
-		fmt.Fprintf(&b, "| | %s | %s |\n\n", mib(pk.Base), mib(pk.HWM))
+		b.WriteString("**Peak under large results** (a fresh `mcpmux serve`, one Go echo server)\n\n")
+		b.WriteString("| sessions reading at once | result | times | daemon peak RSS before | after |\n|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s |\n\n", pk.Sessions, mb(pk.Size), pk.Reps, mib(pk.Base), mib(pk.HWM))
 	}
 	rd := r.Ready
 	fmt.Fprintf(&b, "**Client #%d ready** (%s; medians)\n\n", rd.Nth, BackendEverything)
