@@ -270,22 +270,11 @@ func (r *run) floorRounds(rep *Report, pairs []floorPair, sessions [][2]*client,
 // pipelined bursts in turn, then (huge) large results in triples with
 // direct stdio.
 func (r *run) floorRound(cs [2]*client, direct *client, huge bool) (fr FloorRound, err error) {
-	var lats [2][]time.Duration
-	diffs := make([]time.Duration, 0, r.n.FloorEcho)
-	for n := range r.n.FloorEcho {
-		var pair [2]time.Duration
-		for k := range 2 {
-			i := (n + k) % 2 // who goes first alternates
-			t0 := time.Now()
-			if err := cs[i].echo(); err != nil {
-				return fr, fmt.Errorf("echo: %w", err)
-			}
-			pair[i] = time.Since(t0)
-		}
-		lats[0], lats[1] = append(lats[0], pair[0]), append(lats[1], pair[1])
-		diffs = append(diffs, pair[0]-pair[1])
+	p50, diff, err := pairedEchoes(cs, r.n.FloorEcho)
+	if err != nil {
+		return fr, err
 	}
-	fr.P50, fr.FloorP50, fr.P50Diff = median(lats[0]), median(lats[1]), median(diffs)
+	fr.P50, fr.FloorP50, fr.P50Diff = p50[0], p50[1], diff
 	var spent [2]time.Duration
 	for n := range r.n.FloorBursts {
 		for k := range 2 {
