@@ -22,8 +22,7 @@ const (
 )
 
 const (
-	serverModern    = "echo26"     // the Go echo server, configured protocol = "modern"
-	endpointTool    = "echo__echo" // echo through the endpoint all: SERVER__tool
+	serverModern    = "echo26" // the Go echo server, configured protocol = "modern"
 	floorDirectName = "direct stdio (for the large results)"
 )
 
@@ -153,7 +152,7 @@ func (r *run) floorPairs(s floorSetup, b backend) []floorPair {
 			side{open: func() (conn, error) { return spawnConn([]string{r.o.Bridge, s.relaySock}, nil) }}, true},
 		{PathWS, PathRelay, side{open: func() (conn, error) { return dialWS(d.wsURL(b.server)) }}, relay, true},
 		{PathHTTP, PathHTTPRelay, http25, side{open: func() (conn, error) { return dialHTTP(s.httpRelay, "") }}, true},
-		{PathEndpoint, PathConnect, side{open: connect(), tool: endpointTool}, side{open: connect(b.server)}, false},
+		{PathEndpoint, PathConnect, side{open: connect(), tool: b.server + "__echo"}, side{open: connect(b.server)}, false},
 		{PathSessionless, PathHTTP, side{open: func() (conn, error) { return dialHTTPModern(d.httpURL(b.server), token) }, modern: true}, http25, false},
 		{PathSessionlessNew, PathHTTP, side{open: func() (conn, error) { return dialHTTPModern(d.httpURL(serverModern), token) }, modern: true}, http25, false},
 		{PathModernSocket, PathSocket, side{open: unix(serverModern), modern: true}, sock, false},
