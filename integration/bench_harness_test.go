@@ -16,19 +16,21 @@ import (
 	"github.com/mcpmux/mcpmux/integration/benchkit"
 )
 
-// TestBenchHarness runs the side-by-side benchmark (go run ./bench)
-// in short mode with the binaries TestMain built, server-everything and
-// supergateway from ./node, and checks that every path, backend and figure
-// gave a result and that the chart renders. It judges no figure and no time.
+// TestBenchHarness runs the side-by-side benchmark (go run ./bench -quick)
+// with the binaries TestMain built, server-everything and supergateway from
+// ./node, and checks that every path, backend, row against a floor and
+// figure gave a result, that every target was measured and that the chart
+// renders. It judges no figure and no time.
 func TestBenchHarness(t *testing.T) {
 	rw := needRealWorld(t) // node and the npm packages; skipped under -short
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
 	rep, err := benchkit.Run(ctx, benchkit.Options{Short: true, Mcpmux: bins.mcpmux, NodeDir: rw.dir, Node: rw.node})
 	require.NoError(t, err)
 	t.Logf("in %v:\n%s", time.Since(start).Round(time.Millisecond), rep.Summary())
 
+	checkFloors(t, rep)
 	for _, be := range benchkit.Backends() {
 		for _, p := range benchkit.Paths() {
 			row := rep.Row(be, p)
@@ -77,12 +79,16 @@ func TestBenchHarness(t *testing.T) {
 		}
 	}
 	targets := rep.Targets()
-	// Per backend; then large results and the Nth client; then each path
-	// against its floor (four pairs), the HTTP front against its two
-	// peers, the large result over four paths, and the new connect.
-	want := 4*len(benchkit.Backends()) + 2 + 8 + 4 + 4 + 1
+	// Issue 32's: connect's calls/s, large result and readiness; the
+	// large result over the socket, WebSocket and HTTP; two sessionless
+	// POSTs, two bridges, the socket's p50 and calls/s. Issue 18's:
+	// WebSocket and HTTP against their floors, HTTP against two peers.
+	// Issue 6's: per backend, then the large result and the Nth client.
+	want := 12 + 8 + 4*len(benchkit.Backends()) + 2
 	if rep.Memory {
-		want += 3 // idle memory, shared memory, memory per idle session
+		want += 3 + 2 // connect's RSS, peak RSS, per idle session; idle and shared memory
+		assert.Positive(t, rep.Peak.HWM, "peak RSS under large results")
+		assert.GreaterOrEqual(t, rep.Peak.HWM, rep.Peak.Base, "peak RSS after the large results against before")
 	}
 	assert.Len(t, targets, want, "the targets")
 	for _, tg := range targets {
@@ -99,6 +105,33 @@ func TestBenchHarness(t *testing.T) {
 	img, err := png.Decode(bytes.NewReader(b))
 	require.NoError(t, err, "the chart is a PNG")
 	assert.Greater(t, img.Bounds().Dx(), 600, "chart width")
+}
+
+// checkFloors checks that every row against a floor has every round, and
+// a figure on both sides in each, and that the table shows every row.
+func checkFloors(t *testing.T, rep *benchkit.Report) {
+	table := rep.FloorsTable()
+	require.Len(t, rep.Floors, len(benchkit.FloorPaths()), "a row against a floor per path")
+	for i, f := range rep.Floors {
+		assert.Equal(t, benchkit.FloorPaths()[i], f.Path, "row %d", i)
+		assert.NotEmpty(t, f.Floor, "%s: its floor", f.Path)
+		assert.Len(t, f.Rounds, rep.Counts.FloorRounds, "%s: rounds", f.Path)
+		assert.Equal(t, i < 4, f.Huge, "%s: large results measured", f.Path)
+		for k, r := range f.Rounds {
+			assert.Positive(t, r.P50, "%s round %d: p50", f.Path, k+1)
+			assert.Positive(t, r.FloorP50, "%s round %d: its floor's p50", f.Path, k+1)
+			assert.Positive(t, r.CPS, "%s round %d: calls/s", f.Path, k+1)
+			assert.Positive(t, r.FloorCPS, "%s round %d: its floor's calls/s", f.Path, k+1)
+			if f.Huge {
+				assert.Positive(t, r.Huge, "%s round %d: large result", f.Path, k+1)
+				assert.Positive(t, r.FloorHuge, "%s round %d: its floor's large result", f.Path, k+1)
+			}
+		}
+		assert.Positive(t, f.P50Ratio().Med, "%s: p50 ratio", f.Path)
+		assert.LessOrEqual(t, f.P50Ratio().Min, f.P50Ratio().Max, "%s: p50 range", f.Path)
+		assert.Positive(t, f.CPSRatio().Med, "%s: calls/s ratio", f.Path)
+		assert.Contains(t, table, "| "+f.Path+" | "+f.Floor+" |", "the table's row")
+	}
 }
 
 // TestABHarness runs the old-against-new comparison (go run ./bench -ab)

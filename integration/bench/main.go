@@ -1,13 +1,19 @@
-// Command bench measures, in one run, what issue #6 asks of mcpmux: echo
-// latency and pipelined throughput over six paths (direct stdio, a plain
-// byte relay on a Unix socket, mcpmux's Unix socket, `mcpmux connect`,
-// mcpmux's WebSocket and supergateway's WebSocket) for two backends (a
-// minimal Go echo server and server-everything), large results, aggregate
-// throughput with up to 1,000 sessions, the daemon's memory with 1,000 idle
-// sessions, how soon one more client is served, and the memory of one shared
-// server against one per client; then the targets, met or missed.
+// Command bench measures, in one run: each mcpmux path against its floor,
+// interleaved in one client call by call, in three rounds (issue #32's rows,
+// with the endpoint all and the 2026-07-28 paths); echo latency and
+// pipelined throughput over every path (direct stdio, the byte relay and
+// bridge, mcpmux's socket, connect, WebSocket and Streamable HTTP, and the
+// peers supergateway and mcp-proxy) for two backends (a minimal Go echo
+// server and server-everything); large results; aggregate throughput with
+// up to 10,000 sessions; the daemon's memory with 10,000 idle sessions and
+// its peak under eight large results at once; how soon one more client is
+// served; and the memory of one shared server against one per client; then
+// the targets, met or missed.
 //
-//	cd integration && go run ./bench [-short] [-write]
+//	cd integration && go run ./bench [-quick] [-write [-to DIR]]
+//
+// -quick (or -short) runs every row with tiny counts, in about a minute: it
+// shows that every path and figure works, not what they are.
 //
 // With -ab OLD it instead compares two mcpmux binaries, OLD and -new (this
 // checkout's, built, when -new is not given): the Go echo server behind a
@@ -15,7 +21,7 @@
 // interleaved call by call, three rounds, the median of the paired
 // differences against OLD's median.
 //
-//	cd integration && go run ./bench -ab /tmp/mcpmux-old [-new BIN] [-short]
+//	cd integration && go run ./bench -ab /tmp/mcpmux-old [-new BIN] [-quick]
 //
 // It needs node and the npm packages of integration/node (npm ci there, as
 // ./scripts/test does). With -write it writes BENCHMARKS.md and its chart,
@@ -42,17 +48,20 @@ const (
 )
 
 func main() {
-	short := flag.Bool("short", false, "tiny counts: only check that every path and figure works")
-	write := flag.Bool("write", false, "write "+mdFile+" and "+chartFile+" at the repository root")
+	quick := flag.Bool("quick", false, "tiny counts: only check that every path and figure works")
+	short := flag.Bool("short", false, "the same as -quick")
+	write := flag.Bool("write", false, "write "+mdFile+" and "+chartFile+" at the repository root (or in -to)")
+	to := flag.String("to", "", "with -write: the `folder` to write them in, instead of the repository root (a preview)")
 	old := flag.String("ab", "", "compare the mcpmux binary `OLD` with -new, call by call, instead")
 	newBin := flag.String("new", "", "with -ab: the new mcpmux `binary`; empty: this checkout's, built")
 	flag.Parse()
+	*short = *short || *quick
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
 	if *old != "" {
 		err = ab(ctx, *old, *newBin, *short)
 	} else {
-		err = run(ctx, *short, *write)
+		err = run(ctx, *short, *write, *to)
 	}
 	stop()
 	if err != nil {
@@ -61,10 +70,14 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, short, write bool) error {
+func run(ctx context.Context, short, write bool, to string) error {
 	root, err := benchkit.RepoRoot(ctx)
 	if err != nil {
 		return err
+	}
+	out := root
+	if to != "" {
+		out = to
 	}
 	rep, err := benchkit.Run(ctx, benchkit.Options{Short: short, NodeDir: filepath.Join(root, "integration", "node"), Progress: os.Stderr})
 	if err != nil {
@@ -75,7 +88,7 @@ func run(ctx context.Context, short, write bool) error {
 	if !write {
 		return nil
 	}
-	png, err := os.Create(filepath.Join(root, chartFile))
+	png, err := os.Create(filepath.Join(out, chartFile))
 	if err != nil {
 		return err
 	}
@@ -84,12 +97,12 @@ func run(ctx context.Context, short, write bool) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.WriteFile(filepath.Join(root, mdFile), []byte(markdown(rep)), 0o644)
+		err = os.WriteFile(filepath.Join(out, mdFile), []byte(markdown(rep)), 0o644)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "wrote", filepath.Join(root, mdFile), "and", filepath.Join(root, chartFile))
+	fmt.Fprintln(os.Stderr, "wrote", filepath.Join(out, mdFile), "and", filepath.Join(out, chartFile))
 	return nil
 }
 

@@ -13,6 +13,7 @@ func markdown(rep *benchkit.Report) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	mdHeader(w, rep)
+	mdFloors(w, rep)
 	mdPaths(w)
 	mdPerPath(w, rep.Counts)
 	mdOthers(w, rep)
@@ -34,7 +35,7 @@ func mdHeader(w printf, rep *benchkit.Report) {
 	w("within this file, not across runs. Nothing here is enforced: the targets are reported as\n")
 	w("met or missed. `go run` builds mcpmux without the race detector.\n\n")
 	if rep.Short {
-		w("**Short run (`-short`): tiny counts, these figures only show that every path works.**\n\n")
+		w("**Quick run (`-quick`): tiny counts, these figures only show that every path works.**\n\n")
 	}
 	w("![echo latency and pipelined throughput per path](%s)\n\n", chartFile)
 
@@ -46,11 +47,39 @@ func mdHeader(w printf, rep *benchkit.Report) {
 	w("- supergateway 4.0.0, mcp-proxy 6.7.19, @modelcontextprotocol/server-everything 2026.8.31 (pinned in `integration/node`)\n\n")
 
 	w("## Targets\n\n")
-	w("The targets of issue #6, then those of #18 (each mcpmux path against its own floor, the HTTP\n")
-	w("front against its peers), each computed from figures of this run (ratios against a floor or a\n")
-	w("peer measured minutes apart, on the same machine).\n\n")
+	w("The targets of issue #32, then those of #18 and #6 that #32 did not replace, each computed from\n")
+	w("figures of this run. A ratio against a floor is the median of the interleaved rounds (below),\n")
+	w("with their range in brackets; a ratio against a peer compares figures of the per-path table,\n")
+	w("measured minutes apart on the same machine.\n\n")
 	w("%s", rep.TargetsTable())
 
+}
+
+// mdFloors is the rows measured against a floor, interleaved: how, and
+// the table.
+func mdFloors(w printf, rep *benchkit.Report) {
+	n := rep.Counts
+	w("\n## Each path against its floor, interleaved\n\n")
+	w("Separate runs on this machine move by tens of percent; calls interleaved in one client do not.\n")
+	w("So each row below is one mcpmux path and its floor, each over a session of its own, opened\n")
+	w("together (and warmed with %d calls) and measured from one client in turn: %d sequential echo\n", n.FloorWarm, n.FloorEcho)
+	w("calls in pairs (path, floor; which goes first alternates); then %d bursts of %d pipelined calls\n", n.FloorBursts, n.FloorBurst)
+	w("(%d in flight) of each in turn; then, for the first four rows, results of %s (%d of each) in turn\n", n.InFlight, benchkit.Size(n.HugeSizes[1]), n.FloorHuge)
+	w("with direct stdio as the third (after one untimed each). That is one round; there are %d, each\n", n.FloorRounds)
+	w("visiting every row in turn. A ratio is taken per round, and the table gives the median and range\n")
+	w("of the rounds; the large result's time over the floor is the median of the paired differences.\n\n")
+	w("All rows reach the Go echo server (`integration/bench/echoserver`), which serves both eras per\n")
+	w("request: one daemon runs it as `echo` (the default protocol, which initializes: legacy) and as\n")
+	w("`echo26` (`protocol = \"modern\"`). The floors: the byte relay for the socket and WebSocket, the\n")
+	w("byte bridge in front of it for `connect`, the HTTP relay for Streamable HTTP (described below);\n")
+	w("`mcpmux connect` with no name (the endpoint `all`, tool `echo__echo`) against `mcpmux connect echo`;\n")
+	w("a 2026-07-28 sessionless POST (the envelope in every request, `MCP-Protocol-Version`,\n")
+	w("`Mcp-Method` and `Mcp-Name` headers, no session id) against a 2025 session on the same URL;\n")
+	w("and a 2026-07-28 session over the socket (no initialize: `server/discover`, then enveloped\n")
+	w("requests) on `echo26` (modern: no bridge) or on `echo` (the bridge to a legacy server), and a\n")
+	w("legacy session on `echo26` (the bridge to a modern server), each against a legacy session on\n")
+	w("`echo`: the legacy path on the same server program.\n\n")
+	w("%s\n", rep.FloorsTable())
 }
 
 // mdPaths describes the backends and the paths.
@@ -119,6 +148,9 @@ func mdOthers(w printf, rep *benchkit.Report) {
 	w("`smaps_rollup`) of the daemon process, with no session, then with %d socket sessions that\n", n.Idle)
 	w("each did initialize and one ping, and nothing since. `max_sessions` is raised above 1,024\n")
 	w("for this; the daemon's open-file limit was %d.\n\n", rep.Idle.OpenFiles)
+	w("**Peak under large results**: a fresh `mcpmux serve` with the Go server; %d socket sessions,\n", n.PeakSessions)
+	w("each initialized, then each asks for a %s result at the same time, %d time(s); the daemon's\n", benchkit.Size(n.HugeSizes[1]), n.PeakReps)
+	w("`VmHWM` (peak RSS since it started) before and after.\n\n")
 	w("**Client #%d ready** (server-everything): with the server running in a fresh daemon and\n", n.Nth)
 	w("%d clients connected, the time from connecting to the answer of `tools/list` (after\n", n.Nth-1)
 	w("`initialize`), median of %d connections over the socket and of %d new `mcpmux connect`\n", n.SocketReps, n.ConnectReps)

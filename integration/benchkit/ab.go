@@ -139,22 +139,35 @@ func (r *run) abPath(path string, round int, o ABOptions, daemons [2]*daemon) (r
 			return row, err
 		}
 	}
-	lat := [2][]time.Duration{make([]time.Duration, 0, o.Calls), make([]time.Duration, 0, o.Calls)}
-	diffs := make([]time.Duration, 0, o.Calls)
-	for n := range o.Calls {
+	// New minus old: the new binary's session is the first of the two.
+	p50, diff, err := pairedEchoes([2]*client{clients[1], clients[0]}, o.Calls)
+	if err != nil {
+		return row, err
+	}
+	return ABRow{Path: path, Round: round, Old: p50[1], New: p50[0], Diff: diff}, nil
+}
+
+// pairedEchoes makes n pairs of echo calls, one over each of cs, which of
+// the two goes first alternating, so that a machine that is slower for a
+// while slows both alike. It returns the median round trip of each and the
+// median of the paired differences, cs[0]'s minus cs[1]'s.
+func pairedEchoes(cs [2]*client, n int) (p50 [2]time.Duration, diff time.Duration, err error) {
+	lat := [2][]time.Duration{make([]time.Duration, 0, n), make([]time.Duration, 0, n)}
+	diffs := make([]time.Duration, 0, n)
+	for k := range n {
 		var pair [2]time.Duration
-		for k := range 2 {
-			i := (n + k) % 2 // who goes first alternates
+		for j := range 2 {
+			i := (k + j) % 2 // who goes first alternates
 			t0 := time.Now()
-			if err := clients[i].echo(); err != nil {
-				return row, err
+			if err := cs[i].echo(); err != nil {
+				return p50, 0, fmt.Errorf("echo: %w", err)
 			}
 			pair[i] = time.Since(t0)
 		}
 		lat[0], lat[1] = append(lat[0], pair[0]), append(lat[1], pair[1])
-		diffs = append(diffs, pair[1]-pair[0])
+		diffs = append(diffs, pair[0]-pair[1])
 	}
-	return ABRow{Path: path, Round: round, Old: median(lat[0]), New: median(lat[1]), Diff: median(diffs)}, nil
+	return [2]time.Duration{median(lat[0]), median(lat[1])}, median(diffs), nil
 }
 
 // abOpen is how a session of bin's daemon d is opened over path.

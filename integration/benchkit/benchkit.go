@@ -10,7 +10,10 @@
 // server-everything under node. Besides latency and throughput per path it
 // measures aggregate throughput with many sessions, the daemon's memory with
 // idle sessions, how soon one more client is served by a running server, and
-// the memory of one shared server against one per client. The program
+// the memory of one shared server against one per client. First, each
+// mcpmux path (with the endpoint all and the 2026-07-28 paths) is measured
+// against its floor interleaved in one client, call by call, in rounds
+// (floors.go), which holds still where separate runs do not. The program
 // integration/bench prints the figures and writes BENCHMARKS.md and its
 // chart; integration/bench_harness_test.go runs it in short mode.
 package benchkit
@@ -101,6 +104,16 @@ type Counts struct {
 	GatewayHugeReps int           // supergateway is slow with huge results: fewer repetitions
 	MsgSizes        []int         // echo messages of these sizes (request and answer alike)...
 	MsgReps         int           // ... this many times each, one at a time
+
+	// The rows against a floor, interleaved in one client (Report.Floors).
+	FloorWarm   int // untimed echo calls per session of a row (the Go server needs no JIT warm-up)
+	FloorRounds int // rounds, each visiting every row
+	FloorEcho   int // paired sequential echoes per row and round
+	FloorBursts int // pipelined bursts of each side per row and round...
+	FloorBurst  int // ... of this many calls, InFlight at once
+	FloorHuge   int // large results (HugeSizes[1]) per side per row and round, in triples with direct stdio
+
+	PeakSessions, PeakReps int // peak daemon RSS: this many sessions read a large result at once, this many times
 }
 
 func counts(short bool) Counts {
@@ -109,13 +122,15 @@ func counts(short bool) Counts {
 			Sessions: []int{1, 2, 4, 8}, AggFor: 30 * time.Millisecond, RelayMax: 4, PeerMax: 8,
 			Idle: 20, Nth: 3, SocketReps: 2, ConnectReps: 1, Copies: 3,
 			HugeSizes: [2]int{100_000, 1_000_000}, GatewayHugeReps: 1,
-			MsgSizes: []int{1_000, 64_000}, MsgReps: 3}
+			MsgSizes: []int{1_000, 64_000}, MsgReps: 3,
+			FloorWarm: 2, FloorRounds: 3, FloorEcho: 20, FloorBursts: 2, FloorBurst: 100, FloorHuge: 1, PeakSessions: 8, PeakReps: 1}
 	}
 	return Counts{Warm: 2000, Echo: 2000, Pipelined: 20000, Rounds: 10, InFlight: 64, Huge1: 15, Huge10: 7,
 		Sessions: []int{1, 16, 256, 1000, 5000, 10000}, AggFor: 1500 * time.Millisecond, RelayMax: 256, PeerMax: 1000,
-		Idle: 1000, Nth: 10, SocketReps: 50, ConnectReps: 20, Copies: 10,
+		Idle: 10000, Nth: 10, SocketReps: 50, ConnectReps: 20, Copies: 10,
 		HugeSizes: [2]int{1_000_000, 10_000_000}, GatewayHugeReps: 1,
-		MsgSizes: []int{1_000, 64_000, 1_000_000}, MsgReps: 100}
+		MsgSizes: []int{1_000, 64_000, 1_000_000}, MsgReps: 100,
+		FloorWarm: 500, FloorRounds: 3, FloorEcho: 2000, FloorBursts: 4, FloorBurst: 2000, FloorHuge: 5, PeakSessions: 8, PeakReps: 3}
 }
 
 // Row is the figures of one backend over one path.
@@ -188,6 +203,16 @@ type Report struct {
 	Ready     Ready
 	Shared    Shared
 	Memory    bool // the memory figures were measured (Linux only)
+	Floors    []FloorRow
+	Peak      Peak
+}
+
+// Peak is the daemon's peak resident set (VmHWM of a fresh daemon) while
+// Sessions socket sessions each read a Size-byte result at once, Reps
+// times; Base is its RSS before.
+type Peak struct {
+	Sessions, Size, Reps int
+	Base, HWM            int64
 }
 
 // token is the http_token of the daemons.
@@ -253,12 +278,18 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		{name: BackendGo, server: "echo", argv: []string{r.o.Echoserver}, huge: true},
 		{name: BackendEverything, server: "everything", argv: []string{r.o.Node, r.everything, "stdio"}},
 	}
+	if err := r.floors(rep, backends[0]); err != nil {
+		return nil, fmt.Errorf("interleaved rows: %w", err)
+	}
 	if err := r.paths(rep, backends); err != nil {
 		return nil, err
 	}
 	if canMeasureMemory {
 		if rep.Idle, err = r.idle(backends[0]); err != nil {
 			return nil, fmt.Errorf("idle sessions: %w", err)
+		}
+		if rep.Peak, err = r.peak(backends[0]); err != nil {
+			return nil, fmt.Errorf("peak memory: %w", err)
 		}
 	}
 	if rep.Ready, rep.Shared, err = r.readyAndShared(backends[1]); err != nil {

@@ -35,12 +35,31 @@ var (
 	colorCalls = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
 )
 
-// WriteChart draws the figures of every path as a PNG: one row per
-// backend, echo latency (p50 and p99) on the left and pipelined calls/s on
-// the right.
+// floorLabels are the rows against a floor on the chart.
+var floorLabels = map[string]string{
+	PathSocket:         "unix / relay",
+	PathConnect:        "connect / bridge",
+	PathWS:             "ws / relay",
+	PathHTTP:           "http / http relay",
+	PathEndpoint:       "endpoint all / connect",
+	PathSessionless:    "2026 POST / 2025 http",
+	PathSessionlessNew: "2026 POST, modern srv / 2025 http",
+	PathModernSocket:   "modern on modern / unix",
+	PathModernOnLegacy: "modern on legacy / unix",
+	PathLegacyOnModern: "legacy on modern / unix",
+}
+
+// WriteChart draws the figures as a PNG: first the rows against a floor
+// (the median ratios of the interleaved rounds, p50 on the left and
+// pipelined calls/s on the right), then one row per backend, echo latency
+// (p50 and p99) on the left and pipelined calls/s on the right.
 func (r *Report) WriteChart(w io.Writer) error {
 	backends := Backends()
-	plots := make([][]*plot.Plot, len(backends))
+	floors, err := r.floorPlots()
+	if err != nil {
+		return err
+	}
+	plots := make([][]*plot.Plot, len(backends), len(backends)+1)
 	for i, be := range backends {
 		var labels []string
 		var p50, p99, cps plotter.Values
@@ -69,9 +88,12 @@ func (r *Report) WriteChart(w io.Writer) error {
 		}
 		plots[i] = []*plot.Plot{lat, thr}
 	}
-	img := vgimg.NewWith(vgimg.UseWH(13*vg.Inch, 4*vg.Inch*vg.Length(len(backends))), vgimg.UseDPI(96))
+	if floors != nil {
+		plots = append([][]*plot.Plot{floors}, plots...)
+	}
+	img := vgimg.NewWith(vgimg.UseWH(13*vg.Inch, 4*vg.Inch*vg.Length(len(plots))), vgimg.UseDPI(96))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: len(backends), Cols: 2, PadX: vg.Centimeter, PadY: vg.Centimeter,
+	tiles := draw.Tiles{Rows: len(plots), Cols: 2, PadX: vg.Centimeter, PadY: vg.Centimeter,
 		PadTop: vg.Centimeter / 2, PadBottom: vg.Centimeter / 2, PadLeft: vg.Centimeter / 2, PadRight: vg.Centimeter}
 	canvases := plot.Align(plots, tiles, dc)
 	for i := range plots {
@@ -79,8 +101,47 @@ func (r *Report) WriteChart(w io.Writer) error {
 			plots[i][j].Draw(canvases[i][j])
 		}
 	}
-	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 	return err
+}
+
+// floorPlots are the chart's row of ratios against a floor; nil when the
+// run measured none.
+func (r *Report) floorPlots() ([]*plot.Plot, error) {
+	var labels []string
+	var p50, cps plotter.Values
+	for _, f := range slices.Backward(r.Floors) { // the first row on top
+		if len(f.Rounds) == 0 {
+			continue
+		}
+		labels = append(labels, floorLabels[f.Path])
+		p50 = append(p50, f.P50Ratio().Med)
+		cps = append(cps, f.CPSRatio().Med)
+	}
+	if len(labels) == 0 {
+		return nil, nil
+	}
+	lat, err := barPlot("each path / its floor, interleaved: echo p50 (median of rounds); lower is better", labels,
+		[]plotter.Values{p50}, []color.Color{colorP50})
+	if err != nil {
+		return nil, err
+	}
+	thr, err := barPlot("each path / its floor, interleaved: pipelined calls/s (median of rounds); higher is better", labels,
+		[]plotter.Values{cps}, []color.Color{colorCalls})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range []*plot.Plot{lat, thr} {
+		p.X.Tick.Marker = plot.DefaultTicks{}
+		// 1×: the floor itself.
+		one, err := plotter.NewLine(plotter.XYs{{X: 1, Y: -0.5}, {X: 1, Y: float64(len(labels)) - 0.5}})
+		if err != nil {
+			return nil, err
+		}
+		one.Color, one.Dashes = color.Black, []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(one)
+	}
+	return []*plot.Plot{lat, thr}, nil
 }
 
 // barPlot is a horizontal bar chart, one group of bars per label.

@@ -212,11 +212,24 @@ func (c *wsConn) Close() error {
 // every other id into null on the way back.
 type client struct {
 	conn
-	next int
+	next   int
+	tool   string // the echo tool's name; "": echo
+	modern bool   // a 2026-07-28 session: no initialize, the envelope on every request
 }
+
+// envelope is the _meta of a 2026-07-28 client's requests.
+const envelope = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+	`"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
 
 func (c *client) request(method, params string) []byte {
 	c.next++
+	if c.modern {
+		if params == "{}" {
+			params = "{" + envelope + "}"
+		} else {
+			params = params[:len(params)-1] + "," + envelope + "}" // after the tool's name, which Mcp-Name is read from
+		}
+	}
 	return request(c.next, method, params)
 }
 
@@ -235,8 +248,18 @@ func (c *client) call(method, params string) ([]byte, error) {
 const initParams = `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}`
 
 // initialize opens the session as a client does: initialize, then the
-// initialized notification.
+// initialized notification; a 2026-07-28 client asks server/discover.
 func (c *client) initialize() error {
+	if c.modern {
+		line, err := c.call("server/discover", "{}")
+		if err == nil && !bytes.Contains(line, []byte(`"2026-07-28"`)) {
+			err = fmt.Errorf("unexpected answer %.200s", line)
+		}
+		if err != nil {
+			return fmt.Errorf("server/discover: %w", err)
+		}
+		return nil
+	}
 	line, err := c.call("initialize", initParams)
 	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
@@ -257,7 +280,11 @@ func (c *client) listTools() error {
 }
 
 func (c *client) echoCall() []byte {
-	return c.request("tools/call", `{"name":"echo","arguments":{"message":"bench`+strconv.Itoa(c.next+1)+`"}}`)
+	tool := c.tool
+	if tool == "" {
+		tool = "echo"
+	}
+	return c.request("tools/call", `{"name":"`+tool+`","arguments":{"message":"bench`+strconv.Itoa(c.next+1)+`"}}`)
 }
 
 // echo makes one echo call.

@@ -24,6 +24,7 @@ import (
 type httpConn struct {
 	url    string
 	token  string // "": no Authorization header
+	modern bool   // the 2026-07-28 binding: no session, the revision and method in headers
 	client *http.Client
 
 	mu      sync.Mutex
@@ -47,7 +48,19 @@ type httpMsg struct {
 // finds it full waits (the harness never has more than 64 in flight).
 const httpInFlight = 1024
 
-func dialHTTP(url, token string) (conn, error) {
+func dialHTTP(url, token string) (conn, error) { return newHTTPConn(url, token), nil }
+
+// dialHTTPModern is a client of the 2026-07-28 binding: every POST stands
+// alone, with no session id, and carries MCP-Protocol-Version, Mcp-Method
+// and (for a tool call) Mcp-Name; the requests carry the envelope (the
+// client's modern does that).
+func dialHTTPModern(url, token string) (conn, error) {
+	c := newHTTPConn(url, token)
+	c.modern = true
+	return c, nil
+}
+
+func newHTTPConn(url, token string) *httpConn {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        256,
@@ -59,7 +72,7 @@ func dialHTTP(url, token string) (conn, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &httpConn{url: url, token: token, client: &http.Client{Transport: tr},
-		msgs: make(chan httpMsg, httpInFlight), quit: make(chan struct{}), ctx: ctx, cancel: cancel}, nil
+		msgs: make(chan httpMsg, httpInFlight), quit: make(chan struct{}), ctx: ctx, cancel: cancel}
 }
 
 // send POSTs line. A request's POST runs in a goroutine of its own; the
@@ -93,6 +106,9 @@ func (c *httpConn) post(body []byte, initialize bool) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	c.headers(req)
+	if c.modern {
+		modernHeaders(req, body)
+	}
 	resp, err := c.client.Do(req)
 	if err != nil {
 		return err
@@ -135,6 +151,28 @@ func (c *httpConn) headers(req *http.Request) {
 	if c.version != "" {
 		req.Header.Set("MCP-Protocol-Version", c.version)
 	}
+}
+
+// modernHeaders sets the 2026-07-28 binding's headers of one request,
+// read from the head of its body as the harness writes it.
+func modernHeaders(req *http.Request, body []byte) {
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	if m := member(body, `"method":"`); m != "" {
+		req.Header.Set("Mcp-Method", m)
+	}
+	if n := member(body, `"name":"`); n != "" && bytes.Contains(body, []byte(`"method":"tools/call"`)) {
+		req.Header.Set("Mcp-Name", n)
+	}
+}
+
+// member is the string after the first key in b, up to its closing quote.
+func member(b []byte, key string) string {
+	_, rest, ok := bytes.Cut(b, []byte(key))
+	if !ok {
+		return ""
+	}
+	v, _, _ := bytes.Cut(rest, []byte(`"`))
+	return string(v)
 }
 
 // readEvents delivers the data of each SSE event until the stream ends.

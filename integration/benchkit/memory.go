@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -238,4 +239,45 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// peak measures a fresh daemon running b: its RSS, then its peak RSS once
+// PeakSessions sessions on its socket have each read a HugeSizes[1] result
+// at once, PeakReps times.
+func (r *run) peak(b backend) (pk Peak, err error) {
+	pk = Peak{Sessions: r.n.PeakSessions, Size: r.n.HugeSizes[1], Reps: r.n.PeakReps}
+	r.logf("measuring the daemon's peak memory while %d sessions read %s at once...", pk.Sessions, mb(pk.Size))
+	d, err := startDaemon(r.ctx, filepath.Join(r.dir, "p"), r.o.Mcpmux, 64, serverConf{name: b.server, argv: b.argv})
+	if err != nil {
+		return pk, err
+	}
+	defer func() { err = errors.Join(err, d.stop()) }()
+	clients := make([]*client, 0, pk.Sessions)
+	defer func() { err = errors.Join(err, closeAll(clients)) }()
+	for range pk.Sessions {
+		c, err := r.dial(func() (conn, error) { return dialUnix(d.socket(b.server)) })
+		if err != nil {
+			return pk, err
+		}
+		clients = append(clients, c)
+		if err := warm(c, 1); err != nil {
+			return pk, err
+		}
+	}
+	if pk.Base, err = peakOf(d.pid()); err != nil {
+		return pk, err
+	}
+	for range pk.Reps {
+		errs := make([]error, len(clients))
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() { _, _, errs[i] = hugeResults(c, pk.Size, 1) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return pk, err
+		}
+	}
+	pk.HWM, err = peakOf(d.pid())
+	return pk, err
 }

@@ -81,6 +81,11 @@ func memOf(pid int) (Memory, error) {
 	return Memory{rss, pss}, nil
 }
 
+// peakOf is VmHWM, the peak resident set, of pid.
+func peakOf(pid int) (int64, error) {
+	return procKB(filepath.Join("/proc", strconv.Itoa(pid), "status"), "VmHWM:")
+}
+
 // sumMem is memOf summed over pids.
 func sumMem(pids []int) (Memory, error) {
 	var sum Memory

@@ -14,6 +14,7 @@ const canMeasureMemory = false
 var errNoProc = errors.New("memory figures need Linux's /proc")
 
 func memOf(int) (Memory, error)      { return Memory{}, errNoProc }
+func peakOf(int) (int64, error)      { return 0, errNoProc }
 func sumMem([]int) (Memory, error)   { return Memory{}, errNoProc }
 func descendants(int) ([]int, error) { return nil, errNoProc }
 func openFileLimit(int) (int, error) { return 0, errNoProc }

@@ -48,8 +48,9 @@ func poll(ctx context.Context, what string, exited <-chan struct{}, ready func()
 
 // serverConf is one [servers.NAME] table of a daemon's config.
 type serverConf struct {
-	name string
-	argv []string
+	name     string
+	argv     []string
+	protocol string // its protocol key; "": the default (auto)
 }
 
 // daemon is a running `mcpmux serve`.
@@ -98,6 +99,9 @@ func startDaemon(ctx context.Context, dir, mcpmux string, maxSessions int, serve
 		}
 		fmt.Fprintf(&b, "\n[servers.%s]\ncommand = %q\nargs = [%s]\nmax_sessions = %d\nstdin_grace = \"1s\"\ninherit_env = [\"GORACE\"]\n",
 			s.name, s.argv[0], strings.Join(args, ", "), maxSessions)
+		if s.protocol != "" {
+			fmt.Fprintf(&b, "protocol = %q\n", s.protocol)
+		}
 	}
 	if err := os.WriteFile(d.config, []byte(b.String()), 0o600); err != nil {
 		return nil, err
