@@ -118,13 +118,15 @@ func TestLimitedConnWriteProgress(t *testing.T) {
 	require.NoError(t, err)
 	defer server.Close()
 
-	const window = 150 * time.Millisecond
+	// A window wide enough that a loaded machine's scheduling delays do
+	// not look like a client that stopped reading.
+	const window = time.Second
 	payload := make([]byte, 8<<20)
 	read := make(chan int, 1)
 	go func() { // waited for below
 		n := 0
 		buf := make([]byte, 512<<10)
-		tick := time.NewTicker(window / 3) // a slow client
+		tick := time.NewTicker(window / 5) // a slow client: 16 reads, 3.2 s in all
 		defer tick.Stop()
 		for n < len(payload) {
 			<-tick.C
