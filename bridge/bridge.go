@@ -282,7 +282,7 @@ func (b *bridge) quietly(ctx context.Context, stdinDone <-chan error, lines [][]
 		return nil, err
 	}
 	for _, line := range lines {
-		next.t.sentLine(messages(line), line, nil)
+		next.t.sentLine(asks{msgs: messages(line)}, line, nil)
 		next.write(line)
 	}
 	next.flush()
@@ -477,8 +477,8 @@ func (s *slot) fillLocked(l *link, over bool) {
 // Once closed (the link is lost) it takes no more.
 type tracker struct {
 	mu      sync.Mutex
-	pending map[string][]byte // id as a string -> the id
-	order   []string          // ids in the order sent, for answering them in order
+	pending map[string]struct{} // the ids, as written
+	order   []string            // ids in the order sent, for answering them in order
 	closed  bool
 	idleCh  chan struct{} // closed while nothing is pending
 
@@ -495,13 +495,24 @@ type tracker struct {
 // daemon first speaks on it.
 const unheardMax = 1 << 20
 
+// asks is what a client's line asks of the daemon, for the tracker: the
+// messages of a line that was parsed, or the id of the one request of a
+// line that was only scanned (nil: none).
+type asks struct {
+	msgs []*jsonrpc.Message
+	id   []byte
+}
+
 // sentLine is sent for a whole line (tail: the newline deliver adds, if
 // any), which is also kept while the daemon has not spoken on the link.
-func (t *tracker) sentLine(msgs []*jsonrpc.Message, line, tail []byte) bool {
+func (t *tracker) sentLine(a asks, line, tail []byte) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.sentLocked(msgs) {
+	if !t.sentLocked(a.msgs) {
 		return false
+	}
+	if a.id != nil {
+		t.pendLocked(a.id)
 	}
 	if !t.heard && !t.spoiled {
 		t.keepLocked(append(append([]byte(nil), line...), tail...))
@@ -543,7 +554,7 @@ func (t *tracker) closeUnheard() (lines, ids [][]byte, ok bool) {
 }
 
 func (t *tracker) init() {
-	t.pending = make(map[string][]byte)
+	t.pending = make(map[string]struct{})
 	t.idleCh = make(chan struct{})
 	close(t.idleCh)
 }
@@ -562,16 +573,23 @@ func (t *tracker) sentLocked(msgs []*jsonrpc.Message) bool {
 				t.settleLocked(m.Frame[span.Start:span.End])
 			}
 		case m.Kind == jsonrpc.KindRequest:
-			if len(t.pending) == 0 {
-				t.idleCh = make(chan struct{})
-			}
-			if _, dup := t.pending[string(m.ID)]; !dup {
-				t.order = append(t.order, string(m.ID))
-			}
-			t.pending[string(m.ID)] = slices.Clone(m.ID)
+			t.pendLocked(m.ID)
 		}
 	}
 	return true
+}
+
+// pendLocked notes a request with id as pending. t.mu is held.
+func (t *tracker) pendLocked(id []byte) {
+	if _, dup := t.pending[string(id)]; dup {
+		return
+	}
+	if len(t.pending) == 0 {
+		t.idleCh = make(chan struct{})
+	}
+	k := string(id)
+	t.order = append(t.order, k)
+	t.pending[k] = struct{}{}
 }
 
 func (t *tracker) settle(id []byte) {
@@ -608,8 +626,8 @@ func (t *tracker) closeLocked() [][]byte {
 	t.closed = true
 	var ids [][]byte
 	for _, k := range t.order {
-		if id, ok := t.pending[k]; ok {
-			ids = append(ids, id)
+		if _, ok := t.pending[k]; ok {
+			ids = append(ids, []byte(k))
 			delete(t.pending, k)
 		}
 	}
