@@ -58,7 +58,8 @@ func (s *frameScan) idOf() []byte {
 
 // methodIs reports whether the frame's method is name (written plainly).
 func (s *frameScan) methodIs(name string) bool {
-	return s.hasMethod && string(s.method[:s.methodN]) == `"`+name+`"`
+	m := s.method[:s.methodN]
+	return s.hasMethod && len(m) == len(name)+2 && string(m[1:len(m)-1]) == name
 }
 
 // feed scans the next piece of the frame.

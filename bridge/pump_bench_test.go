@@ -28,7 +28,9 @@ type pumpRig struct {
 // startPumpRig starts a bridge whose daemon answers every line with body,
 // as the result of the request's id; idLast puts the id after the result,
 // as some SDKs write it.
-func startPumpRig(tb testing.TB, body []byte, idLast bool) *pumpRig {
+// floor runs a byte-copy bridge in its place, the floor of the issue's
+// figures.
+func startPumpRig(tb testing.TB, body []byte, idLast, floor bool) *pumpRig {
 	tb.Helper()
 	path := filepath.Join(testutil.ShortDir(tb), "demo.sock")
 	ln, err := net.Listen("unix", path)
@@ -54,11 +56,8 @@ func startPumpRig(tb testing.TB, body []byte, idLast bool) *pumpRig {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	b := &bridge{name: "demo", drain: time.Second, dial: func(context.Context) (net.Conn, string, error) {
-		return nil, path, io.ErrClosedPipe
-	}, stderr: io.Discard, out: bufio.NewWriterSize(outW, 64<<10)}
 	go func() { // the bridge: waited for at cleanup
-		err := b.run(ctx, newLink(conn, path), inR)
+		err := runRigBridge(ctx, floor, conn, path, inR, outW)
 		outW.Close()
 		r.done <- err
 	}()
@@ -76,6 +75,26 @@ func startPumpRig(tb testing.TB, body []byte, idLast bool) *pumpRig {
 		<-daemonDone
 	})
 	return r
+}
+
+// runRigBridge runs the bridge, or with floor a byte-copy bridge, between
+// the pipes and conn.
+func runRigBridge(ctx context.Context, floor bool, conn net.Conn, path string, in io.Reader, out io.Writer) error {
+	if !floor {
+		b := &bridge{name: "demo", drain: time.Second, dial: func(context.Context) (net.Conn, string, error) {
+			return nil, path, io.ErrClosedPipe
+		}, stderr: io.Discard, out: bufio.NewWriterSize(out, 64<<10)}
+		return b.run(ctx, newLink(conn, path), in)
+	}
+	up := make(chan struct{})
+	go func() { // the floor's upstream copy: ends with stdin, waited for below
+		defer close(up)
+		io.CopyBuffer(conn, in, make([]byte, 64<<10))
+		conn.(*net.UnixConn).CloseWrite() // the daemon hangs up in turn
+	}()
+	_, err := io.CopyBuffer(out, conn, make([]byte, 64<<10))
+	<-up
+	return err
 }
 
 // serveAnswers answers each line read from c with body as its result.
@@ -165,7 +184,12 @@ func cpuTime() time.Duration {
 // reports the process's CPU per answer (the rig's daemon and client
 // included) next to the allocations.
 func BenchmarkPump10MB(b *testing.B) {
-	r := startPumpRig(b, bigResult(10<<20), false)
+	b.Run("connect", func(b *testing.B) { benchLarge(b, false) })
+	b.Run("floor", func(b *testing.B) { benchLarge(b, true) })
+}
+
+func benchLarge(b *testing.B, floor bool) {
+	r := startPumpRig(b, bigResult(10<<20), false, floor)
 	r.call(b, 0)
 	b.ReportAllocs()
 	b.SetBytes(10 << 20)
@@ -181,7 +205,12 @@ func BenchmarkPump10MB(b *testing.B) {
 // BenchmarkPumpPipelined: small calls, 64 in flight at a time; allocs/op
 // is the bridge's allocations per call (request and answer).
 func BenchmarkPumpPipelined(b *testing.B) {
-	r := startPumpRig(b, []byte(`{"content":[{"type":"text","text":"ok"}]}`), false)
+	b.Run("connect", func(b *testing.B) { benchPipelined(b, false) })
+	b.Run("floor", func(b *testing.B) { benchPipelined(b, true) })
+}
+
+func benchPipelined(b *testing.B, floor bool) {
+	r := startPumpRig(b, []byte(`{"content":[{"type":"text","text":"ok"}]}`), false, floor)
 	r.call(b, 0)
 	b.ReportAllocs()
 	cpu := cpuTime()

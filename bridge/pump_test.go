@@ -19,7 +19,7 @@ import (
 func TestPumpStreamsLargeAnswers(t *testing.T) {
 	body := bigResult(10 << 20)
 	for _, idLast := range []bool{false, true} {
-		r := startPumpRig(t, body, idLast)
+		r := startPumpRig(t, body, idLast, false)
 		head := len(`{"jsonrpc":"2.0","id":1,"result":}`) + 1
 		require.Equal(t, len(body)+head, r.call(t, 1), "the whole answer, once")
 		const calls = 3
