@@ -91,3 +91,36 @@ func TestPumpLinkLostMidAnswer(t *testing.T) {
 	require.NoError(t, err, "the next answer, on the new session")
 	assert.Equal(t, "5", string(m.ID), "%s", next)
 }
+
+// TestPumpReadsWhatItMust: the lines the bridge must read are read whole
+// even when they are longer than its buffer: the answer to the client's
+// initialize (its version is noted, and a replay warns when a new session
+// speaks another) and a batch of answers (each settles its request, so
+// that stdin's end is not kept waiting).
+func TestPumpReadsWhatItMust(t *testing.T) {
+	f := newFakeDaemon(t)
+	b, c1 := startTestBridge(t, f, bridgeWithin)
+	pad := strings.Repeat("p", 100<<10)
+	b.send(legacyInit)
+	bigInit := strings.Replace(initResult, `"serverInfo":{"name":"fake"`, `"instructions":"`+pad+`","serverInfo":{"name":"fake"`, 1)
+	c1.answer(c1.read(), bigInit)
+	m, err := jsonrpc.Parse([]byte(b.read()))
+	require.NoError(t, err, "the long answer to initialize, whole")
+	assert.JSONEq(t, bigInit, string(m.Result))
+	c1.conn.Close()
+	c2 := f.accept()
+	older := strings.Replace(initResult, "2025-06-18", "2025-03-26", 1)
+	c2.answer(c2.read(), older)
+	b.read() // tools/list_changed
+	b.read() // resources/list_changed
+	assert.Contains(t, b.stderr.String(), "the new session speaks protocol 2025-03-26, the client was told 2025-06-18",
+		"the version of the long answer was noted")
+
+	b.send(`[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}},{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x"}}]`)
+	c2.read()
+	batch := `[{"jsonrpc":"2.0","id":2,"result":{"text":"` + pad + `"}},{"jsonrpc":"2.0","id":3,"result":{"text":"` + pad + `"}}]`
+	c2.write(batch)
+	assert.Equal(t, batch, b.read(), "the long batch of answers, whole")
+	require.NoError(t, b.stdin.Close())
+	assert.NoError(t, b.result(), "both requests were settled: nothing due at stdin's end")
+}
