@@ -480,7 +480,7 @@ type tracker struct {
 	pending map[string]struct{} // the ids, as written
 	order   []string            // ids in the order sent, for answering them in order
 	closed  bool
-	idleCh  chan struct{} // closed while nothing is pending
+	idleCh  chan struct{} // made when idle is asked for while requests are pending, closed once none is
 
 	// The client's lines sent before the daemon first spoke on the link,
 	// to send again should it turn out the daemon never read them
@@ -555,8 +555,6 @@ func (t *tracker) closeUnheard() (lines, ids [][]byte, ok bool) {
 
 func (t *tracker) init() {
 	t.pending = make(map[string]struct{})
-	t.idleCh = make(chan struct{})
-	close(t.idleCh)
 }
 
 // sentLocked notes the requests of a line before it goes out; false when
@@ -584,9 +582,6 @@ func (t *tracker) pendLocked(id []byte) {
 	if _, dup := t.pending[string(id)]; dup {
 		return
 	}
-	if len(t.pending) == 0 {
-		t.idleCh = make(chan struct{})
-	}
 	k := string(id)
 	t.order = append(t.order, k)
 	t.pending[k] = struct{}{}
@@ -605,7 +600,7 @@ func (t *tracker) settleLocked(id []byte) {
 	delete(t.pending, string(id))
 	switch {
 	case len(t.pending) == 0:
-		close(t.idleCh)
+		t.wakeIdleLocked()
 		t.order = t.order[:0]
 	case len(t.order) > 2*len(t.pending)+64:
 		// A request that stays pending (a listen) must not make the
@@ -631,17 +626,37 @@ func (t *tracker) closeLocked() [][]byte {
 			delete(t.pending, k)
 		}
 	}
-	if len(ids) > 0 {
-		close(t.idleCh)
-	}
+	t.wakeIdleLocked()
 	t.order = nil
 	return ids
 }
 
+// idle is closed once nothing is pending (at once if nothing is). The
+// channel is made only for whoever waits (finish), not at every request.
 func (t *tracker) idle() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if len(t.pending) == 0 {
+		return closedChan()
+	}
+	if t.idleCh == nil {
+		t.idleCh = make(chan struct{})
+	}
 	return t.idleCh
+}
+
+// wakeIdleLocked wakes whoever waits in idle. t.mu is held.
+func (t *tracker) wakeIdleLocked() {
+	if t.idleCh != nil {
+		close(t.idleCh)
+		t.idleCh = nil
+	}
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }
 
 func (t *tracker) count() int {
