@@ -282,7 +282,7 @@ func (b *bridge) quietly(ctx context.Context, stdinDone <-chan error, lines [][]
 		return nil, err
 	}
 	for _, line := range lines {
-		next.t.sentLine(messages(line), line, nil)
+		next.t.sentLine(asks{msgs: messages(line)}, line, nil)
 		next.write(line)
 	}
 	next.flush()
@@ -477,10 +477,10 @@ func (s *slot) fillLocked(l *link, over bool) {
 // Once closed (the link is lost) it takes no more.
 type tracker struct {
 	mu      sync.Mutex
-	pending map[string][]byte // id as a string -> the id
-	order   []string          // ids in the order sent, for answering them in order
+	pending map[string]struct{} // the ids, as written
+	order   []string            // ids in the order sent, for answering them in order
 	closed  bool
-	idleCh  chan struct{} // closed while nothing is pending
+	idleCh  chan struct{} // made when idle is asked for while requests are pending, closed once none is
 
 	// The client's lines sent before the daemon first spoke on the link,
 	// to send again should it turn out the daemon never read them
@@ -495,13 +495,24 @@ type tracker struct {
 // daemon first speaks on it.
 const unheardMax = 1 << 20
 
+// asks is what a client's line asks of the daemon, for the tracker: the
+// messages of a line that was parsed, or the id of the one request of a
+// line that was only scanned (nil: none).
+type asks struct {
+	msgs []*jsonrpc.Message
+	id   []byte
+}
+
 // sentLine is sent for a whole line (tail: the newline deliver adds, if
 // any), which is also kept while the daemon has not spoken on the link.
-func (t *tracker) sentLine(msgs []*jsonrpc.Message, line, tail []byte) bool {
+func (t *tracker) sentLine(a asks, line, tail []byte) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.sentLocked(msgs) {
+	if !t.sentLocked(a.msgs) {
 		return false
+	}
+	if a.id != nil {
+		t.pendLocked(a.id)
 	}
 	if !t.heard && !t.spoiled {
 		t.keepLocked(append(append([]byte(nil), line...), tail...))
@@ -543,9 +554,7 @@ func (t *tracker) closeUnheard() (lines, ids [][]byte, ok bool) {
 }
 
 func (t *tracker) init() {
-	t.pending = make(map[string][]byte)
-	t.idleCh = make(chan struct{})
-	close(t.idleCh)
+	t.pending = make(map[string]struct{})
 }
 
 // sentLocked notes the requests of a line before it goes out; false when
@@ -562,16 +571,20 @@ func (t *tracker) sentLocked(msgs []*jsonrpc.Message) bool {
 				t.settleLocked(m.Frame[span.Start:span.End])
 			}
 		case m.Kind == jsonrpc.KindRequest:
-			if len(t.pending) == 0 {
-				t.idleCh = make(chan struct{})
-			}
-			if _, dup := t.pending[string(m.ID)]; !dup {
-				t.order = append(t.order, string(m.ID))
-			}
-			t.pending[string(m.ID)] = slices.Clone(m.ID)
+			t.pendLocked(m.ID)
 		}
 	}
 	return true
+}
+
+// pendLocked notes a request with id as pending. t.mu is held.
+func (t *tracker) pendLocked(id []byte) {
+	if _, dup := t.pending[string(id)]; dup {
+		return
+	}
+	k := string(id)
+	t.order = append(t.order, k)
+	t.pending[k] = struct{}{}
 }
 
 func (t *tracker) settle(id []byte) {
@@ -587,7 +600,7 @@ func (t *tracker) settleLocked(id []byte) {
 	delete(t.pending, string(id))
 	switch {
 	case len(t.pending) == 0:
-		close(t.idleCh)
+		t.wakeIdleLocked()
 		t.order = t.order[:0]
 	case len(t.order) > 2*len(t.pending)+64:
 		// A request that stays pending (a listen) must not make the
@@ -608,22 +621,42 @@ func (t *tracker) closeLocked() [][]byte {
 	t.closed = true
 	var ids [][]byte
 	for _, k := range t.order {
-		if id, ok := t.pending[k]; ok {
-			ids = append(ids, id)
+		if _, ok := t.pending[k]; ok {
+			ids = append(ids, []byte(k))
 			delete(t.pending, k)
 		}
 	}
-	if len(ids) > 0 {
-		close(t.idleCh)
-	}
+	t.wakeIdleLocked()
 	t.order = nil
 	return ids
 }
 
+// idle is closed once nothing is pending (at once if nothing is). The
+// channel is made only for whoever waits (finish), not at every request.
 func (t *tracker) idle() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if len(t.pending) == 0 {
+		return closedChan()
+	}
+	if t.idleCh == nil {
+		t.idleCh = make(chan struct{})
+	}
 	return t.idleCh
+}
+
+// wakeIdleLocked wakes whoever waits in idle. t.mu is held.
+func (t *tracker) wakeIdleLocked() {
+	if t.idleCh != nil {
+		close(t.idleCh)
+		t.idleCh = nil
+	}
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }
 
 func (t *tracker) count() int {

@@ -23,7 +23,7 @@ type lineReader struct {
 }
 
 // piece is what lineReader.next returns. Its data is valid until the next
-// call.
+// call (it may lie in the reader's buffer).
 type piece struct {
 	data  []byte
 	whole bool // a whole line of at most bridgeLineLimit bytes
@@ -42,6 +42,11 @@ func (r *lineReader) next() (piece, error) {
 			return piece{}, err
 		}
 		eol := err == nil
+		if complete && len(r.line) == 0 && !r.long {
+			// The common case: a line that fits the reader's buffer passes
+			// as it lies there, without a copy.
+			return piece{data: chunk, whole: true, last: true, eol: eol}, nil
+		}
 		if r.long {
 			r.long = !complete
 			return piece{data: chunk, last: complete, eol: eol}, nil
@@ -85,6 +90,7 @@ var newline = []byte{'\n'}
 func (b *bridge) readStdin(stdin io.Reader) error {
 	lr := lineReader{br: bufio.NewReaderSize(stdin, 64<<10)}
 	var last, long *link // the link written last; the one a long line goes to
+	var scan frameScan   // of the line being delivered; kept to spare its clearing out of the loop
 	defer func() {
 		if last != nil {
 			last.flush()
@@ -102,7 +108,7 @@ func (b *bridge) readStdin(stdin io.Reader) error {
 			return err
 		}
 		if p.whole {
-			if last = b.deliver(p.data, !p.eol); last == nil {
+			if last = b.deliver(&scan, p.data, !p.eol); last == nil {
 				return nil
 			}
 			continue
@@ -127,11 +133,23 @@ func (b *bridge) readStdin(stdin io.Reader) error {
 
 // deliver sends one whole line to the link up, noting what it asks and
 // sets up first: the answers to its requests can come back as soon as its
-// last byte is out. A link lost before the line was noted on it is not
-// written to: the line waits for the next one. nil: the bridge is over.
-func (b *bridge) deliver(line []byte, addNewline bool) *link {
-	msgs := messages(line)
-	b.mem.noteSent(msgs)
+// last byte is out. A line is checked and scanned for its id and method;
+// only one that sets the session up (memory.mustParse), or is not JSON,
+// is parsed. A link lost
+// before the line was noted on it is not written to: the line waits for
+// the next one. nil: the bridge is over.
+func (b *bridge) deliver(scan *frameScan, line []byte, addNewline bool) *link {
+	*scan = frameScan{}
+	scan.feed(line)
+	var a asks
+	// A line that is not JSON is answered with id null (the daemon cannot
+	// read its id): it asks nothing the bridge can wait for.
+	if !jsonrpc.Valid(line) || b.mem.mustParse(scan) {
+		a.msgs = messages(line)
+		b.mem.noteSent(a.msgs)
+	} else if scan.hasMethod {
+		a.id = scan.idOf()
+	}
 	for {
 		l := b.slot.get()
 		if l == nil {
@@ -141,7 +159,7 @@ func (b *bridge) deliver(line []byte, addNewline bool) *link {
 		if addNewline {
 			tail = newline
 		}
-		if !l.t.sentLine(msgs, line, tail) {
+		if !l.t.sentLine(a, line, tail) {
 			continue // lost: get waits for the next link
 		}
 		l.write(line)
@@ -152,51 +170,160 @@ func (b *bridge) deliver(line []byte, addNewline bool) *link {
 	}
 }
 
-// readSocket copies the daemon's lines to stdout while the link is up,
-// byte for byte, settling the requests they answer. It keeps from the
-// client the answers to replayed requests, and stops at a refusal of the
-// session. It returns nil when the daemon or the bridge closed the link.
+// daemonFrame is the frame the socket reader is passing on, across the
+// pieces of a line longer than its buffer.
+type daemonFrame struct {
+	open bool      // a frame is passing: its first piece was written
+	scan frameScan // its head, for its id
+}
+
+// readSocket pumps the daemon's lines to stdout while the link is up,
+// through the link's read buffer, byte for byte: a line that fits the
+// buffer is written from it, and a longer one piece by piece as it comes,
+// never held whole. Each line's head is scanned for its id, to settle the
+// request it answers once its last byte is written. The rare line the
+// bridge must read (daemonMustParse) is parsed, and held whole to do so;
+// such lines are how it keeps from the client the answers to replayed
+// requests, and stops at a refusal of the session. It returns nil when
+// the daemon or the bridge closed the link.
 func (b *bridge) readSocket(l *link) error {
-	lr := lineReader{br: l.br}
+	var f daemonFrame
 	for {
 		if !hasLine(l.br) {
 			if err := b.out.Flush(); err != nil {
 				return &stdoutError{err}
 			}
 		}
-		p, err := lr.next()
-		if len(p.data) > 0 && !l.heard.Load() {
+		chunk, err := l.br.ReadSlice('\n')
+		if len(chunk) > 0 && !l.heard.Load() {
 			l.heard.Store(true)
 			l.t.spoke()
 		}
+		atEOF := errors.Is(err, io.EOF) && (len(chunk) > 0 || f.open)
+		if err == nil || atEOF || errors.Is(err, bufio.ErrBufferFull) {
+			err := b.pump(l, &f, chunk, err == nil || atEOF, err == nil)
+			if err != nil && linkEnded(err) {
+				return nil // in a line read whole (readHeld)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if f.open { // cut short as the daemon went: keep stdout in lines
+			b.out.Write(newline)
+		}
+		if ferr := b.out.Flush(); ferr != nil {
+			return &stdoutError{ferr}
+		}
+		if linkEnded(err) {
+			return nil
+		}
+		return err
+	}
+}
+
+// linkEnded reports the errors of a link the daemon or the bridge closed.
+func linkEnded(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed)
+}
+
+// pump passes one piece of the daemon's stream to stdout: a whole line
+// (last), or a piece of a longer one; eol: it ends with the newline.
+func (b *bridge) pump(l *link, f *daemonFrame, chunk []byte, last, eol bool) error {
+	s := &f.scan
+	if !f.open {
+		*s = frameScan{}
+		s.feed(chunk)
+		// The last line, cut short as the daemon went, is read whole, as
+		// it may still be a whole message.
+		if b.daemonMustParse(l, s) || last && !eol {
+			if last {
+				return b.passLine(l, piece{data: chunk, whole: true, last: true, eol: eol})
+			}
+			return b.readHeld(l, chunk)
+		}
+	} else if !s.done {
+		s.feed(chunk)
+	}
+	if _, err := b.out.Write(chunk); err != nil {
+		return &stdoutError{err}
+	}
+	if f.open = !last; !last {
+		return nil
+	}
+	if !eol { // cut short as the daemon went: it answers nothing; keep stdout in lines
+		b.out.Write(newline)
+		return nil
+	}
+	if s.hasID && s.outcome && !s.hasMethod && !s.odd {
+		id := s.idOf()
+		l.t.settle(id)
+		if len(l.swallow) > 0 { // an answer to a replayed request, streamed as it came late in its frame
+			delete(l.swallow, string(id))
+		}
+		b.mem.answered(id)
+	}
+	return nil
+}
+
+// daemonMustParse reports whether the line whose head s scanned must be
+// read whole: a batch, one the scan cannot read, an answer to a replayed
+// request or to the client's initialize (whose version memory notes), or
+// an error with id null (a refusal of the session).
+func (b *bridge) daemonMustParse(l *link, s *frameScan) bool {
+	if s.odd || s.batch {
+		return true
+	}
+	if !s.hasID || !s.outcome || s.hasMethod {
+		return false
+	}
+	id := s.idOf()
+	return s.isError && string(id) == "null" || l.swallow[string(id)] || b.mem.isInitAnswer(id)
+}
+
+// readHeld reads the rest of a line the bridge must read, whose first
+// piece is head, holding it whole (up to bridgeLineLimit), and passes it
+// on.
+func (b *bridge) readHeld(l *link, head []byte) error {
+	lr := lineReader{br: l.br, line: append([]byte(nil), head...)}
+	for {
+		p, err := lr.next()
 		if err != nil {
 			if ferr := b.out.Flush(); ferr != nil {
 				return &stdoutError{ferr}
 			}
-			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
 			return err
 		}
-		if p.whole {
-			forward, refused := b.fromDaemon(l, p.data)
-			if refused != nil {
-				if err := b.out.Flush(); err != nil {
-					return &stdoutError{err}
-				}
-				return refused
-			}
-			if !forward {
-				continue
-			}
-		}
-		if _, err := b.out.Write(p.data); err != nil {
-			return &stdoutError{err}
-		}
-		if p.last && !p.eol { // cut short as the daemon went: keep stdout in lines
-			b.out.Write(newline)
+		if err := b.passLine(l, p); err != nil || p.last {
+			return err
 		}
 	}
+}
+
+// passLine passes on a line the bridge reads, or a piece of one too long
+// to hold: a whole line settles the requests it answers, and may be kept
+// from the client, or be a refusal of the session.
+func (b *bridge) passLine(l *link, p piece) error {
+	if p.whole {
+		forward, refused := b.fromDaemon(l, p.data)
+		if refused != nil {
+			if err := b.out.Flush(); err != nil {
+				return &stdoutError{err}
+			}
+			return refused
+		}
+		if !forward {
+			return nil
+		}
+	}
+	if _, err := b.out.Write(p.data); err != nil {
+		return &stdoutError{err}
+	}
+	if p.last && !p.eol { // cut short as the daemon went: keep stdout in lines
+		b.out.Write(newline)
+	}
+	return nil
 }
 
 // fromDaemon looks at one whole line from the daemon: the requests it

@@ -1,8 +1,12 @@
 // Package bridge owns `mcpmux connect`: it joins a client that can only
 // spawn a command, on its stdin and stdout, to the session of one server
 // on the daemon's Unix socket, and keeps that client going when the
-// session ends under it. It owns the forwarder (lines pass byte for byte,
-// the requests in flight are tracked so that a lost session answers them),
+// session ends under it. It owns the forwarder, a pump: lines pass byte
+// for byte through fixed buffers, a line longer than a buffer piece by
+// piece as it comes, never held whole; only each line's head is scanned
+// (frameScan) for the ids of the requests in flight, so that a lost
+// session answers them, and only the rare line that sets the session up,
+// or that the bridge keeps from the client, is parsed. It owns too
 // the replay that sets a new session up as the client had set up the lost
 // one, reconnection with backoff, and auto-start: when no daemon answers,
 // it starts one (`mcpmux serve`, in a session of its own, logging to the

@@ -25,6 +25,7 @@ import (
 // protocol version the client was answered with.
 type memory struct {
 	awaitInit atomic.Bool // an initialize is out and its answer not seen
+	known     atomic.Bool // decided, for the stdin reader's scan
 
 	mu          sync.Mutex
 	decided     bool // the era is known
@@ -64,6 +65,49 @@ func (m *memory) decide(msg *jsonrpc.Message) {
 	}
 	_, m.modern = msg.ParamsPath("_meta", protocol.MetaProtocolVersion)
 	m.decided = true
+	m.known.Store(true)
+}
+
+// setsUp are the methods whose messages memory notes, and the
+// cancellation the tracker reads: the stdin reader parses their lines.
+var setsUp = [...]string{"initialize", "notifications/initialized", "logging/setLevel",
+	"resources/subscribe", "resources/unsubscribe", "notifications/cancelled"}
+
+// mustParse reports whether the client's line s scanned must be parsed:
+// it is a batch, the scan could not read it, it sets the session up or
+// cancels a request, or it is the request that decides the client's era.
+func (m *memory) mustParse(s *frameScan) bool {
+	if s.odd || s.batch {
+		return true
+	}
+	if !s.hasMethod {
+		return false // an answer to the server, or not a message: nothing to note
+	}
+	for _, name := range setsUp {
+		if s.methodIs(name) {
+			return true
+		}
+	}
+	return s.hasID && (string(s.idOf()) == "null" || !m.known.Load() && !s.methodIs("ping"))
+}
+
+// isInitAnswer reports whether an answer with id may be the one to the
+// client's initialize, whose version noteAnswer reads.
+func (m *memory) isInitAnswer(id []byte) bool {
+	if !m.awaitInit.Load() {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return string(id) == m.initID
+}
+
+// answered notes that the answer with id passed unread (it was streamed):
+// if it was the initialize's, its version stays unknown.
+func (m *memory) answered(id []byte) {
+	if m.isInitAnswer(id) {
+		m.awaitInit.Store(false)
+	}
 }
 
 func (m *memory) note(msg *jsonrpc.Message) {
