@@ -201,7 +201,7 @@ type confCheck struct {
 // confResult is one run of one suite against one server.
 type confResult struct {
 	suite     confSuite
-	target    string                 // "direct" or "mcpmux"
+	target    string                 // "direct", or a process through mcpmux (confTargets)
 	scenarios map[string][]confCheck // the scored ones, by scenario name, as the suite prints it
 	unscored  map[string][]confCheck // those the suite runs and reports but does not score
 	elapsed   time.Duration
@@ -261,6 +261,17 @@ func (r confResult) failures() []string {
 			if failed(c) {
 				out = append(out, fmt.Sprintf("%s: %s: %s", name, c.ID, c.ErrorMessage))
 			}
+		}
+	}
+	return out
+}
+
+// failuresBut is failures without those of the scenarios excused.
+func (r confResult) failuresBut(excused map[string]string) []string {
+	var out []string
+	for _, f := range r.failures() {
+		if _, ok := excused[strings.SplitN(f, ":", 2)[0]]; !ok {
+			out = append(out, f)
 		}
 	}
 	return out
@@ -478,21 +489,40 @@ func awaitConfDirect(probe *http.Client, url string, stateless bool, exited <-ch
 // confTables is a suite version's results by target.
 type confTables map[string]map[string]confResult
 
-// confTargets are the columns of a suite in the Markdown summary; the
-// compact one adds confBoth, the run alongside the other suite.
-var confTargets = []string{"direct", "mcpmux"}
+// put records suite s's result against target.
+func (tabs confTables) put(s confSuite, target string, r confResult) {
+	if tabs[s.label()] == nil {
+		tabs[s.label()] = map[string]confResult{}
+	}
+	tabs[s.label()][target] = r
+}
 
-const confBoth = "all runs at once"
+// The targets of a run: the server on its own, or through mcpmux, one
+// process opened in each era.
+const (
+	confLegacyOpened = "mcpmux, opened legacy"
+	confModernOpened = "mcpmux, opened modern"
+)
+
+// confTargets are the columns of a suite in the Markdown summary; the
+// compact one adds confBoth of each process, the runs alongside the other
+// suites.
+var confTargets = []string{"direct", confLegacyOpened, confModernOpened}
+
+// confBoth is the column of the runs of every suite at once against the
+// process of target.
+func confBoth(target string) string { return target + ", all at once" }
 
 // compact is the summary for the test log: a line per suite version, with
 // each run's scenarios passed/run, checks passed and duration.
 func (tabs confTables) compact() string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "suite\tdirect\tmcpmux\tmcpmux, %s\n", confBoth)
+	cols := slices.Concat(confTargets, []string{confBoth(confLegacyOpened), confBoth(confModernOpened)})
+	fmt.Fprintf(w, "suite\t%s\n", strings.Join(cols, "\t"))
 	for _, s := range confSuites {
 		fmt.Fprintf(w, "%s", s.label())
-		for _, target := range slices.Concat(confTargets, []string{confBoth}) {
+		for _, target := range cols {
 			r, ok := tabs[s.label()][target]
 			if !ok {
 				fmt.Fprintf(w, "\t–")
@@ -505,6 +535,27 @@ func (tabs confTables) compact() string {
 	}
 	w.Flush()
 	return b.String()
+}
+
+// totals writes the Markdown summary's rows of totals.
+func (tabs confTables) totals(b *strings.Builder) {
+	totals := []struct {
+		name string
+		cell func(confResult) string
+	}{
+		{"scenarios passed", func(r confResult) string { return fmt.Sprintf("%d/%d", r.passed(), len(r.scenarios)) }},
+		{"checks passed", func(r confResult) string { ok, _ := r.checks(); return strconv.Itoa(ok) }},
+		{"checks failed", func(r confResult) string { _, bad := r.checks(); return strconv.Itoa(bad) }},
+	}
+	for _, row := range totals {
+		fmt.Fprintf(b, "| **%s** |", row.name)
+		for _, s := range confSuites {
+			for _, target := range confTargets {
+				fmt.Fprintf(b, " %s |", row.cell(tabs[s.label()][target]))
+			}
+		}
+		b.WriteString("\n")
+	}
 }
 
 // markdown is the summary table for the README: a row per scenario, a
@@ -546,32 +597,18 @@ func (tabs confTables) markdown() string {
 		}
 		b.WriteString("\n")
 	}
-	totals := []struct {
-		name string
-		cell func(confResult) string
-	}{
-		{"scenarios passed", func(r confResult) string { return fmt.Sprintf("%d/%d", r.passed(), len(r.scenarios)) }},
-		{"checks passed", func(r confResult) string { ok, _ := r.checks(); return strconv.Itoa(ok) }},
-		{"checks failed", func(r confResult) string { _, bad := r.checks(); return strconv.Itoa(bad) }},
-	}
-	for _, row := range totals {
-		fmt.Fprintf(&b, "| **%s** |", row.name)
+	tabs.totals(&b)
+	b.WriteString("\npass (n): none of the scenario's n checks failed; – : not in that suite.\n")
+	for _, target := range []string{confLegacyOpened, confModernOpened} {
+		var both []string
 		for _, s := range confSuites {
-			for _, target := range confTargets {
-				fmt.Fprintf(&b, " %s |", row.cell(tabs[s.label()][target]))
+			if r, ok := tabs[s.label()][confBoth(target)]; ok {
+				both = append(both, fmt.Sprintf("%s %d/%d", s.label(), r.passed(), len(r.scenarios)))
 			}
 		}
-		b.WriteString("\n")
-	}
-	b.WriteString("\npass (n): none of the scenario's n checks failed; – : not in that suite.\n")
-	var both []string
-	for _, s := range confSuites {
-		if r, ok := tabs[s.label()][confBoth]; ok {
-			both = append(both, fmt.Sprintf("%s %d/%d", s.label(), r.passed(), len(r.scenarios)))
+		if len(both) > 0 {
+			fmt.Fprintf(&b, "\nAll three runs at once against one process through mcpmux (%s), scenarios passed: %s.\n", target, strings.Join(both, ", "))
 		}
-	}
-	if len(both) > 0 {
-		fmt.Fprintf(&b, "\nAll three runs at once against the one daemon through mcpmux, scenarios passed: %s.\n", strings.Join(both, ", "))
 	}
 	return b.String()
 }

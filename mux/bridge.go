@@ -1,6 +1,8 @@
 package mux
 
 import (
+	"sync"
+
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
@@ -99,6 +101,9 @@ type downBridge struct {
 	h      *Hub
 	states stateKey     // signs the requestState of parked requests
 	local  localListens // modern sessions' listens served for a legacy server
+
+	mu     sync.Mutex           // guards rounds; taken alone, never with another
+	rounds map[int64]*gathering // by upstream id: input requests gathering a round (mrtr.go)
 }
 
 func (b *downBridge) keep(*client, *jsonrpc.Message, *routeData) {}

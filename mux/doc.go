@@ -118,7 +118,10 @@
 //     round of input; it runs Hub.timeout), the server request timeout
 //     (armed by serverReqs.add; Hub.serverReqTimeout) and the wait of a
 //     parked request for its retry (armed by flights.park;
-//     downBridge.parkedTimeout);
+//     downBridge.parkedTimeout), and the wait of a legacy server's first
+//     request for input for the rest of its round (armed by
+//     downBridge.askModern; downBridge.flushRound, which takes the round
+//     from downBridge.rounds);
 //   - the daemon's control endpoint, its reload and its idle check, through
 //     the exported methods: Status, Logs and FollowLogs copy out what the
 //     parts hold, under their locks; Restart and Reconfigure change what

@@ -114,6 +114,7 @@ type fakeProc struct {
 
 	nextAsk  int
 	asks     map[string]*jsonrpc.Message // the fake's own requests to its client -> the request that caused them
+	multi    map[string][]string         // the answers so far to the asks of each "multi" request, by its id
 	listenMu sync.Mutex
 	listens  map[string]*jsonrpc.Message // open subscriptions/listen requests, by id (modern)
 
@@ -327,6 +328,22 @@ func (p *fakeProc) answer(m *jsonrpc.Message) {
 		}[method]
 		askMethod, params := ask[0], ask[1]
 		p.reply([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + askMethod + `","params":` + params + `}`))
+	case "multi":
+		// Ask the client three things at once, as the go-sdk's shim for a
+		// legacy connection does, and answer m once all three are in.
+		if p.asks == nil {
+			p.asks = map[string]*jsonrpc.Message{}
+		}
+		for _, ask := range [][2]string{
+			{"elicitation/create", `{"message":"name?","requestedSchema":{"type":"object"}}`},
+			{"sampling/createMessage", `{"messages":[],"maxTokens":5}`},
+			{"roots/list", `{}`},
+		} {
+			p.nextAsk++
+			id := fmt.Sprintf(`"ask-%d"`, p.nextAsk)
+			p.asks[id] = m
+			p.reply([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + ask[0] + `","params":` + ask[1] + `}`))
+		}
 	case "task":
 		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"task":{"taskId":"t-`+string(m.ID)+`","status":"working"}}`)))
 	case "tasks/get", "resources/subscribe", "resources/unsubscribe", "logging/setLevel":
@@ -351,6 +368,20 @@ func (p *fakeProc) answered(m *jsonrpc.Message) {
 	body := m.Result
 	if m.Kind == jsonrpc.KindError {
 		body = json.RawMessage(`{"error":` + string(m.Error) + `}`)
+	}
+	if name, _ := jsonrpc.StringMember(orig.Params, "name"); name == "multi" {
+		// Answered once the last of its three asks is: the answers in the
+		// order they came.
+		if p.multi == nil {
+			p.multi = map[string][]string{}
+		}
+		id := string(orig.ID)
+		p.multi[id] = append(p.multi[id], string(body))
+		if len(p.multi[id]) == 3 {
+			p.reply(jsonrpc.Response(orig.ID, json.RawMessage(`{"answers":[`+strings.Join(p.multi[id], ",")+`]}`)))
+			delete(p.multi, id)
+		}
+		return
 	}
 	p.reply(jsonrpc.Response(orig.ID, json.RawMessage(`{"answer":`+string(body)+`}`)))
 }

@@ -26,8 +26,20 @@ type queued struct {
 	frame   []byte
 	d       *routeData
 	// input: frame answers a server request of up's (the input a parked
-	// request waited for), which holds its max_concurrency slot already.
+	// request waited for), which holds its max_concurrency slot already;
+	// more answers the others of its round, sent after it.
 	input bool
+	more  [][]byte
+}
+
+// send sends q's frames to proc.
+func (q queued) send(proc process) error {
+	for _, f := range append([][]byte{q.frame}, q.more...) {
+		if err := proc.Send(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // acquire gives q a slot, or queues it; true means the caller sends it now.

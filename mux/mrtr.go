@@ -59,9 +59,7 @@ type parkedInput struct {
 	detached bool             // it outlives the session that caused it (see parkedOwner)
 	up       int64            // the upstream request, kept in flight
 	route    idmap.Route      // its route, under its placeholder id
-	asked    json.RawMessage  // the id of the server's request, to answer
-	method   string           // the server's request's method
-	key      string           // its key in inputRequests
+	inputs   []askedInput     // the server's requests it waits on, one round
 	timer    *time.Timer      // its wait for the retry; under flights.mu
 	final    *jsonrpc.Message // the upstream answer, if it came before the retry
 	failed   *jsonrpc.Error   // why the upstream request ended, if it did
@@ -167,19 +165,94 @@ func parkedID(up int64) json.RawMessage {
 
 func isParkedID(id json.RawMessage) bool { return len(id) > 0 && id[0] == 0 }
 
-// askModern completes a modern session's request that caused a legacy
-// server's request with an input_required result, and parks the upstream
-// request for the retry.
+// gatherWindow is how long mcpmux waits, after a legacy server's first
+// request for input during a modern request, for the rest of its round
+// before it answers that request input_required. MRTR puts every input of
+// one round in one result, and a server of both eras opened legacy (the
+// go-sdk) sends the input requests of one round at once, each from a
+// goroutine of its own: three of them reached a call already answered
+// before mcpmux waited. A round with one input waits the window too; it
+// waits on a person anyway.
+const gatherWindow = 25 * time.Millisecond
+
+// askedInput is one of a legacy server's requests for input, put to a
+// modern session as an entry of inputRequests.
+type askedInput struct {
+	asked  json.RawMessage // the id of the server's request, to answer
+	method string          // its method
+	key    string          // its key in inputRequests
+	params json.RawMessage // its params, as the server sent them
+}
+
+// gathering is a round of input requests of one upstream request, waiting
+// for the rest of its round (gatherWindow).
+type gathering struct {
+	c      *client
+	r      idmap.Route
+	inputs []askedInput
+}
+
+// askModern adds a legacy server's request for input to the round of the
+// modern request that caused it; the first of a round starts the wait for
+// the others, after which the round completes the request with one
+// input_required result and parks the upstream request for the retry.
 func (b *downBridge) askModern(proc process, c *client, up int64, r idmap.Route, m *jsonrpc.Message) {
 	h := b.h
 	if !inputMethod(r.Method) {
 		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonNoClient, r.Method+" cannot carry an input request to a 2026-07-28 session"))
 		return
 	}
+	if b.gather(c, up, r, m) {
+		time.AfterFunc(gatherWindow, func() { b.flushRound(up) })
+	}
+}
+
+// gather files a server's input request in the round of up; true when it
+// is the first of its round.
+func (b *downBridge) gather(c *client, up int64, r idmap.Route, m *jsonrpc.Message) (first bool) {
+	params := m.Params
+	if params == nil {
+		params = json.RawMessage(`{}`)
+	}
+	in := askedInput{asked: bytes.Clone(m.ID), method: m.Method, params: bytes.Clone(params)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g := b.rounds[up]; g != nil {
+		in.key = "mcpmux-" + strconv.FormatInt(up, 10) + "-" + strconv.Itoa(len(g.inputs))
+		g.inputs = append(g.inputs, in)
+		return false
+	}
+	if b.rounds == nil {
+		b.rounds = make(map[int64]*gathering)
+	}
+	in.key = "mcpmux-" + strconv.FormatInt(up, 10)
+	b.rounds[up] = &gathering{c: c, r: r, inputs: []askedInput{in}}
+	return true
+}
+
+// takeRound takes the round of up gathered so far.
+func (b *downBridge) takeRound(up int64) *gathering {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.rounds[up]
+	delete(b.rounds, up)
+	return g
+}
+
+// flushRound ends the wait for the round of up: the request that caused it
+// is answered input_required with every input, and parked.
+func (b *downBridge) flushRound(up int64) {
+	h := b.h
+	g := b.takeRound(up)
+	proc := h.life.current()
+	if g == nil || proc == nil {
+		return
+	}
+	c, r := g.c, g.r
 	owner, detached := parkedOwner(c)
 	parked := r
 	parked.Session, parked.ID = owner, parkedID(up)
-	p := &parkedInput{session: owner, detached: detached, up: up, route: parked, asked: m.ID, method: m.Method, key: "mcpmux-" + strconv.FormatInt(up, 10)}
+	p := &parkedInput{session: owner, detached: detached, up: up, route: parked, inputs: g.inputs}
 	if d := dataOf(r); d != nil && d.modern != nil {
 		p.bind = d.modern.bind
 	}
@@ -187,20 +260,15 @@ func (b *downBridge) askModern(proc process, c *client, up int64, r idmap.Route,
 	rand.Read(nonce)
 	found, next := h.flights.park(p, r.Token, string(nonce), h.cfg.ServerRequestTimeout, b.parkedTimeout)
 	if !found {
-		proc.Send(noClientAnswer(h.cfg.Name, m.Method, m.ID, jsonrpc.ReasonClientGone, "the request that caused it has ended"))
+		b.answerInputs(proc, p, jsonrpc.ReasonClientGone, "the request that caused it has ended")
 		return
 	}
-	params := m.Params
-	if params == nil {
-		params = json.RawMessage(`{}`)
+	requests := make(map[string]any, len(p.inputs))
+	for _, in := range p.inputs {
+		requests[in.key] = map[string]any{"method": in.method, "params": in.params}
 	}
-	state := b.states.sign(owner, nonce)
-	body, _ := json.Marshal(map[string]any{
-		"resultType":    "input_required",
-		"inputRequests": map[string]any{p.key: map[string]any{"method": m.Method, "params": params}},
-		"requestState":  state,
-	})
-	c.sess.Logger().Debug("asked a modern session for input", "method", m.Method, "for", r.Method)
+	body, _ := json.Marshal(map[string]any{"resultType": "input_required", "inputRequests": requests, "requestState": b.states.sign(owner, nonce)})
+	c.sess.Logger().Debug("asked a modern session for input", "inputs", len(p.inputs), "for", r.Method)
 	// Parked, it causes nothing until its input comes, and it may never
 	// come: the turn went on to the next request (next), and the retry
 	// takes it again before the input reaches the server.
@@ -208,6 +276,14 @@ func (b *downBridge) askModern(proc process, c *client, up int64, r idmap.Route,
 	c.sess.Send(outbox.Frame{Data: jsonrpc.Response(r.ID, body), Tag: r.Tag, Last: true})
 	if detached {
 		c.sess.End() // answered, as far as this session goes: the retry's session takes the request up
+	}
+}
+
+// answerInputs answers each of the server's requests a parked request
+// waits on as unanswered, for reason.
+func (b *downBridge) answerInputs(proc process, p *parkedInput, reason, why string) {
+	for _, in := range p.inputs {
+		proc.Send(noClientAnswer(b.h.cfg.Name, in.method, in.asked, reason, why))
 	}
 }
 
@@ -281,17 +357,23 @@ func (b *downBridge) retry(c *client, m *message, out sink) bool {
 // must reach this retry.
 func (b *downBridge) giveInput(c *client, p *parkedInput, m *message) {
 	h := b.h
-	var frame []byte
-	if s, ok := m.inputResponse(p.key); ok {
-		frame = jsonrpc.Response(p.asked, m.Frame[s.Start:s.End])
-	} else {
-		frame = noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonNoClient, "the session retried without an answer to "+p.method)
+	// One answer to each request the server asked: they go up together,
+	// under one turn.
+	var frames [][]byte
+	for _, in := range p.inputs {
+		if s, ok := m.inputResponse(in.key); ok {
+			frames = append(frames, jsonrpc.Response(in.asked, m.Frame[s.Start:s.End]))
+		} else {
+			frames = append(frames, noClientAnswer(h.cfg.Name, in.method, in.asked, jsonrpc.ReasonNoClient, "the session retried without an answer to "+in.method))
+		}
 	}
+	q := queued{session: c.sess.ID(), up: p.up, frame: frames[0], more: frames[1:], input: true}
 	d := h.flights.data(p.up)
-	if d != nil && d.serial && !h.flights.admitInput(queued{session: c.sess.ID(), up: p.up, frame: frame, d: d, input: true}) {
+	q.d = d
+	if d != nil && d.serial && !h.flights.admitInput(q) {
 		return // sent when the turn comes (release), or ended meanwhile
 	}
-	if proc := h.life.current(); proc != nil && proc.Send(frame) == nil {
+	if proc := h.life.current(); proc != nil && q.send(proc) == nil {
 		h.flights.sent(p.up, d)
 	}
 }
@@ -317,7 +399,7 @@ func (b *downBridge) abandonParked(p *parkedInput) {
 	h := b.h
 	proc := h.life.current()
 	if proc != nil {
-		proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonClientTimeout, "the session did not retry with the input for "+p.method))
+		b.answerInputs(proc, p, jsonrpc.ReasonClientTimeout, "the session did not retry with the input the server asked for")
 	}
 	r, inFlight := h.flights.take(p.up)
 	if inFlight && proc != nil {
@@ -347,7 +429,7 @@ func (b *downBridge) dropParked(parked []*parkedInput) {
 	proc := h.life.current()
 	for _, p := range parked {
 		if proc != nil {
-			proc.Send(noClientAnswer(h.cfg.Name, p.method, p.asked, jsonrpc.ReasonClientGone, "the session that was asked has gone"))
+			b.answerInputs(proc, p, jsonrpc.ReasonClientGone, "the session that was asked has gone")
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package mux
 
 import (
+	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -144,4 +146,74 @@ func TestRootsFromTheModernCause(t *testing.T) {
 	assert.Equal(t, []any{-32021, "missing_capability"}, []any{code, reason}, "%s", m.Frame)
 	assert.Contains(t, string(m.Error), `"requiredCapabilities":{"roots":{}}`)
 	eventually(t, "the refused call cancelled at the server", func() bool { return len(h.srv.messages("notifications/cancelled")) == 1 })
+}
+
+// TestConcurrentInputRequestsOneRound: a legacy server that asks for three
+// inputs of one modern request at once (the go-sdk's shim for a legacy
+// connection sends every input request of a round from a goroutine of its
+// own) gets them put to the session as one input_required round with
+// three entries, not one entry and two requests for a call already
+// answered; the one retry answers all three at the server, and the call
+// completes with the three answers.
+func TestConcurrentInputRequestsOneRound(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ServerRequests = ServerRequestsSerialize })
+	caps := `{"elicitation":{},"sampling":{},"roots":{"listChanged":true}}`
+	c := h.connect()
+	c.send(modern(`"call"`, "tools/call", `{"name":"multi"}`, "M", caps))
+	m := c.recv()
+	require.Equal(t, `"call"`, string(m.ID), "%s", m.Frame)
+	var ir struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+		} `json:"inputRequests"`
+		RequestState string `json:"requestState"`
+	}
+	require.NoError(t, json.Unmarshal(m.Result, &ir), "%s", m.Frame)
+	require.Equal(t, "input_required", ir.ResultType, "%s", m.Frame)
+	methods := map[string]string{}
+	answers := map[string]string{
+		"elicitation/create":     `{"action":"accept","content":{"n":"M"}}`,
+		"sampling/createMessage": `{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}`,
+		"roots/list":             `{"roots":[{"uri":"file:///r"}]}`,
+	}
+	var responses []string
+	for key, in := range ir.InputRequests {
+		methods[in.Method] = key
+		responses = append(responses, `"`+key+`":`+answers[in.Method])
+	}
+	assert.Len(t, methods, 3, "one round asks for all three inputs, by three keys: %s", m.Frame)
+	for method := range answers {
+		assert.Contains(t, methods, method, "%s", m.Frame)
+	}
+	assert.Zero(t, h.srv.count(func(m *jsonrpc.Message) bool { return m.Kind == jsonrpc.KindError }), "no input request of the server was refused")
+
+	c.send(modern(`"retry"`, "tools/call", `{"name":"multi","inputResponses":{`+strings.Join(responses, ",")+`},"requestState":"`+ir.RequestState+`"}`, "M", caps))
+	m = c.recv()
+	require.Equal(t, `"retry"`, string(m.ID), "%s", m.Frame)
+	var res struct {
+		ResultType string            `json:"resultType"`
+		Answers    []json.RawMessage `json:"answers"`
+	}
+	require.NoError(t, json.Unmarshal(m.Result, &res), "%s", m.Frame)
+	assert.Equal(t, "complete", res.ResultType)
+	require.Len(t, res.Answers, 3, "%s", m.Frame)
+	got := map[string]bool{}
+	for _, a := range res.Answers {
+		got[string(a)] = true
+	}
+	for method, a := range answers {
+		assert.True(t, got[string(compactJSON(t, a))], "the server got the session's answer to %s: %s", method, m.Frame)
+	}
+	eventually(t, "nothing holds the turn or is in flight", func() bool {
+		holders, waiting := h.hub.flights.turnState()
+		return len(holders) == 0 && len(waiting) == 0 && h.hub.flights.len() == 0
+	})
+}
+
+func compactJSON(t *testing.T, s string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, json.Compact(&b, []byte(s)))
+	return b.Bytes()
 }

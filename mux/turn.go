@@ -105,7 +105,7 @@ func (f *flights) asking() (kinds []string, all bool) {
 // take is failed, which frees its slots in turn.
 func (h *Hub) release(next []queued) {
 	for _, q := range next {
-		if proc := h.life.current(); proc != nil && proc.Send(q.frame) == nil {
+		if proc := h.life.current(); proc != nil && q.send(proc) == nil {
 			h.flights.sent(q.up, q.d)
 			continue
 		}
