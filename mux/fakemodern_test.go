@@ -10,7 +10,9 @@ import (
 
 // The fake server's modern side (2026-07-28), as the era: "dual" serves
 // server/discover and every enveloped request modern, and initialize
-// legacy, as the go-sdk does; "modern" refuses initialize, as a modern-only
+// legacy, as the go-sdk does; "perrequest" lists the legacy revisions in
+// its supportedVersions too and serves a request enveloped in one of them
+// legacy, as mcp-go does; "modern" refuses initialize, as a modern-only
 // server does. Modern requests must carry the envelope; the fake asks for
 // input with input_required results, ends listens on notifications/
 // cancelled, and sends the notifications of a listen tagged with its id.
@@ -32,7 +34,11 @@ func (p *fakeProc) answerModern(m *jsonrpc.Message) bool {
 		p.reply((&jsonrpc.Error{Code: protocol.CodeUnsupportedVersion, Message: "Unsupported protocol version", Extra: map[string]any{"supported": []string{protocol.Modern}}}).Response(m.ID))
 		return true
 	case m.Method == "server/discover":
-		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"supportedVersions":["2026-07-28"],"capabilities":`+fakeModernCaps+`,"resultType":"complete","ttlMs":0,"cacheScope":"private","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake-modern","version":"2"}}}`)))
+		versions := `["2026-07-28"]`
+		if era == "perrequest" {
+			versions = `["2026-07-28","2025-11-25","2025-06-18"]`
+		}
+		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"supportedVersions":`+versions+`,"capabilities":`+fakeModernCaps+`,"resultType":"complete","ttlMs":0,"cacheScope":"private","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake-modern","version":"2"}}}`)))
 		return true
 	case !enveloped:
 		if era == "modern" {
@@ -40,6 +46,8 @@ func (p *fakeProc) answerModern(m *jsonrpc.Message) bool {
 			return true
 		}
 		return false // dual: a legacy request, served legacy
+	case era == "perrequest" && protocol.IsLegacy(env.version):
+		return false // served in the revision it names
 	}
 	return p.modernRequest(m, env)
 }

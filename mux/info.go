@@ -18,6 +18,7 @@ type serverInfo struct {
 	raw        map[string]json.RawMessage // the result, member by member
 	caps       map[string]json.RawMessage
 	version    string          // legacy: the revision the server chose; modern: protocol.Modern
+	versions   []string        // modern: the supportedVersions of its server/discover
 	implInfo   json.RawMessage // serverInfo (an Implementation), nil when the server gave none
 	serverName string
 	result     json.RawMessage // the result as the server sent it, which Memory keeps
@@ -55,6 +56,7 @@ func parseDiscoverResult(raw json.RawMessage) (*serverInfo, error) {
 	if !slices.Contains(versions, protocol.Modern) {
 		return nil, fmt.Errorf("server supports %v, not %s", versions, protocol.Modern)
 	}
+	r.versions = versions
 	if err := r.parseCaps(); err != nil {
 		return nil, fmt.Errorf("DiscoverResult %w", err)
 	}
@@ -80,6 +82,13 @@ func (r *serverInfo) setImpl(raw json.RawMessage) {
 	if json.Unmarshal(raw, &info) == nil && len(raw) > 0 && raw[0] == '{' {
 		r.implInfo, r.serverName = raw, info.Name
 	}
+}
+
+// servesLegacy reports whether a modern server listed the legacy revision v
+// in its supportedVersions: a dual-era server, which may serve a request
+// enveloped as v in that revision, without an initialize of its own.
+func (r *serverInfo) servesLegacy(v string) bool {
+	return r != nil && r.era == eraModern && protocol.IsLegacy(v) && slices.Contains(r.versions, v)
 }
 
 func (r *serverInfo) has(capability string) bool {

@@ -112,10 +112,19 @@ func checkEnvelope(env envelope, enveloped bool) (*modernReq, *jsonrpc.Error) {
 }
 
 // envelopeMembers is the envelope mcpmux puts on a legacy session's
-// requests to a modern server: the session as itself, from its initialize.
+// requests to a modern server: the session as itself, from its initialize,
+// in its own revision when the server listed that one in its
+// supportedVersions (a dual-era server such as mcp-go's then serves the
+// request in that revision, and its tools may send the session sampling
+// and elicitation requests, which a 2026-07-28 request forbids them), else
+// in 2026-07-28.
 func (c *client) envelopeMembers() map[string]json.RawMessage {
 	info, caps := c.handshake()
-	out := map[string]json.RawMessage{protocol.MetaProtocolVersion: json.RawMessage(`"` + protocol.Modern + `"`)}
+	version, _ := c.identity()
+	if !c.h.describedServer().servesLegacy(version) {
+		version = protocol.Modern
+	}
+	out := map[string]json.RawMessage{protocol.MetaProtocolVersion: json.RawMessage(`"` + version + `"`)}
 	if len(info) > 0 && info[0] == '{' {
 		out[protocol.MetaClientInfo] = info
 	}

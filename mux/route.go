@@ -308,9 +308,9 @@ func (u *upstreamHandler) serverRequest(m *jsonrpc.Message) {
 			return
 		}
 	case "sampling/createMessage", "elicitation/create":
-		if info := h.describedServer(); info != nil && info.era == eraModern {
-			break // a modern server asks for input in its answers, never in requests
-		}
+		// A modern server asks for input in its answers; it sends these
+		// only while serving a legacy session's request in that session's
+		// revision (envelopeMembers), and they go to that session.
 		view := viewOf(m)
 		u.routeServerRequest(proc, &view)
 		return

@@ -190,6 +190,13 @@ func (u *upstreamHandler) routeServerRequest(proc process, m *message) {
 		h.cfg.Metrics.ServerRequest(m.Method, metrics.NoClient)
 		return
 	}
+	if c.sessionEra() == eraModern && h.describedServer().era == eraModern {
+		// A modern server asks a modern session for input in its answers,
+		// never in requests (it sends them only for a legacy session's).
+		e := &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "mcpmux does not route " + m.Method + " to a 2026-07-28 session", Reason: jsonrpc.ReasonMethodNotFound, Server: h.cfg.Name}
+		proc.Send(e.Response(m.ID))
+		return
+	}
 	h.cfg.Metrics.ServerRequest(m.Method, metrics.Routed)
 	if h.bridgeOf(pairOf(c.sessionEra(), eraLegacy)).ask(proc, c, up, cause, m.Message) {
 		return // a modern session: asked in an answer, not a request
