@@ -40,3 +40,26 @@ func TestLegacySessionOnPerRequestServer(t *testing.T) {
 	require.Len(t, calls, 2)
 	assert.JSONEq(t, `"2026-07-28"`, string(metaOf(t, calls[1])["io.modelcontextprotocol/protocolVersion"]))
 }
+
+// Such a server reads no log level from a request in a legacy revision, so
+// a legacy session's logging/setLevel reaches it as it would a legacy
+// server: the most verbose level any session wants. A server that lists
+// only 2026-07-28 gets none (TestLegacySessionsOnModernOnlyServer's server
+// takes each request's level from its envelope).
+func TestLegacySessionSetsTheLevelOfAPerRequestServer(t *testing.T) {
+	h := newHarnessOn(t, modernServer("perrequest"), func(c *Config) { c.Protocol = ProtocolModern })
+	eventually(t, "ready", func() bool { return h.Status().State == StateReady })
+	l := h.sessionWith("2025-06-18", samplingCaps)
+	l.send(`{"jsonrpc":"2.0","id":"lvl","method":"logging/setLevel","params":{"level":"debug"}}`)
+	m := l.recv()
+	require.Equal(t, `"lvl"`, string(m.ID), "%s", m.Frame)
+	require.Nil(t, m.Error, "%s", m.Frame)
+	eventually(t, "the server was set to debug", func() bool {
+		for _, f := range h.srv.messages("logging/setLevel") {
+			if assert.ObjectsAreEqual(`{"level":"debug"}`, string(f.Params)) {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -91,6 +91,12 @@ func (r *serverInfo) servesLegacy(v string) bool {
 	return r != nil && r.era == eraModern && protocol.IsLegacy(v) && slices.Contains(r.versions, v)
 }
 
+// servesAnyLegacy reports whether a modern server listed any legacy
+// revision in its supportedVersions.
+func (r *serverInfo) servesAnyLegacy() bool {
+	return r != nil && r.era == eraModern && slices.ContainsFunc(r.versions, protocol.IsLegacy)
+}
+
 func (r *serverInfo) has(capability string) bool {
 	v, ok := r.caps[capability]
 	return ok && string(v) != "null"

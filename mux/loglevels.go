@@ -141,8 +141,11 @@ func (c *client) setLevel(m *jsonrpc.Message, out sink) {
 // updateLogLevel sets the server to the most verbose level any session
 // wants, when that changes.
 func (h *Hub) updateLogLevel() {
-	if info := h.describedServer(); info != nil && info.era == eraModern {
-		return // a modern server gets each request's level in its envelope
+	if info := h.describedServer(); info != nil && info.era == eraModern && !info.servesAnyLegacy() {
+		// A modern server gets each request's level in its envelope; one
+		// that serves legacy sessions' requests in their own revision
+		// reads no level there, and is set one as a legacy server is.
+		return
 	}
 	level, send := h.levels.upstream(h.sessions.len())
 	if send {
