@@ -181,7 +181,7 @@ func (b *downBridge) askModern(proc process, c *client, up int64, r idmap.Route,
 	parked.Session, parked.ID = owner, parkedID(up)
 	p := &parkedInput{session: owner, detached: detached, up: up, route: parked, asked: m.ID, method: m.Method, key: "mcpmux-" + strconv.FormatInt(up, 10)}
 	if d := dataOf(r); d != nil && d.modern != nil {
-		p.bind = d.modern.bind
+		p.bind = bindOf(d.modern.method, d.modern.params)
 	}
 	nonce := make([]byte, 8)
 	rand.Read(nonce)
