@@ -152,8 +152,7 @@ func stringAt(frame []byte, find func(...string) (jsonrpc.Span, bool), path ...s
 	if !ok || frame[s.Start] != '"' {
 		return "", false
 	}
-	var v string
-	return v, json.Unmarshal(frame[s.Start:s.End], &v) == nil
+	return jsonrpc.Unquote(frame[s.Start:s.End])
 }
 
 // postModern serves a POST of the 2026-07-28 binding.
@@ -193,8 +192,9 @@ func (h *Handler) postModern(rw http.ResponseWriter, r *http.Request, server str
 		defer release()
 	}
 	p := newReply(rw, r, h.cfg.WriteTimeout, b.msg.ID, listen)
-	served := h.serveOne(ep, b.frame, p.put, session.Peer{Transport: "http", Addr: r.RemoteAddr, OneRequest: true, Client: clientOf(r, b.msg)})
-	h.holdModern(r, server, p, served, ended)
+	peer := session.Peer{Transport: "http", Addr: r.RemoteAddr, OneRequest: true, Client: clientOf(r, b.msg)}
+	h.serveOne(ep, b.frame, p.put, peer, func(t *oneShot) { holdModern(r, p, t, ended) })
+	h.endModern(r, server, p, ended)
 }
 
 // listenClient is the client a listen is counted to: the peer's address
@@ -263,65 +263,71 @@ func (h *Handler) enterModern() bool {
 	return true
 }
 
-// serveOne serves frame on a session of its own, sending what comes back to
-// put. The session lasts until its end (served.end, which every caller
-// runs, and which waits for it) or the handler's; done is closed once it
-// has ended.
-func (h *Handler) serveOne(ep Endpoint, frame []byte, put func(outbox.Frame), peer session.Peer) *served {
+// serveOne serves frame on a session of its own, on the caller's
+// goroutine: hold, run once the request is handled, serves the POST
+// (delivering what the session sends to put) until it is done, and its
+// return ends the session. serveOne returns once the session has ended,
+// after a last delivery of what it sent.
+func (h *Handler) serveOne(ep Endpoint, frame []byte, put func(outbox.Frame), peer session.Peer, hold func(*oneShot)) {
 	t := newOneShot(frame, put)
-	s := &served{t: t, done: make(chan struct{})}
-	go func() { // owned by served.end, which every caller runs
-		defer close(s.done)
-		ep.Serve(h.ctx, t, peer)
-		t.Close()
-	}()
-	return s
-}
-
-// served is a request being served on a session of its own.
-type served struct {
-	t    *oneShot
-	done chan struct{}
-}
-
-// end closes the session (what is still in flight is cancelled at the
-// server) and waits for it.
-func (s *served) end() {
-	s.t.Close()
-	<-s.done
+	t.hold = func() { hold(t) }
+	ep.Serve(h.ctx, t, peer)
+	t.Close()
+	t.deliver()
 }
 
 // holdModern holds a modern POST until its answer is complete, the client
 // leaves, the session ends, or ended is closed (a listen the client's
-// newer ones ended); meanwhile the status waits up to holdStatus for the
-// first message, and an open SSE stream gets a keepalive now and then.
-func (h *Handler) holdModern(r *http.Request, server string, p *reply, s *served, ended <-chan struct{}) {
-	defer s.end()
-	hold := time.NewTimer(holdStatus)
-	defer hold.Stop()
-	tick := time.NewTicker(sseKeepalive)
-	defer tick.Stop()
+// newer ones ended); meanwhile it delivers what the session sends, the
+// status waits up to holdStatus for the first message, and an open SSE
+// stream gets a keepalive now and then.
+func holdModern(r *http.Request, p *reply, t *oneShot, ended <-chan struct{}) {
+	timer := time.NewTimer(holdStatus)
+	defer timer.Stop()
+	held := true // the status is being held: the timer's first run ends that
 	for {
 		select {
+		case <-t.wake:
+			t.deliver()
 		case <-p.finished:
 			return
 		case <-r.Context().Done():
 			return // the client left: the session's end cancels the request
-		case <-s.done:
-			f := errShuttingDown
-			p.refuse(f.status, f.err.WithServer(server))
+		case <-t.done:
 			return
 		case <-ended:
-			f := errListenEnded
-			h.log.Warn("ended a listen: "+f.err.Message, "peer", r.RemoteAddr, "server", Clip(server))
-			p.refuse(f.status, f.err.WithServer(server))
 			return
-		case <-hold.C:
-			p.start()
-		case <-tick.C:
-			p.keepalive()
+		case <-timer.C:
+			if held {
+				p.start()
+			} else {
+				p.keepalive()
+			}
+			held = false
+			timer.Reset(sseKeepalive)
 		}
 	}
+}
+
+// endModern ends a modern POST whose session has ended: a listen ended by
+// the client's newer ones says so, and any other request not answered was
+// cut short by mcpmux's shutdown.
+func (h *Handler) endModern(r *http.Request, server string, p *reply, ended <-chan struct{}) {
+	select {
+	case <-p.finished:
+		return
+	case <-r.Context().Done():
+		return
+	default:
+	}
+	f := errShuttingDown
+	select {
+	case <-ended:
+		f = errListenEnded
+		h.log.Warn("ended a listen: "+f.err.Message, "peer", r.RemoteAddr, "server", Clip(server))
+	default:
+	}
+	p.refuse(f.status, f.err.WithServer(server))
 }
 
 // errSessionless: GET and DELETE name an HTTP session of the 2025 binding;
