@@ -161,7 +161,11 @@ func (h *Handler) postModern(rw http.ResponseWriter, r *http.Request, server str
 		h.refuse(rw, r, server, errNotAcceptable)
 		return
 	}
-	if f := h.checkModern(r, server, ep, b); f != nil {
+	var client string
+	if !b.batch {
+		client = clientOf(r, b.msg)
+	}
+	if f := h.checkModern(r, server, ep, b, client); f != nil {
 		h.refuse(rw, r, server, f)
 		return
 	}
@@ -192,7 +196,7 @@ func (h *Handler) postModern(rw http.ResponseWriter, r *http.Request, server str
 		defer release()
 	}
 	p := newReply(rw, r, h.cfg.WriteTimeout, b.msg.ID, listen)
-	peer := session.Peer{Transport: "http", Addr: r.RemoteAddr, OneRequest: true, Client: clientOf(r, b.msg)}
+	peer := session.Peer{Transport: "http", Addr: r.RemoteAddr, OneRequest: true, Client: client}
 	h.serveOne(ep, b.frame, p.put, peer, func(t *oneShot) { holdModern(r, p, t, ended) })
 	h.endModern(r, server, p, ended)
 }
@@ -229,8 +233,8 @@ func clientOf(r *http.Request, m *jsonrpc.Message) string {
 }
 
 // checkModern runs the binding's checks of a POST: one message, its
-// envelope, its headers.
-func (h *Handler) checkModern(r *http.Request, server string, ep Endpoint, b *body) *refusal {
+// envelope, its headers (client is clientOf the request).
+func (h *Handler) checkModern(r *http.Request, server string, ep Endpoint, b *body, client string) *refusal {
 	switch {
 	case b.batch:
 		return refused(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonBatchNotSupported, "2026-07-28 has no batches: send one request per POST")
@@ -247,7 +251,7 @@ func (h *Handler) checkModern(r *http.Request, server string, ep Endpoint, b *bo
 		return &refusal{status: http.StatusNotFound, id: b.msg.ID, err: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "initialize is not part of 2026-07-28: send the request itself, with its _meta envelope", Reason: jsonrpc.ReasonMethodNotFound}}
 	}
 	if b.msg.Method == "tools/call" {
-		return h.tools.checkParams(h, r, server, ep, b.msg)
+		return h.tools.checkParams(h, r, server, ep, b.msg, client)
 	}
 	return nil
 }

@@ -86,10 +86,11 @@ func (c *toolCache) headersOf(h *Handler, server string, ep Endpoint, tool, clie
 }
 
 // checkParams checks the Mcp-Param headers of a tools/call against its
-// arguments, for the parameters the tool's schema marks.
-func (c *toolCache) checkParams(h *Handler, r *http.Request, server string, ep Endpoint, m *jsonrpc.Message) *refusal {
+// arguments, for the parameters the tool's schema marks (client is
+// clientOf the request).
+func (c *toolCache) checkParams(h *Handler, r *http.Request, server string, ep Endpoint, m *jsonrpc.Message, client string) *refusal {
 	tool, _ := stringAt(m.Frame, m.ParamsPath, "name")
-	phs, _ := c.headersOf(h, server, ep, tool, clientOf(r, m))
+	phs, _ := c.headersOf(h, server, ep, tool, client)
 	var args json.RawMessage
 	if s, ok := m.ParamsPath("arguments"); ok {
 		args = m.Frame[s.Start:s.End]
