@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,6 +53,63 @@ func BenchmarkEras(b *testing.B) {
 }
 
 const headerVersion = "Mcp-Protocol-Version"
+
+// BenchmarkErasInterleaved calls the legacy and the modern path of each
+// transport in turn (A, B, A, B…), so that a loaded machine slows both
+// alike, and reports the median of each's calls and the modern path's
+// calls/s as a share of the legacy path's (x-legacy: the acceptance's
+// figure, at least 0.85 for a sessionless POST and 0.8 for the bridge).
+func BenchmarkErasInterleaved(b *testing.B) {
+	hub := benchHub(b)
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`
+	mcall := modern("1", "tools/call", `{"name":"echo","arguments":{"text":"hello"}}`, "bench", `{"elicitation":{},"sampling":{}}`)
+	b.Run("socket", func(b *testing.B) {
+		legacy, bridged := benchSocket(b, hub), benchSocket(b, hub)
+		legacy.roundTrip(b, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+		legacy.write(b, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		benchPairs(b, func() { legacy.roundTrip(b, call) }, func() { bridged.roundTrip(b, mcall) })
+	})
+	b.Run("http", func(b *testing.B) {
+		srv := benchHTTP(b, hub)
+		sid := srv.initialize(b)
+		benchPairs(b, func() { srv.post(b, call, "Mcp-Session-Id", sid, headerVersion, "2025-11-25") },
+			func() {
+				srv.post(b, mcall, headerVersion, "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "echo")
+			})
+	})
+}
+
+// benchPairs times legacy and modern calls in turn and reports their
+// medians.
+func benchPairs(b *testing.B, legacy, modern func()) {
+	legacy()
+	modern()
+	var lt, mt []time.Duration
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		first, second, ft, st := legacy, modern, &lt, &mt
+		if i%2 == 1 { // which goes first alternates too
+			first, second, ft, st = modern, legacy, &mt, &lt
+		}
+		t0 := time.Now()
+		first()
+		t1 := time.Now()
+		second()
+		*ft, *st = append(*ft, t1.Sub(t0)), append(*st, time.Since(t1))
+	}
+	l, m := median(lt), median(mt)
+	b.ReportMetric(float64(l.Microseconds()), "legacy-µs")
+	b.ReportMetric(float64(m.Microseconds()), "modern-µs")
+	b.ReportMetric(float64(l)/float64(m), "x-legacy")
+}
+
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return d[len(d)/2]
+}
 
 func benchCalls(b *testing.B, call func(*testing.B, string), body string) {
 	call(b, body) // the server is started and the path warm
