@@ -197,7 +197,11 @@ func (h *Handler) postModern(rw http.ResponseWriter, r *http.Request, server str
 	}
 	p := newReply(rw, r, h.cfg.WriteTimeout, b.msg.ID, listen)
 	peer := session.Peer{Transport: "http", Addr: r.RemoteAddr, OneRequest: true, Client: client}
-	h.serveOne(ep, b.frame, p.put, peer, func(t *oneShot) { holdModern(r, p, t, ended) })
+	max := oneShotMax
+	if listen {
+		max = listenMax
+	}
+	h.serveOne(ep, b.frame, p.put, peer, func(t *oneShot) { holdModern(r, p, t, ended) }, max)
 	h.endModern(r, server, p, ended)
 }
 
@@ -229,7 +233,10 @@ func clientOf(r *http.Request, m *jsonrpc.Message) string {
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	return "peer " + host + " client " + strconv.Quote(name) + " " + strconv.Quote(version)
+	b := make([]byte, 0, 16+len(host)+len(name)+len(version)+8)
+	b = append(append(append(b, "peer "...), host...), " client "...)
+	b = append(strconv.AppendQuote(b, name), ' ')
+	return string(strconv.AppendQuote(b, version))
 }
 
 // checkModern runs the binding's checks of a POST: one message, its
@@ -272,8 +279,9 @@ func (h *Handler) enterModern() bool {
 // (delivering what the session sends to put) until it is done, and its
 // return ends the session. serveOne returns once the session has ended,
 // after a last delivery of what it sent.
-func (h *Handler) serveOne(ep Endpoint, frame []byte, put func(outbox.Frame), peer session.Peer, hold func(*oneShot)) {
+func (h *Handler) serveOne(ep Endpoint, frame []byte, put func(outbox.Frame), peer session.Peer, hold func(*oneShot), max int) {
 	t := newOneShot(frame, put)
+	t.max = max
 	t.hold = func() { hold(t) }
 	ep.Serve(h.ctx, t, peer)
 	t.Close()

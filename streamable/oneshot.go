@@ -14,7 +14,13 @@ const oneShotTag = 1
 
 // oneShotMax bounds the bytes a oneShot holds that its POST has not
 // written yet: past it the client is not reading, and its session ends.
-const oneShotMax = session.DefaultOutboxMax
+// A listen's notifications are small and keep coming, so it holds less
+// (listenMax); these sessions have no outbox, so they are not counted in
+// the daemon's bound on queued bytes (session.Config.Budget).
+const (
+	oneShotMax = session.DefaultOutboxMax
+	listenMax  = session.DefaultOutboxHighWater
+)
 
 // errOneShotFull: the POST's client has not taken oneShotMax bytes.
 var errOneShotFull = errors.New("streamable: the client is not reading its response")
@@ -32,6 +38,7 @@ type oneShot struct {
 
 	hold func() // run by the second ReadFrame
 	put  func(outbox.Frame)
+	max  int // oneShotMax, or listenMax
 
 	mu     sync.Mutex
 	queue  []outbox.Frame // sent, not yet delivered
@@ -44,7 +51,7 @@ type oneShot struct {
 }
 
 func newOneShot(frame []byte, put func(outbox.Frame)) *oneShot {
-	return &oneShot{frame: frame, put: put, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &oneShot{frame: frame, put: put, max: oneShotMax, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // ReadFrame implements session.Transport.
@@ -71,7 +78,7 @@ func (t *oneShot) Put(f outbox.Frame) error {
 	switch {
 	case t.closed:
 		return net.ErrClosed
-	case t.queued > 0 && t.queued+len(f.Data) > oneShotMax:
+	case t.queued > 0 && t.queued+len(f.Data) > t.max:
 		return errOneShotFull
 	}
 	t.queue = append(t.queue, f)

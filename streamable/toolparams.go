@@ -220,7 +220,7 @@ func (h *Handler) toolsPage(ep Endpoint, cursor, client string) (toolsPageResult
 				return
 			}
 		}
-	})
+	}, oneShotMax)
 	var page toolsPageResult
 	if answer == nil {
 		return page, false
