@@ -28,7 +28,7 @@ import (
 // 2026-07-28 binding. Each sub-benchmark reports ns/op and allocs/op per
 // call, mcpmux's own work with an in-process server.
 func BenchmarkEras(b *testing.B) {
-	hub := benchHub(b)
+	hub := benchHub(b, "")
 	b.Run("socket-legacy", func(b *testing.B) {
 		c := benchSocket(b, hub)
 		c.roundTrip(b, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
@@ -60,7 +60,7 @@ const headerVersion = "Mcp-Protocol-Version"
 // calls/s as a share of the legacy path's (x-legacy: the acceptance's
 // figure, at least 0.85 for a sessionless POST and 0.8 for the bridge).
 func BenchmarkErasInterleaved(b *testing.B) {
-	hub := benchHub(b)
+	hub := benchHub(b, "")
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`
 	mcall := modern("1", "tools/call", `{"name":"echo","arguments":{"text":"hello"}}`, "bench", `{"elicitation":{},"sampling":{}}`)
 	b.Run("socket", func(b *testing.B) {
@@ -68,6 +68,17 @@ func BenchmarkErasInterleaved(b *testing.B) {
 		legacy.roundTrip(b, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
 		legacy.write(b, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 		benchPairs(b, func() { legacy.roundTrip(b, call) }, func() { bridged.roundTrip(b, mcall) })
+	})
+	// On a server of 2026-07-28 the bridge is the legacy session's (its
+	// envelope put on, its answers shaped back) and the modern session's
+	// path the plain one: x-legacy is then the plain path's share of the
+	// bridge's calls/s, and its inverse the bridge's share of the plain one's.
+	b.Run("socket-modern-server", func(b *testing.B) {
+		hub := benchHub(b, "dual")
+		legacy, plain := benchSocket(b, hub), benchSocket(b, hub)
+		legacy.roundTrip(b, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+		legacy.write(b, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		benchPairs(b, func() { legacy.roundTrip(b, call) }, func() { plain.roundTrip(b, mcall) })
 	})
 	b.Run("http", func(b *testing.B) {
 		srv := benchHTTP(b, hub)
@@ -120,9 +131,11 @@ func benchCalls(b *testing.B, call func(*testing.B, string), body string) {
 	}
 }
 
-// benchHub is a hub on the fake legacy server, run until b ends.
-func benchHub(b *testing.B) *Hub {
+// benchHub is a hub on a fake server of the given era ("": legacy; see
+// fakeServer.era), run until b ends.
+func benchHub(b *testing.B, era string) *Hub {
 	srv := newFakeServer()
+	srv.era = era
 	// A real server lists its tools: the Streamable HTTP handler keeps the
 	// list for the tools' parameter headers.
 	srv.lists = map[string]string{"tools/list": `{"tools":[{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}}}]}`}
