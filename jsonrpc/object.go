@@ -16,11 +16,7 @@ func (m *Message) ParamsString(path ...string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	var v string
-	if json.Unmarshal(m.Frame[s.Start:s.End], &v) != nil {
-		return "", false
-	}
-	return v, true
+	return Unquote(m.Frame[s.Start:s.End])
 }
 
 // Member is the raw value of a member of a JSON object; nil when absent.
@@ -36,11 +32,10 @@ func Member(obj []byte, name string) json.RawMessage {
 // absent or not a string.
 func StringMember(obj []byte, name string) (string, bool) {
 	raw := Member(obj, name)
-	var v string
-	if raw == nil || raw[0] != '"' || json.Unmarshal(raw, &v) != nil {
+	if raw == nil {
 		return "", false
 	}
-	return v, true
+	return Unquote(raw)
 }
 
 // InsertMembers is the edit that adds members at the start of the object

@@ -34,34 +34,44 @@ type caps struct {
 	roots                                    bool
 }
 
+// The members of a ClientCapabilities object parseCaps reads.
+var (
+	capNames         = []string{"sampling", "elicitation", "roots"}
+	samplingNames    = []string{"tools", "context"}
+	elicitationNames = []string{"form", "url"}
+)
+
+// parseCaps reads a ClientCapabilities object in place, without decoding
+// it. As before, a sampling or elicitation that is neither an object nor
+// null makes the whole object unreadable: nothing is declared.
 func parseCaps(raw json.RawMessage) caps {
-	var c struct {
-		Sampling *struct {
-			Tools   json.RawMessage `json:"tools"`
-			Context json.RawMessage `json:"context"`
-		} `json:"sampling"`
-		Elicitation *struct {
-			Form json.RawMessage `json:"form"`
-			URL  json.RawMessage `json:"url"`
-		} `json:"elicitation"`
-		Roots json.RawMessage `json:"roots"`
-	}
 	var out caps
-	if json.Unmarshal(raw, &c) != nil {
-		return out
+	var top [3]jsonrpc.Span
+	found := jsonrpc.FindMembers(raw, capNames, top[:])
+	present := func(found uint64, i int, in []byte, s jsonrpc.Span) bool {
+		v := in[s.Start:s.End]
+		return found&(1<<i) != 0 && len(v) > 0 && string(v) != "null"
 	}
-	present := func(v json.RawMessage) bool { return len(v) > 0 && string(v) != "null" }
-	if c.Sampling != nil {
-		out.sampling = true
-		out.samplingTools = present(c.Sampling.Tools)
-		out.samplingContext = present(c.Sampling.Context)
+	var sub [2]jsonrpc.Span
+	if present(found, 0, raw, top[0]) {
+		v := raw[top[0].Start:top[0].End]
+		if v[0] != '{' {
+			return caps{}
+		}
+		f := jsonrpc.FindMembers(v, samplingNames, sub[:])
+		out.sampling, out.samplingTools, out.samplingContext = true, present(f, 0, v, sub[0]), present(f, 1, v, sub[1])
 	}
-	if c.Elicitation != nil {
+	if present(found, 1, raw, top[1]) {
+		v := raw[top[1].Start:top[1].End]
+		if v[0] != '{' {
+			return caps{}
+		}
+		f := jsonrpc.FindMembers(v, elicitationNames, sub[:])
 		// An empty elicitation capability means form mode alone.
-		out.elicitForm = present(c.Elicitation.Form) || !present(c.Elicitation.URL)
-		out.elicitURL = present(c.Elicitation.URL)
+		out.elicitURL = present(f, 1, v, sub[1])
+		out.elicitForm = present(f, 0, v, sub[0]) || !out.elicitURL
 	}
-	out.roots = present(c.Roots)
+	out.roots = present(found, 2, raw, top[2])
 	return out
 }
 

@@ -195,14 +195,21 @@ func (h *Hub) Serve(ctx context.Context, t session.Transport, peer session.Peer)
 	if h.cfg.Lazy || h.cfg.IdleTimeout > 0 {
 		notify(h.life.demand)
 	}
-	sess.Logger().Debug("session attached", "transport", peer.Transport, "peer", peer.Addr)
+	// Logged through the hub's logger: a session of one request that logs
+	// nothing of its own never makes one.
+	debug := h.log.Enabled(context.Background(), slog.LevelDebug)
+	if debug {
+		h.log.Debug("session attached", "session", cfg.ID, "transport", peer.Transport, "peer", peer.Addr)
+	}
 
 	err := sess.Run(ctx, c)
 
 	h.sessions.remove(cfg.ID)
 	notify(h.life.sessions)
 	h.detach(c)
-	sess.Logger().Debug("session ended", "reason", sess.Err())
+	if debug {
+		h.log.Debug("session ended", "session", cfg.ID, "reason", sess.Err())
+	}
 	if errors.Is(err, session.ErrClosed) || errors.Is(err, context.Canceled) {
 		return nil
 	}

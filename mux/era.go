@@ -81,20 +81,8 @@ func stripEnvelope(m *jsonrpc.Message, s jsonrpc.Span, token []byte) (jsonrpc.Ed
 	if s.End == 0 {
 		return jsonrpc.Edit{}, false
 	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(m.Frame[s.Start:s.End], &meta) != nil {
-		return jsonrpc.Edit{}, false
-	}
-	for _, k := range envelopeKeys {
-		delete(meta, k)
-	}
-	if token != nil {
-		if _, ok := meta["progressToken"]; ok {
-			meta["progressToken"] = token
-		}
-	}
-	b, err := json.Marshal(meta)
-	if err != nil {
+	b := jsonrpc.FilterMembers(m.Frame[s.Start:s.End], envelopeKeys, "progressToken", token)
+	if b == nil {
 		return jsonrpc.Edit{}, false
 	}
 	return jsonrpc.Edit{Span: s, Value: b}, true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/protocol"
 )
 
@@ -109,11 +110,8 @@ func (r *serverInfo) hasPath(capability, member string) bool {
 	if !ok {
 		return false
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(c, &m) != nil {
-		return false
-	}
-	v, ok := m[member]
+	s, ok := jsonrpc.FindPath(c, member)
+	v := c[s.Start:s.End]
 	return ok && string(v) != "null" && string(v) != "false"
 }
 

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
@@ -14,8 +15,11 @@ import (
 // modernReq is what a modern session's request declared in its envelope.
 type modernReq struct {
 	caps  caps
-	tasks bool        // the tasks extension
-	bind  requestBind // its method and arguments, for a requestState mcpmux gives it (mrtr.go)
+	tasks bool // the tasks extension
+	// Its method and params, kept for the requestBind of a requestState
+	// mcpmux gives it (mrtr.go), computed only then.
+	method string
+	params json.RawMessage
 }
 
 // tasksExtension is the name of the tasks extension of the modern revision.
@@ -80,7 +84,7 @@ func (c *client) forwardModern(m *message, env envelope, mr *modernReq, out sink
 		return // a retry with an input mcpmux asked for: answered from the bridge
 	}
 	if inputMethod(m.Method) {
-		mr.bind = bindOf(m.Method, m.Params)
+		mr.method, mr.params = m.Method, bytes.Clone(m.Params)
 	}
 	// A legacy server has one level for everyone: the most verbose any
 	// session wants, a modern session's latest request counting as its wish.
@@ -103,11 +107,7 @@ func checkEnvelope(env envelope, enveloped bool) (*modernReq, *jsonrpc.Error) {
 	case env.caps == nil || env.caps[0] != '{':
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the request's _meta envelope has no " + protocol.MetaClientCapabilities + " object", Reason: jsonrpc.ReasonInvalidRequest}
 	}
-	var ext struct {
-		Extensions map[string]json.RawMessage `json:"extensions"`
-	}
-	json.Unmarshal(env.caps, &ext)
-	_, tasks := ext.Extensions[tasksExtension]
+	_, tasks := jsonrpc.FindPath(env.caps, "extensions", tasksExtension)
 	return &modernReq{caps: parseCaps(env.caps), tasks: tasks}, nil
 }
 

@@ -254,7 +254,7 @@ func (b *downBridge) flushRound(up int64) {
 	parked.Session, parked.ID = owner, parkedID(up)
 	p := &parkedInput{session: owner, detached: detached, up: up, route: parked, inputs: g.inputs}
 	if d := dataOf(r); d != nil && d.modern != nil {
-		p.bind = d.modern.bind
+		p.bind = bindOf(d.modern.method, d.modern.params)
 	}
 	nonce := make([]byte, 8)
 	rand.Read(nonce)
@@ -476,6 +476,34 @@ func asksForInput(result json.RawMessage) bool {
 	return len(in) > 1 && in[0] == '{' && !jsonrpc.EmptyObject(in)
 }
 
+// Members a legacy result gets for a modern session, as ObjectOf would
+// write them (sorted), for completeEdit.
+var (
+	shapeNames    = []string{"resultType", "ttlMs", "cacheScope", "inputRequests"}
+	shapeComplete = []byte(`"resultType":"complete"`)
+	shapeList     = []byte(`"cacheScope":"private","resultType":"complete","ttlMs":0`)
+)
+
+// completeEdit is shapeDown's edit of a result in the common case, without
+// a map: a result that asks for no input and has none of the members to
+// add gets them written in at its start. false when it is not that case.
+func completeEdit(m *jsonrpc.Message, method string) (jsonrpc.Edit, bool) {
+	var at [4]jsonrpc.Span
+	if jsonrpc.FindMembers(m.Result, shapeNames, at[:]) != 0 {
+		return jsonrpc.Edit{}, false // shapeDown's general case sorts it out
+	}
+	add := shapeComplete
+	if cacheable[method] {
+		add = shapeList
+	}
+	rs := jsonrpc.SpanOf(m.Frame, m.Result)
+	v := add
+	if !jsonrpc.EmptyObject(m.Result) {
+		v = append(append(make([]byte, 0, len(add)+1), add...), ',')
+	}
+	return jsonrpc.Edit{Span: jsonrpc.Span{Start: rs.Start + 1, End: rs.Start + 1}, Value: v}, true
+}
+
 // shapeDown is a legacy server's answer as a modern session gets it, under
 // id: a result says it is complete, or that it needs input when it asks
 // for some (and how long it may be cached, for the
@@ -486,6 +514,10 @@ func (b *downBridge) shapeDown(m *jsonrpc.Message, id json.RawMessage, method st
 	switch m.Kind {
 	case jsonrpc.KindResult:
 		if len(m.Result) == 0 || m.Result[0] != '{' {
+			break
+		}
+		if e, ok := completeEdit(m, method); ok {
+			edits = append(edits, e)
 			break
 		}
 		add := map[string]json.RawMessage{"resultType": json.RawMessage(`"complete"`)}

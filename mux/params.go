@@ -113,11 +113,10 @@ func (p *params) meta(frame []byte) (jsonrpc.Span, bool) {
 // stringIn decodes the JSON string at span s of frame, if ok; false when
 // it is not one.
 func stringIn(frame []byte, s jsonrpc.Span, ok bool) (string, bool) {
-	var v string
-	if !ok || frame[s.Start] != '"' || json.Unmarshal(frame[s.Start:s.End], &v) != nil {
+	if !ok {
 		return "", false
 	}
-	return v, true
+	return jsonrpc.Unquote(frame[s.Start:s.End])
 }
 
 // metaString decodes the string at params._meta[metaNames[i]]; false when

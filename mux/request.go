@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -51,15 +52,24 @@ func (c *client) handleRequest(msg *jsonrpc.Message, out sink) {
 	default:
 		if enveloped {
 			c.becomeModern(env.info)
-			log := c.sess.Logger().Info
-			if c.sess.Peer().OneRequest {
-				log = c.sess.Logger().Debug // one a request: not news
-			}
-			log("session initialized", "protocol", env.version, "era", eraModern, "client", string(env.info))
+			c.logModern(env)
 			c.handleModern(m, env, true, out)
 			return
 		}
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not initialized: send initialize first (or a request with the 2026-07-28 _meta envelope)", Reason: jsonrpc.ReasonNotInitialized})
+	}
+}
+
+// logModern logs a session's becoming modern: news for a session that
+// lives on, and for one of one request (one a request) a debug line on
+// the hub's logger, which makes no logger of the session's own.
+func (c *client) logModern(env envelope) {
+	if !c.sess.Peer().OneRequest {
+		c.sess.Logger().Info("session initialized", "protocol", env.version, "era", eraModern, "client", string(env.info))
+		return
+	}
+	if c.h.log.Enabled(context.Background(), slog.LevelDebug) {
+		c.h.log.Debug("session initialized", "session", c.sess.ID(), "protocol", env.version, "era", eraModern, "client", string(env.info))
 	}
 }
 

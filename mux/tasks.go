@@ -172,6 +172,9 @@ func (u *upstreamHandler) taskStatus(m *jsonrpc.Message) {
 // ones when the server can: no other session may read them.
 func (h *Hub) dropTasks(session uint64, proc process) {
 	unfinished := h.tasks.drop(session)
+	if len(unfinished) == 0 {
+		return
+	}
 	info := h.life.described()
 	switch {
 	case info == nil:

@@ -38,6 +38,13 @@
 //     cancels the wait when the client has gone; Await waits for it before
 //     it returns.
 //
+// A session over an Unqueued transport (the one request of a 2026-07-28
+// POST) has neither writer nor outbox, and Session.runUnqueued starts no
+// goroutine: the read loop runs on Run's own goroutine, the end of the
+// session closes the transport at once (closeWith), and one function run
+// when Run's ctx ends (context.AfterFunc) ends the session; Run waits for
+// it, or stops it when its ctx never ended. The read-ahead is as above.
+//
 // A WebSocket transport has one more, its keepalive (started by
 // NewWebSocket): it pings the client and closes a connection whose pings
 // go unanswered while the session reads. WebSocket.Close stops it and

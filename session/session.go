@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -124,9 +123,12 @@ type Config struct {
 
 // Session is one downstream connection.
 type Session struct {
-	cfg Config
-	t   Transport
-	log *slog.Logger
+	cfg     Config
+	t       Transport
+	direct  Unqueued // t, when it is one: then there is no outbox
+	base    *slog.Logger
+	log     *slog.Logger // base tagged with the session's id, made by Logger
+	logOnce sync.Once
 
 	ending    context.Context // done once, by closeWith: Run's closing of the transport waits on it
 	end       context.CancelFunc
@@ -136,7 +138,8 @@ type Session struct {
 
 	started  time.Time
 	bytesIn  atomic.Int64
-	out      *outbox.Queue // to the client; it runs its writer goroutine while it has frames to write
+	out      *outbox.Queue // to the client, nil when direct; it runs its writer goroutine while it has frames to write
+	bytesOut atomic.Int64  // what was put on a direct transport
 	inflight atomic.Int64  // requests in flight, counted by Begin and End
 	ended    chan struct{} // 1-buffered: a request ended
 
@@ -166,12 +169,16 @@ func New(cfg Config, t Transport) *Session {
 	s := &Session{
 		cfg:     cfg,
 		t:       t,
-		log:     log.With("session", cfg.ID),
+		base:    log,
 		started: time.Now(),
 		ending:  ending,
 		end:     end,
 		done:    ending.Done(),
 		ended:   make(chan struct{}, 1),
+	}
+	if u, ok := t.(Unqueued); ok {
+		s.direct = u
+		return s
 	}
 	s.out = outbox.New(t, outbox.Config{HighWater: cfg.OutboxHighWater, Max: cfg.OutboxMax})
 	s.out.Serve(s.writeFailed)
@@ -181,7 +188,7 @@ func New(cfg Config, t Transport) *Session {
 // evictForBudget ends a session chosen to make room under the daemon's
 // bound on queued bytes. It may run on any goroutine and never blocks.
 func (s *Session) evictForBudget(queued int) {
-	s.log.Warn("evicting the client with the most answers queued: the sessions together hold more than the daemon's bound",
+	s.Logger().Warn("evicting the client with the most answers queued: the sessions together hold more than the daemon's bound",
 		"queued_bytes", queued, "max_queued_bytes", s.cfg.Budget.Max())
 	s.closeWith(ErrOverBudget)
 }
@@ -197,7 +204,11 @@ type Stats struct {
 
 // Stats reports the session's counters.
 func (s *Session) Stats() Stats {
-	return Stats{Started: s.started, Inflight: s.Inflight(), BytesIn: s.bytesIn.Load(), BytesOut: s.out.Written(), Queued: s.out.Bytes()}
+	st := Stats{Started: s.started, Inflight: s.Inflight(), BytesIn: s.bytesIn.Load(), BytesOut: s.bytesOut.Load()}
+	if s.out != nil {
+		st.BytesOut, st.Queued = s.out.Written(), s.out.Bytes()
+	}
+	return st
 }
 
 // Peer is who is at the other end.
@@ -205,9 +216,6 @@ func (s *Session) Peer() Peer { return s.cfg.Peer }
 
 // ID is the session's number, unique within the daemon.
 func (s *Session) ID() uint64 { return s.cfg.ID }
-
-// Logger is the session's logger, tagged with its id.
-func (s *Session) Logger() *slog.Logger { return s.log }
 
 // Done is closed when the session has ended.
 func (s *Session) Done() <-chan struct{} { return s.done }
@@ -225,6 +233,9 @@ func (s *Session) Err() error {
 // Run serves the session until the client leaves, ctx is done, or Close is
 // called. It returns after its goroutines have, with the transport closed.
 func (s *Session) Run(ctx context.Context, h Handler) error {
+	if s.direct != nil {
+		return s.runUnqueued(ctx, h)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if s.cfg.Budget != nil {
@@ -267,10 +278,7 @@ func (s *Session) Run(ctx context.Context, h Handler) error {
 	wg.Wait()
 	s.aheadWG.Wait() // the transport is closed: its read has returned
 	s.out.Close()    // what is left goes, and leaves the budget
-	if errors.Is(s.err, io.EOF) || errors.Is(s.err, net.ErrClosed) {
-		return nil
-	}
-	return s.err
+	return s.result()
 }
 
 // Close ends the session with the given reason (nil for a plain close).
@@ -288,6 +296,9 @@ func (s *Session) closeWith(err error) {
 	s.closeOnce.Do(func() {
 		s.err = err
 		s.end()
+		if s.direct != nil {
+			s.t.Close() // unblocks the read loop; it never blocks
+		}
 	})
 }
 
@@ -305,6 +316,9 @@ func (s *Session) send(f outbox.Frame, wake bool) error {
 	if s.isDone() {
 		return ErrClosed
 	}
+	if s.direct != nil {
+		return s.put(f)
+	}
 	var err error
 	if wake {
 		err = s.out.Send(f)
@@ -314,7 +328,7 @@ func (s *Session) send(f outbox.Frame, wake bool) error {
 	if errors.Is(err, outbox.ErrFull) {
 		// One frame is always taken into an empty outbox, however large
 		// (its size is bounded by max_message_bytes): only a backlog evicts.
-		s.log.Warn("evicting a client that stopped reading", "queued_bytes", s.out.Bytes(), "outbox_max", s.cfg.OutboxMax)
+		s.Logger().Warn("evicting a client that stopped reading", "queued_bytes", s.out.Bytes(), "outbox_max", s.cfg.OutboxMax)
 		s.closeWith(ErrSlowClient)
 		return ErrSlowClient
 	}
@@ -329,7 +343,7 @@ func (s *Session) send(f outbox.Frame, wake bool) error {
 // reaches its client with no goroutine handoff), else by the writer. Flush
 // never blocks.
 func (s *Session) Flush() {
-	if !s.isDone() {
+	if s.out != nil && !s.isDone() {
 		s.out.Flush()
 	}
 }
@@ -364,19 +378,7 @@ func (s *Session) Inflight() int { return int(s.inflight.Load()) }
 
 func (s *Session) readLoop(ctx context.Context, h Handler) error {
 	for {
-		// What the handler held back goes out before anything here can
-		// wait: the next read, or the wait for room, which the answers to
-		// those very requests may be what ends.
-		room := s.hasRoom()
-		if !room || s.ahead != nil || !s.t.Buffered() { // a read ahead owns the transport's buffer
-			h.Flush()
-		}
-		if !room {
-			if err := s.waitForRoom(ctx); err != nil {
-				return err
-			}
-		}
-		if err := h.WaitRoom(ctx); err != nil {
+		if err := s.readyToRead(ctx, h); err != nil {
 			return err
 		}
 		frame, tag, err := s.next(ctx)
@@ -384,7 +386,7 @@ func (s *Session) readLoop(ctx context.Context, h Handler) error {
 		var tooLarge *jsonrpc.TooLargeError
 		switch {
 		case errors.As(err, &tooLarge):
-			s.log.Warn("client sent a message over the size limit", "bytes", tooLarge.Size, "limit", tooLarge.Limit)
+			s.Logger().Warn("client sent a message over the size limit", "bytes", tooLarge.Size, "limit", tooLarge.Limit)
 			s.Reply(tooLarge.ID, tag, &jsonrpc.Error{
 				Code:    jsonrpc.CodeInvalidRequest,
 				Message: fmt.Sprintf("message of %d bytes is over the limit of %d", tooLarge.Size, tooLarge.Limit),
@@ -401,6 +403,28 @@ func (s *Session) readLoop(ctx context.Context, h Handler) error {
 	}
 }
 
+// readyToRead returns once the session may read its next frame; what the
+// handler held back goes out before anything here can wait: the next
+// read, or the wait for room, which the answers to those very requests
+// may be what ends. An unqueued transport with nothing at hand has no
+// frame to wait room for: its next read is its end.
+func (s *Session) readyToRead(ctx context.Context, h Handler) error {
+	room := s.hasRoom()
+	buffered := s.ahead == nil && s.t.Buffered() // a read ahead owns the transport's buffer
+	if !room || !buffered {
+		h.Flush()
+	}
+	if s.direct != nil && !buffered {
+		return nil
+	}
+	if !room {
+		if err := s.waitForRoom(ctx); err != nil {
+			return err
+		}
+	}
+	return h.WaitRoom(ctx)
+}
+
 // handle is the unit of failure: a panic while handling one message becomes
 // an internal error for that message, and the session reads its next one.
 func (s *Session) handle(h Handler, frame []byte, tag uint64) {
@@ -408,7 +432,7 @@ func (s *Session) handle(h Handler, frame []byte, tag uint64) {
 	answer := true // false for a notification or a response: they get no answer
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("panic while handling a message", "panic", p, "stack", string(debug.Stack()))
+			s.Logger().Error("panic while handling a message", "panic", p, "stack", string(debug.Stack()))
 			if answer {
 				s.Reply(id, tag, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error", Reason: jsonrpc.ReasonInternal})
 			}
@@ -424,7 +448,7 @@ func (s *Session) handle(h Handler, frame []byte, tag uint64) {
 	if err != nil {
 		var e *jsonrpc.Error
 		errors.As(err, &e)
-		s.log.Debug("client sent a malformed message", "error", err)
+		s.Logger().Debug("client sent a malformed message", "error", err)
 		s.Reply(m.ID, tag, e)
 		return
 	}
@@ -440,7 +464,7 @@ func (s *Session) handle(h Handler, frame []byte, tag uint64) {
 // fewer than MaxInflight requests are in flight.
 func (s *Session) waitForRoom(ctx context.Context) error {
 	for {
-		room := s.out.Room()
+		room := s.room()
 		below := isClosed(room)
 		if below && s.Inflight() < s.cfg.MaxInflight {
 			return nil
@@ -467,14 +491,14 @@ func (s *Session) awaitInflight(ctx context.Context) {
 	if n == 0 {
 		return
 	}
-	s.log.Debug("client half-closed; answering its requests in flight first", "inflight", n)
+	s.Logger().Debug("client half-closed; answering its requests in flight first", "inflight", n)
 	t := time.NewTimer(s.cfg.DrainTimeout)
 	defer t.Stop()
 	for s.Inflight() > 0 {
 		select {
 		case <-s.ended:
 		case <-t.C:
-			s.log.Warn("closing a half-closed session with requests still in flight", "inflight", s.Inflight(), "drain_timeout", s.cfg.DrainTimeout)
+			s.Logger().Warn("closing a half-closed session with requests still in flight", "inflight", s.Inflight(), "drain_timeout", s.cfg.DrainTimeout)
 			return
 		case <-s.done:
 			return
@@ -486,7 +510,15 @@ func (s *Session) awaitInflight(ctx context.Context) {
 
 // hasRoom reports whether the session may read another frame now.
 func (s *Session) hasRoom() bool {
-	return s.out.HasRoom() && s.Inflight() < s.cfg.MaxInflight
+	return (s.out == nil || s.out.HasRoom()) && s.Inflight() < s.cfg.MaxInflight
+}
+
+// room is closed while the outbox is at or below its high-water mark.
+func (s *Session) room() <-chan struct{} {
+	if s.out == nil {
+		return closedRoom
+	}
+	return s.out.Room()
 }
 
 func isClosed(c <-chan struct{}) bool {

@@ -38,8 +38,10 @@
 //     when it has been idle too long, when it is evicted to make room, or
 //     on Close;
 //   - the session of one 2026-07-28 request (Handler.serveOne), and of
-//     mcpmux's own tools/list, lives as long as its POST: the POST's
-//     handler ends it and waits for it (served.end) before it returns.
+//     mcpmux's own tools/list, runs on its POST's own goroutine, with no
+//     goroutine of its own: the session reads the request, then its
+//     transport (a oneShot, session.Unqueued) holds the POST, writing what
+//     the session sent, until the answer is complete or the client leaves.
 //
 // Two timers act on a session's state and nobody waits for them: each takes
 // the lock of what it acts on and acts only if that is still as it left it,

@@ -152,8 +152,7 @@ func stringAt(frame []byte, find func(...string) (jsonrpc.Span, bool), path ...s
 	if !ok || frame[s.Start] != '"' {
 		return "", false
 	}
-	var v string
-	return v, json.Unmarshal(frame[s.Start:s.End], &v) == nil
+	return jsonrpc.Unquote(frame[s.Start:s.End])
 }
 
 // postModern serves a POST of the 2026-07-28 binding.
@@ -162,7 +161,11 @@ func (h *Handler) postModern(rw http.ResponseWriter, r *http.Request, server str
 		h.refuse(rw, r, server, errNotAcceptable)
 		return
 	}
-	if f := h.checkModern(r, server, ep, b); f != nil {
+	var client string
+	if !b.batch {
+		client = clientOf(r, b.msg)
+	}
+	if f := h.checkModern(r, server, ep, b, client); f != nil {
 		h.refuse(rw, r, server, f)
 		return
 	}
@@ -193,8 +196,13 @@ func (h *Handler) postModern(rw http.ResponseWriter, r *http.Request, server str
 		defer release()
 	}
 	p := newReply(rw, r, h.cfg.WriteTimeout, b.msg.ID, listen)
-	served := h.serveOne(ep, b.frame, p.put, session.Peer{Transport: "http", Addr: r.RemoteAddr, OneRequest: true, Client: clientOf(r, b.msg)})
-	h.holdModern(r, server, p, served, ended)
+	peer := session.Peer{Transport: "http", Addr: r.RemoteAddr, OneRequest: true, Client: client}
+	max := oneShotMax
+	if listen {
+		max = listenMax
+	}
+	h.serveOne(ep, b.frame, p.put, peer, func(t *oneShot) { holdModern(r, p, t, ended) }, max)
+	h.endModern(r, server, p, ended)
 }
 
 // listenClient is the client a listen is counted to: the peer's address
@@ -225,12 +233,15 @@ func clientOf(r *http.Request, m *jsonrpc.Message) string {
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	return "peer " + host + " client " + strconv.Quote(name) + " " + strconv.Quote(version)
+	b := make([]byte, 0, 16+len(host)+len(name)+len(version)+8)
+	b = append(append(append(b, "peer "...), host...), " client "...)
+	b = append(strconv.AppendQuote(b, name), ' ')
+	return string(strconv.AppendQuote(b, version))
 }
 
 // checkModern runs the binding's checks of a POST: one message, its
-// envelope, its headers.
-func (h *Handler) checkModern(r *http.Request, server string, ep Endpoint, b *body) *refusal {
+// envelope, its headers (client is clientOf the request).
+func (h *Handler) checkModern(r *http.Request, server string, ep Endpoint, b *body, client string) *refusal {
 	switch {
 	case b.batch:
 		return refused(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, jsonrpc.ReasonBatchNotSupported, "2026-07-28 has no batches: send one request per POST")
@@ -247,7 +258,7 @@ func (h *Handler) checkModern(r *http.Request, server string, ep Endpoint, b *bo
 		return &refusal{status: http.StatusNotFound, id: b.msg.ID, err: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "initialize is not part of 2026-07-28: send the request itself, with its _meta envelope", Reason: jsonrpc.ReasonMethodNotFound}}
 	}
 	if b.msg.Method == "tools/call" {
-		return h.tools.checkParams(h, r, server, ep, b.msg)
+		return h.tools.checkParams(h, r, server, ep, b.msg, client)
 	}
 	return nil
 }
@@ -263,65 +274,72 @@ func (h *Handler) enterModern() bool {
 	return true
 }
 
-// serveOne serves frame on a session of its own, sending what comes back to
-// put. The session lasts until its end (served.end, which every caller
-// runs, and which waits for it) or the handler's; done is closed once it
-// has ended.
-func (h *Handler) serveOne(ep Endpoint, frame []byte, put func(outbox.Frame), peer session.Peer) *served {
+// serveOne serves frame on a session of its own, on the caller's
+// goroutine: hold, run once the request is handled, serves the POST
+// (delivering what the session sends to put) until it is done, and its
+// return ends the session. serveOne returns once the session has ended,
+// after a last delivery of what it sent.
+func (h *Handler) serveOne(ep Endpoint, frame []byte, put func(outbox.Frame), peer session.Peer, hold func(*oneShot), max int) {
 	t := newOneShot(frame, put)
-	s := &served{t: t, done: make(chan struct{})}
-	go func() { // owned by served.end, which every caller runs
-		defer close(s.done)
-		ep.Serve(h.ctx, t, peer)
-		t.Close()
-	}()
-	return s
-}
-
-// served is a request being served on a session of its own.
-type served struct {
-	t    *oneShot
-	done chan struct{}
-}
-
-// end closes the session (what is still in flight is cancelled at the
-// server) and waits for it.
-func (s *served) end() {
-	s.t.Close()
-	<-s.done
+	t.max = max
+	t.hold = func() { hold(t) }
+	ep.Serve(h.ctx, t, peer)
+	t.Close()
+	t.deliver()
 }
 
 // holdModern holds a modern POST until its answer is complete, the client
 // leaves, the session ends, or ended is closed (a listen the client's
-// newer ones ended); meanwhile the status waits up to holdStatus for the
-// first message, and an open SSE stream gets a keepalive now and then.
-func (h *Handler) holdModern(r *http.Request, server string, p *reply, s *served, ended <-chan struct{}) {
-	defer s.end()
-	hold := time.NewTimer(holdStatus)
-	defer hold.Stop()
-	tick := time.NewTicker(sseKeepalive)
-	defer tick.Stop()
+// newer ones ended); meanwhile it delivers what the session sends, the
+// status waits up to holdStatus for the first message, and an open SSE
+// stream gets a keepalive now and then.
+func holdModern(r *http.Request, p *reply, t *oneShot, ended <-chan struct{}) {
+	timer := time.NewTimer(holdStatus)
+	defer timer.Stop()
+	held := true // the status is being held: the timer's first run ends that
 	for {
 		select {
+		case <-t.wake:
+			t.deliver()
 		case <-p.finished:
 			return
 		case <-r.Context().Done():
 			return // the client left: the session's end cancels the request
-		case <-s.done:
-			f := errShuttingDown
-			p.refuse(f.status, f.err.WithServer(server))
+		case <-t.done:
 			return
 		case <-ended:
-			f := errListenEnded
-			h.log.Warn("ended a listen: "+f.err.Message, "peer", r.RemoteAddr, "server", Clip(server))
-			p.refuse(f.status, f.err.WithServer(server))
 			return
-		case <-hold.C:
-			p.start()
-		case <-tick.C:
-			p.keepalive()
+		case <-timer.C:
+			if held {
+				p.start()
+			} else {
+				p.keepalive()
+			}
+			held = false
+			timer.Reset(sseKeepalive)
 		}
 	}
+}
+
+// endModern ends a modern POST whose session has ended: a listen ended by
+// the client's newer ones says so, and any other request not answered was
+// cut short by mcpmux's shutdown.
+func (h *Handler) endModern(r *http.Request, server string, p *reply, ended <-chan struct{}) {
+	select {
+	case <-p.finished:
+		return
+	case <-r.Context().Done():
+		return
+	default:
+	}
+	f := errShuttingDown
+	select {
+	case <-ended:
+		f = errListenEnded
+		h.log.Warn("ended a listen: "+f.err.Message, "peer", r.RemoteAddr, "server", Clip(server))
+	default:
+	}
+	p.refuse(f.status, f.err.WithServer(server))
 }
 
 // errSessionless: GET and DELETE name an HTTP session of the 2025 binding;

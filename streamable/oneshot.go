@@ -1,30 +1,57 @@
 package streamable
 
 import (
+	"errors"
 	"net"
 	"sync"
 
 	"github.com/mcpmux/mcpmux/outbox"
+	"github.com/mcpmux/mcpmux/session"
 )
 
 // oneShotTag is the tag of the one request a oneShot carries.
 const oneShotTag = 1
 
+// oneShotMax bounds the bytes a oneShot holds that its POST has not
+// written yet: past it the client is not reading, and its session ends.
+// A listen's notifications are small and keep coming, so it holds less
+// (listenMax); these sessions have no outbox, so they are not counted in
+// the daemon's bound on queued bytes (session.Config.Budget).
+const (
+	oneShotMax = session.DefaultOutboxMax
+	listenMax  = session.DefaultOutboxHighWater
+)
+
+// errOneShotFull: the POST's client has not taken oneShotMax bytes.
+var errOneShotFull = errors.New("streamable: the client is not reading its response")
+
 // oneShot is the session.Transport of one request of the 2026-07-28
-// binding: ReadFrame gives the request once and then waits for Close; every
-// frame that comes back goes to put, which places it on the POST's
-// response (or, for mcpmux's own requests, keeps it).
+// binding, and a session.Unqueued one: the session has no outbox and no
+// writer, and runs on the goroutine serving the POST. ReadFrame gives the
+// request once; the second ReadFrame runs hold, which serves the POST
+// (delivering what the session sent, through deliver, to put) until it
+// is done or the session ends, and then ReadFrame reports the transport
+// closed, which ends the session.
 type oneShot struct {
 	frame []byte
-	taken bool // ReadFrame has given the frame; only the session's read goroutine reads it
+	taken bool // ReadFrame has given the frame; only the session's reader reads it
 
-	put       func(outbox.Frame) // called by the session's writer, one frame at a time
-	done      chan struct{}      // closed by Close
+	hold func() // run by the second ReadFrame
+	put  func(outbox.Frame)
+	max  int // oneShotMax, or listenMax
+
+	mu     sync.Mutex
+	queue  []outbox.Frame // sent, not yet delivered
+	queued int            // the bytes in queue
+	wake   chan struct{}  // 1-buffered: queue has frames
+	closed bool
+
+	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 }
 
 func newOneShot(frame []byte, put func(outbox.Frame)) *oneShot {
-	return &oneShot{frame: frame, put: put, done: make(chan struct{})}
+	return &oneShot{frame: frame, put: put, max: oneShotMax, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // ReadFrame implements session.Transport.
@@ -33,33 +60,74 @@ func (t *oneShot) ReadFrame() ([]byte, uint64, error) {
 		t.taken = true
 		return t.frame, oneShotTag, nil
 	}
-	<-t.done
+	if t.hold != nil {
+		t.hold()
+	} else {
+		<-t.done
+	}
 	return nil, 0, net.ErrClosed
 }
 
 // Buffered implements session.Transport: only the request is ever at hand.
 func (t *oneShot) Buffered() bool { return !t.taken }
 
-// WriteFrames implements session.Transport.
-func (t *oneShot) WriteFrames(frames []outbox.Frame) error {
-	for _, f := range frames {
-		select {
-		case <-t.done:
-			return net.ErrClosed
-		default:
-		}
-		t.put(f)
+// Put implements session.Unqueued: the frame waits for deliver.
+func (t *oneShot) Put(f outbox.Frame) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.closed:
+		return net.ErrClosed
+	case t.queued > 0 && t.queued+len(f.Data) > t.max:
+		return errOneShotFull
+	}
+	t.queue = append(t.queue, f)
+	t.queued += len(f.Data)
+	select {
+	case t.wake <- struct{}{}:
+	default:
 	}
 	return nil
 }
 
-// TryWrite implements session.Transport: the writes may block, so they are
-// left to the session's writer.
+// deliver hands what was sent to put, in order, on the caller's goroutine.
+func (t *oneShot) deliver() {
+	for _, f := range t.take() {
+		t.put(f)
+	}
+}
+
+func (t *oneShot) take() []outbox.Frame {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := t.queue
+	t.queue, t.queued = nil, 0
+	return q
+}
+
+// WriteFrames implements session.Transport: a refusal written before the
+// session runs waits for deliver like any frame.
+func (t *oneShot) WriteFrames(frames []outbox.Frame) error {
+	for _, f := range frames {
+		if err := t.Put(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TryWrite implements session.Transport; an unqueued session never calls it.
 func (t *oneShot) TryWrite([]outbox.Frame) (ok, more bool) { return false, false }
 
 // Close implements session.Transport: the session ends, and with it what
-// the request left in flight (the router cancels it at the server).
+// the request left in flight (the router cancels it at the server). What
+// was sent and not delivered stays for a last deliver.
 func (t *oneShot) Close() error {
-	t.closeOnce.Do(func() { close(t.done) })
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.closed = true
+		close(t.done)
+	})
 	return nil
 }

@@ -81,8 +81,8 @@ func Accepts(r *http.Request, typ string) bool {
 	major, _, _ := strings.Cut(typ, "/")
 	for _, h := range r.Header.Values("Accept") {
 		for part := range strings.SplitSeq(h, ",") {
-			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil {
+			mt, ok := mediaType(part)
+			if !ok {
 				continue
 			}
 			if mt == typ || mt == "*/*" || mt == major+"/*" {
@@ -91,4 +91,17 @@ func Accepts(r *http.Request, typ string) bool {
 		}
 	}
 	return false
+}
+
+// mediaType is the media type of one member of an Accept header, lower
+// case and without parameters; a bare type, the common case, is read
+// without mime.ParseMediaType.
+func mediaType(part string) (string, bool) {
+	mt := strings.TrimSpace(part)
+	if strings.ContainsAny(mt, "; \t") {
+		var err error
+		mt, _, err = mime.ParseMediaType(mt)
+		return mt, err == nil
+	}
+	return strings.ToLower(mt), mt != ""
 }

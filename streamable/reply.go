@@ -3,6 +3,7 @@ package streamable
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -165,15 +166,16 @@ func (p *reply) endLocked() {
 // its code (the request's own failures are 400, an unknown method 404);
 // other errors are the request's answer, under 200.
 func statusOf(data []byte) int {
-	m, err := jsonrpc.Parse(data)
-	if err != nil || m.Kind != jsonrpc.KindError {
+	// data is a frame mcpmux sends, valid JSON: read in place.
+	s, ok := jsonrpc.FindPath(data, "error", "code")
+	if !ok {
 		return http.StatusOK
 	}
-	var e struct {
-		Code int `json:"code"`
+	code, err := strconv.Atoi(string(data[s.Start:s.End]))
+	if err != nil {
+		return http.StatusOK
 	}
-	json.Unmarshal(m.Error, &e)
-	switch e.Code {
+	switch code {
 	case jsonrpc.CodeMethodNotFound:
 		return http.StatusNotFound
 	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeInvalidParams,

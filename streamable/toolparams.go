@@ -86,10 +86,11 @@ func (c *toolCache) headersOf(h *Handler, server string, ep Endpoint, tool, clie
 }
 
 // checkParams checks the Mcp-Param headers of a tools/call against its
-// arguments, for the parameters the tool's schema marks.
-func (c *toolCache) checkParams(h *Handler, r *http.Request, server string, ep Endpoint, m *jsonrpc.Message) *refusal {
+// arguments, for the parameters the tool's schema marks (client is
+// clientOf the request).
+func (c *toolCache) checkParams(h *Handler, r *http.Request, server string, ep Endpoint, m *jsonrpc.Message, client string) *refusal {
 	tool, _ := stringAt(m.Frame, m.ParamsPath, "name")
-	phs, _ := c.headersOf(h, server, ep, tool, clientOf(r, m))
+	phs, _ := c.headersOf(h, server, ep, tool, client)
 	var args json.RawMessage
 	if s, ok := m.ParamsPath("arguments"); ok {
 		args = m.Frame[s.Start:s.End]
@@ -197,29 +198,36 @@ func (h *Handler) toolsPage(ep Endpoint, cursor, client string) (toolsPageResult
 		return toolsPageResult{}, false
 	}
 	defer h.active.Done()
-	answer := make(chan []byte, 1)
-	s := h.serveOne(ep, frame, func(f outbox.Frame) {
-		if f.Tag == oneShotTag && f.Last {
+	var answer []byte
+	put := func(f outbox.Frame) {
+		if f.Tag == oneShotTag && f.Last && answer == nil {
+			answer = f.Data
+		}
+	}
+	peer := session.Peer{Transport: "http", Addr: "mcpmux (tool definitions)", OneRequest: true, Client: client}
+	h.serveOne(ep, frame, put, peer, func(t *oneShot) {
+		wait := time.NewTimer(toolsWait)
+		defer wait.Stop()
+		for answer == nil {
 			select {
-			case answer <- f.Data:
-			default:
+			case <-t.wake:
+				t.deliver()
+			case <-t.done:
+				return
+			case <-wait.C:
+				return
+			case <-h.ctx.Done():
+				return
 			}
 		}
-	}, session.Peer{Transport: "http", Addr: "mcpmux (tool definitions)", OneRequest: true, Client: client})
-	defer s.end()
-	wait := time.NewTimer(toolsWait)
-	defer wait.Stop()
+	}, oneShotMax)
 	var page toolsPageResult
-	select {
-	case data := <-answer:
-		m, err := jsonrpc.Parse(data)
-		ok := err == nil && m.Kind == jsonrpc.KindResult && json.Unmarshal(m.Result, &page) == nil
-		return page, ok
-	case <-s.done:
-	case <-wait.C:
-	case <-h.ctx.Done():
+	if answer == nil {
+		return page, false
 	}
-	return page, false
+	m, err := jsonrpc.Parse(answer)
+	ok := err == nil && m.Kind == jsonrpc.KindResult && json.Unmarshal(m.Result, &page) == nil
+	return page, ok
 }
 
 // schemaNode is the part of a JSON schema that marks parameter headers.
