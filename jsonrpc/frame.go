@@ -48,6 +48,8 @@ type Reader struct {
 	small *bufio.Reader // the Reader's own buffer
 	src   io.Reader
 	limit int
+	// checked: the frame the last Read returned was checked as it was read
+	checked bool
 }
 
 // NewReader returns a Reader that refuses frames longer than limit bytes.
@@ -125,61 +127,103 @@ func (r *Reader) Read() ([]byte, error) {
 
 func (r *Reader) readLine() ([]byte, error) {
 	var (
-		frags [][]byte // copies of the buffer-fulls of a long line
-		n     int      // their bytes
-		size  int64
-		scan  *idScanner
+		l    longLine
+		size int64
 	)
 	r.shrink()
+	r.checked = false
 	for {
 		chunk, err := r.br.ReadSlice('\n')
 		size += int64(len(chunk))
-		if scan == nil && n+len(chunk)-2 > r.limit { // room for "\r\n"; no overflow at math.MaxInt
-			scan = new(idScanner)
-			for _, f := range frags {
-				scan.feed(f)
-				putFrag(f)
-			}
-			frags, n = nil, 0
-		}
-		if scan != nil {
-			scan.feed(chunk)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if scan == nil {
-				// ReadSlice's buffer is reused: keep a copy. The line is
-				// put together once, at its end, so a 10 MB line is
-				// copied twice, not once per growth of one slice.
-				frags = append(frags, getFrag(chunk))
-				n += len(chunk)
-			}
+		full := errors.Is(err, bufio.ErrBufferFull)
+		l.take(chunk, r.limit, full)
+		if full {
 			r.grow()
 			continue
 		}
 		if err != nil && !(errors.Is(err, io.EOF) && size > 0) {
+			l.drop()
 			return nil, err
 		}
-		if scan != nil {
-			return nil, &TooLargeError{Size: size - int64(scan.eol()), Limit: r.limit, ID: scan.id()}
+		if l.scan != nil {
+			return nil, &TooLargeError{Size: size - int64(l.scan.eol()), Limit: r.limit, ID: l.scan.id()}
 		}
-		var frame []byte
-		if frags == nil {
-			frame = append(make([]byte, 0, len(chunk)), chunk...)
-		} else {
-			// bytes.Join does not clear the memory it fills.
-			frame = bytes.Join(append(frags, chunk), nil)
-			for _, f := range frags {
-				putFrag(f)
-			}
-		}
-		frame = trimEOL(frame)
+		frame := trimEOL(l.join(chunk))
 		if len(frame) > r.limit { // over the limit by its last byte or two
-			scan = new(idScanner)
+			scan := new(idScanner)
 			scan.feed(frame)
 			return nil, &TooLargeError{Size: int64(len(frame)), Limit: r.limit, ID: scan.id()}
 		}
+		r.checked = l.check != nil && l.check.valid()
 		return frame, nil
 	}
+}
+
+// Checked reports whether the frame the last Read returned was checked as
+// it was read, and found valid UTF-8 JSON: a frame of more than 64 KiB is
+// checked a buffer-full at a time, while those bytes are in the cache, and
+// ParseChecked then parses it without a second pass. When Checked is false
+// the frame is unchecked (or invalid): Parse it.
+func (r *Reader) Checked() bool { return r.checked }
+
+// longLine is a line being read in more than one piece.
+type longLine struct {
+	frags [][]byte // copies of the buffer-fulls of a long line
+	n     int      // their bytes
+	check *checker // past largeFrame bytes: the line, checked as it is read
+	scan  *idScanner
+}
+
+// take adds a piece of the line; more: it is not the last. Past the limit
+// the line is only scanned for its id; past largeFrame it is checked.
+func (l *longLine) take(chunk []byte, limit int, more bool) {
+	if l.scan == nil && l.n+len(chunk)-2 > limit { // room for "\r\n"; no overflow at math.MaxInt
+		l.scan = new(idScanner)
+		for _, f := range l.frags {
+			l.scan.feed(f)
+		}
+		l.drop()
+		l.check = nil
+	}
+	if l.scan != nil {
+		l.scan.feed(chunk)
+		return
+	}
+	if l.check == nil && l.n+len(chunk) > largeFrame {
+		l.check = new(checker)
+		for _, f := range l.frags {
+			l.check.feed(f)
+		}
+	}
+	if l.check != nil {
+		l.check.feed(chunk)
+	}
+	if more {
+		// ReadSlice's buffer is reused: keep a copy. The line is put
+		// together once, at its end, so a 10 MB line is copied twice, not
+		// once per growth of one slice.
+		l.frags = append(l.frags, getFrag(chunk))
+		l.n += len(chunk)
+	}
+}
+
+// join puts the line together, last the final piece, in a slice of its own.
+func (l *longLine) join(last []byte) []byte {
+	if l.frags == nil {
+		return append(make([]byte, 0, len(last)), last...)
+	}
+	// bytes.Join does not clear the memory it fills.
+	frame := bytes.Join(append(l.frags, last), nil)
+	l.drop()
+	return frame
+}
+
+// drop gives the copies back to the pool.
+func (l *longLine) drop() {
+	for _, f := range l.frags {
+		putFrag(f)
+	}
+	l.frags, l.n = nil, 0
 }
 
 // fragPool recycles the copies of buffer-fulls that long lines are

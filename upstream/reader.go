@@ -48,7 +48,7 @@ func (p *Process) readFrames() (flood bool) {
 		if err != nil {
 			return false // io.EOF, or the pipe closed under us after the reap
 		}
-		m, err := jsonrpc.Parse(frame)
+		m, err := parse(r, frame)
 		if err == nil {
 			junk, banner = 0, 0
 			p.h.HandleMessage(m)
@@ -79,6 +79,15 @@ func (p *Process) readFrames() (flood bool) {
 			return true
 		}
 	}
+}
+
+// parse parses a frame that r just read, without checking again what r
+// checked as it read it (a large frame, checked a buffer-full at a time).
+func parse(r *jsonrpc.Reader, frame []byte) (*jsonrpc.Message, error) {
+	if r.Checked() {
+		return jsonrpc.ParseChecked(frame)
+	}
+	return jsonrpc.Parse(frame)
 }
 
 // preview is the start of a junk line, made safe to log.
