@@ -79,3 +79,29 @@ func BenchmarkReadParse10MB(b *testing.B) {
 		})
 	}
 }
+
+// TestReaderRecycledFrames: large frames read one after another, each
+// recycled once used, come out byte-exact, whichever buffer they land in:
+// a smaller one after a larger, a larger one that must outgrow a recycled
+// buffer, and frames that leave their buffer through ReplaceID's shift.
+func TestReaderRecycledFrames(t *testing.T) {
+	var frames []string
+	for i, n := range []int{2 << 20, 100 << 10, 3 << 20, 70 << 10, 3 << 20} {
+		frames = append(frames, strings.Replace(string(callResult(n)), `"id":41`, `"id":`+strings.Repeat("7", i+1), 1))
+	}
+	in := strings.Join(frames, "\n") + "\n"
+	for _, size := range []int{512, 256 << 10} {
+		r := jsonrpc.NewReaderSize(iotest.HalfReader(strings.NewReader(in)), 16<<20, size)
+		for i, want := range frames {
+			frame, err := r.Read()
+			require.NoError(t, err, "frame %d", i)
+			require.Equal(t, want, string(frame), "frame %d, buffer %d", i, size)
+			require.True(t, r.Checked(), "frame %d", i)
+			m, err := jsonrpc.ParseChecked(frame)
+			require.NoError(t, err, "frame %d", i)
+			out := m.ReplaceID([]byte(`"a"`))
+			assert.Equal(t, strings.Replace(want, `"id":`+strings.Repeat("7", i+1), `"id":"a"`, 1), string(out), "frame %d rewritten", i)
+			jsonrpc.Recycle(frame)
+		}
+	}
+}

@@ -152,6 +152,7 @@ func (r *Reader) readLine() ([]byte, error) {
 		if len(frame) > r.limit { // over the limit by its last byte or two
 			scan := new(idScanner)
 			scan.feed(frame)
+			Recycle(frame)
 			return nil, &TooLargeError{Size: int64(len(frame)), Limit: r.limit, ID: scan.id()}
 		}
 		r.checked = l.check != nil && l.check.valid()
@@ -168,48 +169,75 @@ func (r *Reader) Checked() bool { return r.checked }
 
 // longLine is a line being read in more than one piece.
 type longLine struct {
-	frags [][]byte // copies of the buffer-fulls of a long line
+	frags [][]byte // copies of the first buffer-fulls of a long line
 	n     int      // their bytes
-	check *checker // past largeFrame bytes: the line, checked as it is read
-	scan  *idScanner
+	// Past largeFrame bytes: the line goes on in one buffer, from
+	// framePool, and is checked as it is read.
+	big   *bytes.Buffer
+	check *checker
+	scan  *idScanner // past the limit: the line is skipped, its id looked for
 }
 
 // take adds a piece of the line; more: it is not the last. Past the limit
-// the line is only scanned for its id; past largeFrame it is checked.
+// the line is only scanned for its id; past largeFrame it is gathered in
+// one pooled buffer and checked.
 func (l *longLine) take(chunk []byte, limit int, more bool) {
-	if l.scan == nil && l.n+len(chunk)-2 > limit { // room for "\r\n"; no overflow at math.MaxInt
+	if l.scan == nil && l.size()+len(chunk)-2 > limit { // room for "\r\n"; no overflow at math.MaxInt
 		l.scan = new(idScanner)
-		for _, f := range l.frags {
-			l.scan.feed(f)
-		}
+		l.each(l.scan.feed)
 		l.drop()
-		l.check = nil
 	}
-	if l.scan != nil {
+	switch {
+	case l.scan != nil:
 		l.scan.feed(chunk)
 		return
-	}
-	if l.check == nil && l.n+len(chunk) > largeFrame {
-		l.check = new(checker)
+	case l.big == nil && l.n+len(chunk) > largeFrame:
+		l.check, l.big = new(checker), getFrameBuffer()
+		l.each(l.check.feed)
 		for _, f := range l.frags {
-			l.check.feed(f)
+			l.big.Write(f)
+			putFrag(f)
 		}
+		l.frags, l.n = nil, 0
 	}
-	if l.check != nil {
+	switch {
+	case l.big != nil:
 		l.check.feed(chunk)
-	}
-	if more {
+		if more {
+			l.big.Write(chunk)
+		}
+	case more:
 		// ReadSlice's buffer is reused: keep a copy. The line is put
-		// together once, at its end, so a 10 MB line is copied twice, not
-		// once per growth of one slice.
+		// together once, at its end, not once per growth of one slice.
 		l.frags = append(l.frags, getFrag(chunk))
 		l.n += len(chunk)
 	}
 }
 
+func (l *longLine) size() int {
+	if l.big != nil {
+		return l.big.Len()
+	}
+	return l.n
+}
+
+// each calls fn with what the line holds so far.
+func (l *longLine) each(fn func([]byte)) {
+	if l.big != nil {
+		fn(l.big.Bytes())
+	}
+	for _, f := range l.frags {
+		fn(f)
+	}
+}
+
 // join puts the line together, last the final piece, in a slice of its own.
 func (l *longLine) join(last []byte) []byte {
-	if l.frags == nil {
+	switch {
+	case l.big != nil:
+		l.big.Write(last)
+		return l.big.Bytes()
+	case l.frags == nil:
 		return append(make([]byte, 0, len(last)), last...)
 	}
 	// bytes.Join does not clear the memory it fills.
@@ -223,7 +251,35 @@ func (l *longLine) drop() {
 	for _, f := range l.frags {
 		putFrag(f)
 	}
-	l.frags, l.n = nil, 0
+	if l.big != nil {
+		Recycle(l.big.Bytes())
+	}
+	l.frags, l.n, l.big, l.check = nil, 0, nil, nil
+}
+
+// framePool recycles the buffers that frames of more than largeFrame bytes
+// are read into: Recycle gives them back.
+var framePool sync.Pool // of *[]byte
+
+func getFrameBuffer() *bytes.Buffer {
+	if p, ok := framePool.Get().(*[]byte); ok {
+		return bytes.NewBuffer((*p)[:0])
+	}
+	return new(bytes.Buffer) // it grows without clearing what it will fill
+}
+
+// Recycle gives back the buffer of a frame that Read returned, once
+// nothing refers to any of its bytes any more (nor ever will): the next
+// large frame is read into it, without the page faults and the garbage of
+// a fresh buffer of megabytes. frame must start where the frame Read
+// returned started; its length does not matter. A frame of at most 64 KiB
+// is left to the garbage collector, and so is any frame never recycled.
+func Recycle(frame []byte) {
+	if cap(frame) <= largeFrame {
+		return
+	}
+	b := frame[:0]
+	framePool.Put(&b)
 }
 
 // fragPool recycles the copies of buffer-fulls that long lines are
