@@ -167,65 +167,78 @@ func (r *Reader) readLine() ([]byte, error) {
 // the frame is unchecked (or invalid): Parse it.
 func (r *Reader) Checked() bool { return r.checked }
 
-// longLine is a line being read in more than one piece.
+// longLine is a line being read in more than one piece. Past largeFrame
+// bytes it is checked as it is read, and gathered in a buffer from
+// framePool while that has room, then in pooled fragments; its end puts it
+// together: in the pooled buffer when the whole line fits (one copy in
+// all), else in one of exactly its size. It never grows a buffer by
+// doubling, which would leave a trail of garbage as large again.
 type longLine struct {
-	frags [][]byte // copies of the first buffer-fulls of a long line
-	n     int      // their bytes
-	// Past largeFrame bytes: the line goes on in one buffer, from
-	// framePool, and is checked as it is read.
-	big   *bytes.Buffer
+	big   []byte   // a pooled buffer, holding the line's first bytes
+	frags [][]byte // copies of the buffer-fulls after those
+	n     int      // bytes in frags
 	check *checker
 	scan  *idScanner // past the limit: the line is skipped, its id looked for
 }
 
 // take adds a piece of the line; more: it is not the last. Past the limit
-// the line is only scanned for its id; past largeFrame it is gathered in
-// one pooled buffer and checked.
+// the line is only scanned for its id.
 func (l *longLine) take(chunk []byte, limit int, more bool) {
-	if l.scan == nil && l.size()+len(chunk)-2 > limit { // room for "\r\n"; no overflow at math.MaxInt
+	if l.scan == nil && len(l.big)+l.n+len(chunk)-2 > limit { // room for "\r\n"; no overflow at math.MaxInt
 		l.scan = new(idScanner)
 		l.each(l.scan.feed)
 		l.drop()
 	}
-	switch {
-	case l.scan != nil:
+	if l.scan != nil {
 		l.scan.feed(chunk)
 		return
-	case l.big == nil && l.n+len(chunk) > largeFrame:
-		l.check, l.big = new(checker), getFrameBuffer()
+	}
+	if l.check == nil && l.n+len(chunk) > largeFrame {
+		l.check = new(checker)
 		l.each(l.check.feed)
-		for _, f := range l.frags {
-			l.big.Write(f)
-			putFrag(f)
-		}
-		l.frags, l.n = nil, 0
+		l.takeBuffer()
+	}
+	if l.check != nil {
+		l.check.feed(chunk)
 	}
 	switch {
-	case l.big != nil:
-		l.check.feed(chunk)
-		if more {
-			l.big.Write(chunk)
-		}
-	case more:
-		// ReadSlice's buffer is reused: keep a copy. The line is put
-		// together once, at its end, not once per growth of one slice.
+	case !more:
+	case l.fits(len(chunk)):
+		l.big = append(l.big, chunk...)
+	default:
+		// ReadSlice's buffer is reused: keep a copy.
 		l.frags = append(l.frags, getFrag(chunk))
 		l.n += len(chunk)
 	}
 }
 
-func (l *longLine) size() int {
-	if l.big != nil {
-		return l.big.Len()
+// takeBuffer takes a pooled buffer for the line, and moves into it the
+// fragments read so far when they fit.
+func (l *longLine) takeBuffer() {
+	p, ok := framePool.Get().(*[]byte)
+	if !ok {
+		return
 	}
-	return l.n
+	l.big = (*p)[:0]
+	if !l.fits(l.n) {
+		return
+	}
+	for _, f := range l.frags {
+		l.big = append(l.big, f...)
+		putFrag(f)
+	}
+	l.frags, l.n = nil, 0
 }
 
-// each calls fn with what the line holds so far.
+// fits reports whether n more bytes go into the pooled buffer: there is
+// one, nothing went past it yet, and it has room.
+func (l *longLine) fits(n int) bool {
+	return l.big != nil && l.frags == nil && len(l.big)+n <= cap(l.big)
+}
+
+// each calls fn with what the line holds so far, in order.
 func (l *longLine) each(fn func([]byte)) {
-	if l.big != nil {
-		fn(l.big.Bytes())
-	}
+	fn(l.big)
 	for _, f := range l.frags {
 		fn(f)
 	}
@@ -233,40 +246,33 @@ func (l *longLine) each(fn func([]byte)) {
 
 // join puts the line together, last the final piece, in a slice of its own.
 func (l *longLine) join(last []byte) []byte {
-	switch {
-	case l.big != nil:
-		l.big.Write(last)
-		return l.big.Bytes()
-	case l.frags == nil:
+	if l.fits(len(last)) {
+		return append(l.big, last...)
+	}
+	if l.big == nil && l.frags == nil {
 		return append(make([]byte, 0, len(last)), last...)
 	}
 	// bytes.Join does not clear the memory it fills.
-	frame := bytes.Join(append(l.frags, last), nil)
+	parts := append(append([][]byte{l.big}, l.frags...), last)
+	frame := bytes.Join(parts, nil)
 	l.drop()
 	return frame
 }
 
-// drop gives the copies back to the pool.
+// drop gives the fragments and the pooled buffer back.
 func (l *longLine) drop() {
 	for _, f := range l.frags {
 		putFrag(f)
 	}
 	if l.big != nil {
-		Recycle(l.big.Bytes())
+		Recycle(l.big)
 	}
-	l.frags, l.n, l.big, l.check = nil, 0, nil, nil
+	l.big, l.frags, l.n = nil, nil, 0
 }
 
 // framePool recycles the buffers that frames of more than largeFrame bytes
-// are read into: Recycle gives them back.
+// are put together in: Recycle gives them back.
 var framePool sync.Pool // of *[]byte
-
-func getFrameBuffer() *bytes.Buffer {
-	if p, ok := framePool.Get().(*[]byte); ok {
-		return bytes.NewBuffer((*p)[:0])
-	}
-	return new(bytes.Buffer) // it grows without clearing what it will fill
-}
 
 // Recycle gives back the buffer of a frame that Read returned, once
 // nothing refers to any of its bytes any more (nor ever will): the next

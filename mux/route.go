@@ -154,7 +154,7 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		h.cfg.Taps.tellAnswer(taps, h.cfg.Name, c, "down", r, upID(up), m.Kind == jsonrpc.KindError, m.Frame)
 	}
 	shown, m := shownAndSeen(h.view.load(), r, d, m)
-	release := recycler(r, d, shown, m, taps)
+	release := u.recycler(r, d, shown, m, taps)
 	frame, taken := u.answerFrame(c, up, r, d, shown)
 	if taken {
 		return // the bridge took the request on
@@ -174,12 +174,18 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 
 // recycler is the Release of a plain answer's frame: one that nothing but
 // its session's outbox will refer to once routed (no tap saw it, no bridge,
-// view, batch or task bookkeeping kept a piece of it), so that its buffer,
-// the reader's, can be reused once the session's writer is done with it.
-// Only large frames come from a pool (jsonrpc.Recycle); others get nil.
-func recycler(r idmap.Route, d *routeData, shown, seen *jsonrpc.Message, taps []*Tap) func() {
-	if d != nil || r.Task || taps != nil || shown != seen || seen.Kind != jsonrpc.KindResult || len(seen.Frame) <= recycleMin {
+// view, batch, listen or task bookkeeping kept a piece of it), so that its
+// buffer, the reader's, can be reused once the session's writer is done
+// with it. Only large frames come from a pool (jsonrpc.Recycle); others,
+// and answers that are not plain, get nil.
+func (u *upstreamHandler) recycler(r idmap.Route, d *routeData, shown, seen *jsonrpc.Message, taps []*Tap) func() {
+	if r.Task || taps != nil || shown != seen || seen.Kind != jsonrpc.KindResult || len(seen.Frame) <= recycleMin {
 		return nil
+	}
+	if d != nil {
+		if _, ok := u.h.bridgeOf(d.pair).(plain); !ok || d.batch != nil || d.after != nil || d.listen || d.retry != nil || d.modern != nil {
+			return nil
+		}
 	}
 	frame := seen.Frame
 	return func() { jsonrpc.Recycle(frame) }
