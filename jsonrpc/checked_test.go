@@ -12,7 +12,7 @@ import (
 )
 
 // TestReaderChecksLargeFrames: a frame over 64 KiB is checked as it is
-// read, however the reads cut it; ParseChecked then gives what Parse gives.
+// read by a Reader told to (a server's), however the reads cut it; ParseChecked then gives what Parse gives.
 // An invalid large frame is not Checked, and Parse refuses it as before; a
 // small frame is left to Parse.
 func TestReaderChecksLargeFrames(t *testing.T) {
@@ -31,8 +31,15 @@ func TestReaderChecksLargeFrames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, size := range []int{512, 256 << 10} {
+			plain := jsonrpc.NewReaderSize(strings.NewReader(tt.frame+"\n"), 16<<20, size)
+			frame, err := plain.Read()
+			require.NoError(t, err, tt.name)
+			assert.Equal(t, tt.frame, string(frame), "%s: the frame as sent, read by a Reader that does not check", tt.name)
+			assert.False(t, plain.Checked(), "%s: a Reader that does not check", tt.name)
+
 			r := jsonrpc.NewReaderSize(iotest.HalfReader(strings.NewReader(tt.frame+"\r\n"+small+"\n")), 16<<20, size)
-			frame, err := r.Read()
+			r.CheckLargeFrames()
+			frame, err = r.Read()
 			require.NoError(t, err, tt.name)
 			assert.Equal(t, tt.frame, string(frame), "%s: the frame as sent", tt.name)
 			assert.Equal(t, tt.checked, r.Checked(), "%s, buffer %d: Checked", tt.name, size)
@@ -60,6 +67,7 @@ func BenchmarkReadParse10MB(b *testing.B) {
 	for _, trust := range []bool{false, true} {
 		b.Run(map[bool]string{false: "parse", true: "checked"}[trust], func(b *testing.B) {
 			r := jsonrpc.NewReaderSize(&loopReader{buf: line}, 16<<20, 256<<10)
+			r.CheckLargeFrames()
 			b.SetBytes(int64(len(line)))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -92,6 +100,7 @@ func TestReaderRecycledFrames(t *testing.T) {
 	in := strings.Join(frames, "\n") + "\n"
 	for _, size := range []int{512, 256 << 10} {
 		r := jsonrpc.NewReaderSize(iotest.HalfReader(strings.NewReader(in)), 16<<20, size)
+		r.CheckLargeFrames()
 		for i, want := range frames {
 			frame, err := r.Read()
 			require.NoError(t, err, "frame %d", i)

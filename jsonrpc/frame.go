@@ -48,9 +48,16 @@ type Reader struct {
 	small *bufio.Reader // the Reader's own buffer
 	src   io.Reader
 	limit int
-	// checked: the frame the last Read returned was checked as it was read
-	checked bool
+	large   bool // frames over largeFrame are checked as read, in pooled buffers
+	checked bool // the frame the last Read returned was checked as it was read
 }
+
+// CheckLargeFrames makes the Reader check each frame of more than 64 KiB
+// as it reads it (Checked) and put it together in a pooled buffer
+// (Recycle). A server's stdout reader does: its frames are answers, each
+// parsed once and, when plain, given back once written. Other readers put
+// large frames together in buffers of their own, and Parse checks them.
+func (r *Reader) CheckLargeFrames() { r.large = true }
 
 // NewReader returns a Reader that refuses frames longer than limit bytes.
 // Its buffer is small, for readers that a daemon holds by the thousand.
@@ -136,7 +143,7 @@ func (r *Reader) readLine() ([]byte, error) {
 		chunk, err := r.br.ReadSlice('\n')
 		size += int64(len(chunk))
 		full := errors.Is(err, bufio.ErrBufferFull)
-		l.take(chunk, r.limit, full)
+		l.take(chunk, r.limit, full, r.large)
 		if full {
 			r.grow()
 			continue
@@ -182,8 +189,9 @@ type longLine struct {
 }
 
 // take adds a piece of the line; more: it is not the last. Past the limit
-// the line is only scanned for its id.
-func (l *longLine) take(chunk []byte, limit int, more bool) {
+// the line is only scanned for its id; past largeFrame, if large, it is
+// checked and goes into a pooled buffer.
+func (l *longLine) take(chunk []byte, limit int, more, large bool) {
 	if l.scan == nil && len(l.big)+l.n+len(chunk)-2 > limit { // room for "\r\n"; no overflow at math.MaxInt
 		l.scan = new(idScanner)
 		l.each(l.scan.feed)
@@ -193,7 +201,7 @@ func (l *longLine) take(chunk []byte, limit int, more bool) {
 		l.scan.feed(chunk)
 		return
 	}
-	if l.check == nil && l.n+len(chunk) > largeFrame {
+	if large && l.check == nil && l.n+len(chunk) > largeFrame {
 		l.check = new(checker)
 		l.each(l.check.feed)
 		l.takeBuffer()

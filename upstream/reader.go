@@ -27,6 +27,7 @@ func (p *Process) readLoop() {
 // whether it stopped because of a junk flood (the process is then killed).
 func (p *Process) readFrames() (flood bool) {
 	r := jsonrpc.NewReaderSize(p.stdout, p.cfg.MaxMessageBytes, stdoutBufferSize)
+	r.CheckLargeFrames()
 	// Whatever ends the reading (EOF, a junk flood), what the handler held
 	// back goes out.
 	defer p.h.Flush()
