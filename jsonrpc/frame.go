@@ -44,10 +44,10 @@ func (e *TooLargeError) Error() string {
 
 // Reader reads newline-delimited frames.
 type Reader struct {
-	br    *bufio.Reader // small, or grown while a large frame is read
-	small *bufio.Reader // the Reader's own buffer
-	src   io.Reader
-	limit int
+	br      *bufio.Reader // small, or grown while a large frame is read
+	small   *bufio.Reader // the Reader's own buffer
+	src     io.Reader
+	limit   int
 	large   bool // frames over largeFrame are checked as read, in pooled buffers
 	checked bool // the frame the last Read returned was checked as it was read
 }
