@@ -10,4 +10,9 @@
 // read a different id, method or kind out of the same bytes: the whole frame
 // must be valid UTF-8 JSON, and each reserved member may appear only once and
 // only in its exact spelling.
+//
+// A frame of more than 64 KiB is checked as it is read, a buffer-full at a
+// time (Reader.Checked, ParseChecked), and put together in a pooled buffer
+// that its last user gives back with Recycle; a frame never recycled is
+// the garbage collector's, like any other.
 package jsonrpc

@@ -44,11 +44,20 @@ func (e *TooLargeError) Error() string {
 
 // Reader reads newline-delimited frames.
 type Reader struct {
-	br    *bufio.Reader // small, or grown while a large frame is read
-	small *bufio.Reader // the Reader's own buffer
-	src   io.Reader
-	limit int
+	br      *bufio.Reader // small, or grown while a large frame is read
+	small   *bufio.Reader // the Reader's own buffer
+	src     io.Reader
+	limit   int
+	large   bool // frames over largeFrame are checked as read, in pooled buffers
+	checked bool // the frame the last Read returned was checked as it was read
 }
+
+// CheckLargeFrames makes the Reader check each frame of more than 64 KiB
+// as it reads it (Checked) and put it together in a pooled buffer
+// (Recycle). A server's stdout reader does: its frames are answers, each
+// parsed once and, when plain, given back once written. Other readers put
+// large frames together in buffers of their own, and Parse checks them.
+func (r *Reader) CheckLargeFrames() { r.large = true }
 
 // NewReader returns a Reader that refuses frames longer than limit bytes.
 // Its buffer is small, for readers that a daemon holds by the thousand.
@@ -125,61 +134,166 @@ func (r *Reader) Read() ([]byte, error) {
 
 func (r *Reader) readLine() ([]byte, error) {
 	var (
-		frags [][]byte // copies of the buffer-fulls of a long line
-		n     int      // their bytes
-		size  int64
-		scan  *idScanner
+		l    longLine
+		size int64
 	)
 	r.shrink()
+	r.checked = false
 	for {
 		chunk, err := r.br.ReadSlice('\n')
 		size += int64(len(chunk))
-		if scan == nil && n+len(chunk)-2 > r.limit { // room for "\r\n"; no overflow at math.MaxInt
-			scan = new(idScanner)
-			for _, f := range frags {
-				scan.feed(f)
-				putFrag(f)
-			}
-			frags, n = nil, 0
-		}
-		if scan != nil {
-			scan.feed(chunk)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if scan == nil {
-				// ReadSlice's buffer is reused: keep a copy. The line is
-				// put together once, at its end, so a 10 MB line is
-				// copied twice, not once per growth of one slice.
-				frags = append(frags, getFrag(chunk))
-				n += len(chunk)
-			}
+		full := errors.Is(err, bufio.ErrBufferFull)
+		l.take(chunk, r.limit, full, r.large)
+		if full {
 			r.grow()
 			continue
 		}
 		if err != nil && !(errors.Is(err, io.EOF) && size > 0) {
+			l.drop()
 			return nil, err
 		}
-		if scan != nil {
-			return nil, &TooLargeError{Size: size - int64(scan.eol()), Limit: r.limit, ID: scan.id()}
+		if l.scan != nil {
+			return nil, &TooLargeError{Size: size - int64(l.scan.eol()), Limit: r.limit, ID: l.scan.id()}
 		}
-		var frame []byte
-		if frags == nil {
-			frame = append(make([]byte, 0, len(chunk)), chunk...)
-		} else {
-			// bytes.Join does not clear the memory it fills.
-			frame = bytes.Join(append(frags, chunk), nil)
-			for _, f := range frags {
-				putFrag(f)
-			}
-		}
-		frame = trimEOL(frame)
+		frame := trimEOL(l.join(chunk))
 		if len(frame) > r.limit { // over the limit by its last byte or two
-			scan = new(idScanner)
+			scan := new(idScanner)
 			scan.feed(frame)
+			Recycle(frame)
 			return nil, &TooLargeError{Size: int64(len(frame)), Limit: r.limit, ID: scan.id()}
 		}
+		r.checked = l.check != nil && l.check.valid()
 		return frame, nil
 	}
+}
+
+// Checked reports whether the frame the last Read returned was checked as
+// it was read, and found valid UTF-8 JSON: a frame of more than 64 KiB is
+// checked a buffer-full at a time, while those bytes are in the cache, and
+// ParseChecked then parses it without a second pass. When Checked is false
+// the frame is unchecked (or invalid): Parse it.
+func (r *Reader) Checked() bool { return r.checked }
+
+// longLine is a line being read in more than one piece. Past largeFrame
+// bytes it is checked as it is read, and gathered in a buffer from
+// framePool while that has room, then in pooled fragments; its end puts it
+// together: in the pooled buffer when the whole line fits (one copy in
+// all), else in one of exactly its size. It never grows a buffer by
+// doubling, which would leave a trail of garbage as large again.
+type longLine struct {
+	big   []byte   // a pooled buffer, holding the line's first bytes
+	frags [][]byte // copies of the buffer-fulls after those
+	n     int      // bytes in frags
+	check *checker
+	scan  *idScanner // past the limit: the line is skipped, its id looked for
+}
+
+// take adds a piece of the line; more: it is not the last. Past the limit
+// the line is only scanned for its id; past largeFrame, if large, it is
+// checked and goes into a pooled buffer.
+func (l *longLine) take(chunk []byte, limit int, more, large bool) {
+	if l.scan == nil && len(l.big)+l.n+len(chunk)-2 > limit { // room for "\r\n"; no overflow at math.MaxInt
+		l.scan = new(idScanner)
+		l.each(l.scan.feed)
+		l.drop()
+	}
+	if l.scan != nil {
+		l.scan.feed(chunk)
+		return
+	}
+	if large && l.check == nil && l.n+len(chunk) > largeFrame {
+		l.check = new(checker)
+		l.each(l.check.feed)
+		l.takeBuffer()
+	}
+	if l.check != nil {
+		l.check.feed(chunk)
+	}
+	switch {
+	case !more:
+	case l.fits(len(chunk)):
+		l.big = append(l.big, chunk...)
+	default:
+		// ReadSlice's buffer is reused: keep a copy.
+		l.frags = append(l.frags, getFrag(chunk))
+		l.n += len(chunk)
+	}
+}
+
+// takeBuffer takes a pooled buffer for the line, and moves into it the
+// fragments read so far when they fit.
+func (l *longLine) takeBuffer() {
+	p, ok := framePool.Get().(*[]byte)
+	if !ok {
+		return
+	}
+	l.big = (*p)[:0]
+	if !l.fits(l.n) {
+		return
+	}
+	for _, f := range l.frags {
+		l.big = append(l.big, f...)
+		putFrag(f)
+	}
+	l.frags, l.n = nil, 0
+}
+
+// fits reports whether n more bytes go into the pooled buffer: there is
+// one, nothing went past it yet, and it has room.
+func (l *longLine) fits(n int) bool {
+	return l.big != nil && l.frags == nil && len(l.big)+n <= cap(l.big)
+}
+
+// each calls fn with what the line holds so far, in order.
+func (l *longLine) each(fn func([]byte)) {
+	fn(l.big)
+	for _, f := range l.frags {
+		fn(f)
+	}
+}
+
+// join puts the line together, last the final piece, in a slice of its own.
+func (l *longLine) join(last []byte) []byte {
+	if l.fits(len(last)) {
+		return append(l.big, last...)
+	}
+	if l.big == nil && l.frags == nil {
+		return append(make([]byte, 0, len(last)), last...)
+	}
+	// bytes.Join does not clear the memory it fills.
+	parts := append(append([][]byte{l.big}, l.frags...), last)
+	frame := bytes.Join(parts, nil)
+	l.drop()
+	return frame
+}
+
+// drop gives the fragments and the pooled buffer back.
+func (l *longLine) drop() {
+	for _, f := range l.frags {
+		putFrag(f)
+	}
+	if l.big != nil {
+		Recycle(l.big)
+	}
+	l.big, l.frags, l.n = nil, nil, 0
+}
+
+// framePool recycles the buffers that frames of more than largeFrame bytes
+// are put together in: Recycle gives them back.
+var framePool sync.Pool // of *[]byte
+
+// Recycle gives back the buffer of a frame that Read returned, once
+// nothing refers to any of its bytes any more (nor ever will): the next
+// large frame is read into it, without the page faults and the garbage of
+// a fresh buffer of megabytes. frame must start where the frame Read
+// returned started; its length does not matter. A frame of at most 64 KiB
+// is left to the garbage collector, and so is any frame never recycled.
+func Recycle(frame []byte) {
+	if cap(frame) <= largeFrame {
+		return
+	}
+	b := frame[:0]
+	framePool.Put(&b)
 }
 
 // fragPool recycles the copies of buffer-fulls that long lines are

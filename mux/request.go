@@ -289,12 +289,14 @@ func (c *client) routeOf(m *message, out sink, f fwd, pair pairing) (idmap.Route
 // deliver sends the answer to one of this session's requests and counts the
 // request out of flight.
 func (c *client) deliver(r idmap.Route, frame []byte, ans *jsonrpc.Message) {
-	c.deliverWith(r, frame, ans, c.sess.Send)
+	c.deliverWith(r, outbox.Frame{Data: frame}, ans, c.sess.Send)
 }
 
-// deliverWith is deliver with the session's Send or SendLater. The answer
-// is the last frame about the tag the request came in under.
-func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, send func(outbox.Frame) error) {
+// deliverWith is deliver with the session's Send or SendLater, of a frame
+// that may carry its Release. The answer is the last frame about the tag
+// the request came in under.
+func (c *client) deliverWith(r idmap.Route, f outbox.Frame, ans *jsonrpc.Message, send func(outbox.Frame) error) {
+	frame := f.Data
 	c.countDone(r, answerOutcome(ans, frame))
 	d := dataOf(r)
 	if d != nil && d.after != nil {
@@ -305,7 +307,8 @@ func (c *client) deliverWith(r idmap.Route, frame []byte, ans *jsonrpc.Message, 
 		b.reply(frame)
 		b.done()
 	} else {
-		send(outbox.Frame{Data: frame, Tag: r.Tag, Last: true})
+		f.Tag, f.Last = r.Tag, true
+		send(f)
 	}
 	if !d.isListen() {
 		c.sess.End()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/outbox"
 	"github.com/mcpmux/mcpmux/protocol"
 )
 
@@ -148,10 +149,12 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		h.settle(d)
 		return
 	}
-	if taps := h.cfg.Taps.active(); taps != nil {
+	taps := h.cfg.Taps.active()
+	if taps != nil {
 		h.cfg.Taps.tellAnswer(taps, h.cfg.Name, c, "down", r, upID(up), m.Kind == jsonrpc.KindError, m.Frame)
 	}
 	shown, m := shownAndSeen(h.view.load(), r, d, m)
+	release := u.recycler(r, d, shown, m, taps)
 	frame, taken := u.answerFrame(c, up, r, d, shown)
 	if taken {
 		return // the bridge took the request on
@@ -163,11 +166,34 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 		if len(u.held) == 0 || u.held[len(u.held)-1] != c {
 			u.held = append(u.held, c)
 		}
-		c.deliverWith(r, frame, m, c.sess.SendLater)
+		c.deliverWith(r, outbox.Frame{Data: frame, Release: release}, m, c.sess.SendLater)
 		return
 	}
-	c.deliver(r, frame, m)
+	c.deliverWith(r, outbox.Frame{Data: frame, Release: release}, m, c.sess.Send)
 }
+
+// recycler is the Release of a plain answer's frame: one that nothing but
+// its session's outbox will refer to once routed (no tap saw it, no bridge,
+// view, batch, listen or task bookkeeping kept a piece of it), so that its
+// buffer, the reader's, can be reused once the session's writer is done
+// with it. Only large frames come from a pool (jsonrpc.Recycle); others,
+// and answers that are not plain, get nil.
+func (u *upstreamHandler) recycler(r idmap.Route, d *routeData, shown, seen *jsonrpc.Message, taps []*Tap) func() {
+	if r.Task || taps != nil || shown != seen || seen.Kind != jsonrpc.KindResult || len(seen.Frame) <= recycleMin {
+		return nil
+	}
+	if d != nil {
+		if _, ok := u.h.bridgeOf(d.pair).(plain); !ok || d.batch != nil || d.after != nil || d.listen || d.retry != nil || d.modern != nil {
+			return nil
+		}
+	}
+	frame := seen.Frame
+	return func() { jsonrpc.Recycle(frame) }
+}
+
+// recycleMin is the size above which the server's reader gives a frame a
+// pooled buffer (jsonrpc's 64 KiB).
+const recycleMin = 64 << 10
 
 // shownAndSeen are the server's answer m as its session is to get it
 // (through the tool view) and as what learns from it (routeData.after: the

@@ -19,4 +19,8 @@
 // counts its bytes against it through a Share, and past the budget the one
 // holding the most is evicted first. Lock order: a Queue's lock, then its
 // Budget's; eviction runs under neither.
+//
+// A Frame may carry a Release, which the Writer calls once it no longer
+// refers to the frame's bytes, so that a large answer's buffer is reused;
+// the Queue itself never calls it (a dropped frame's buffer is collected).
 package outbox

@@ -11,6 +11,12 @@ type Frame struct {
 	Data []byte // one JSON-RPC message without its newline; nil: an end marker only
 	Tag  uint64 // the tag of the inbound frame this one belongs to; 0: none
 	Last bool   // the last frame for Tag: what came in under Tag is settled
+	// Release, when set, gives Data's buffer back for reuse. A Writer
+	// calls it once it holds no reference to Data any more (written to
+	// the connection, or copied); a Writer that keeps Data (to replay it,
+	// to pass it on) never calls it, and neither does a queue that drops
+	// the frame: the buffer is then the garbage collector's, as any other.
+	Release func()
 }
 
 // Writer is the connection a Queue writes to. The Queue never calls it

@@ -120,6 +120,7 @@ func (s *Stream) WriteFrames(frames []outbox.Frame) error {
 			continue
 		case len(f) < gatherMax:
 			b = append(append(b, f...), '\n')
+			release(fr)
 			continue
 		}
 		if len(b) > 0 {
@@ -129,7 +130,10 @@ func (s *Stream) WriteFrames(frames []outbox.Frame) error {
 			b = b[:0]
 		}
 		s.bufs = append(s.bufs[:0], f, newline)
-		if _, err := s.bufs.WriteTo(s.conn); err != nil {
+		_, err := s.bufs.WriteTo(s.conn)
+		clear(s.bufs[:cap(s.bufs)])
+		release(fr)
+		if err != nil {
 			return err
 		}
 	}
@@ -158,7 +162,19 @@ func (s *Stream) TryWrite(frames []outbox.Frame) (ok, more bool) {
 	}
 	defer s.keep(b)
 	ok, more, s.rest = outbox.TryWriteRaw(s.raw, b)
+	if ok { // written, or the rest copied: the frames are done with
+		for _, f := range frames {
+			release(f)
+		}
+	}
 	return ok, more
+}
+
+// release gives back the buffer of a frame the stream no longer needs.
+func release(f outbox.Frame) {
+	if f.Release != nil {
+		f.Release()
+	}
 }
 
 // keep holds on to b as the gathering buffer, unless it grew large.

@@ -27,6 +27,7 @@ func (p *Process) readLoop() {
 // whether it stopped because of a junk flood (the process is then killed).
 func (p *Process) readFrames() (flood bool) {
 	r := jsonrpc.NewReaderSize(p.stdout, p.cfg.MaxMessageBytes, stdoutBufferSize)
+	r.CheckLargeFrames()
 	// Whatever ends the reading (EOF, a junk flood), what the handler held
 	// back goes out.
 	defer p.h.Flush()
@@ -48,7 +49,7 @@ func (p *Process) readFrames() (flood bool) {
 		if err != nil {
 			return false // io.EOF, or the pipe closed under us after the reap
 		}
-		m, err := jsonrpc.Parse(frame)
+		m, err := parse(r, frame)
 		if err == nil {
 			junk, banner = 0, 0
 			p.h.HandleMessage(m)
@@ -79,6 +80,15 @@ func (p *Process) readFrames() (flood bool) {
 			return true
 		}
 	}
+}
+
+// parse parses a frame that r just read, without checking again what r
+// checked as it read it (a large frame, checked a buffer-full at a time).
+func parse(r *jsonrpc.Reader, frame []byte) (*jsonrpc.Message, error) {
+	if r.Checked() {
+		return jsonrpc.ParseChecked(frame)
+	}
+	return jsonrpc.Parse(frame)
 }
 
 // preview is the start of a junk line, made safe to log.

@@ -24,7 +24,7 @@
 //	stats {}              reports counts, cancellations, tokens and recent methods
 //	notify {method, params} sends that notification, then answers
 //	ask {text}            asks the client for a sampling and returns its text
-//	invalid {kind}        answers with a NaN (or, kind latin1, a Latin-1 byte): no valid JSON
+//	invalid {kind, bytes} answers with a NaN (or, kind latin1, a Latin-1 byte) after bytes of padding: no valid JSON
 //
 // Misbehaviour is chosen at start by flags or by the DEMO_MODE environment
 // variable (comma-separated words, the flag names without dashes, such as

@@ -169,7 +169,7 @@ func tools() []tool {
 		{"ask", "Asks the client for a sampling (sampling/createMessage) and answers with the text it got, or with the client's error.",
 			schema(nil, property{"text", "string", "the message to sample on"}), toolAsk},
 		{"invalid", "Answers with a line that is not valid JSON-RPC but whose id is readable: a NaN (kind nan, the default, as Python's json writes one) or a Latin-1 byte in a string (kind latin1).",
-			schema(nil, property{"kind", "string", "nan or latin1"}), toolInvalid},
+			schema(nil, property{"kind", "string", "nan or latin1"}, property{"bytes", "integer", "bytes of padding before the fault"}), toolInvalid},
 		{"roots", "Asks the client for its roots (roots/list) and answers with their URIs, one a line.",
 			schema(nil), toolRoots},
 	}
@@ -437,14 +437,18 @@ func toolStats(s *server, _ *request, _ json.RawMessage) (*toolResult, error) {
 // toolInvalid writes its own answer, broken on purpose.
 func toolInvalid(s *server, req *request, raw json.RawMessage) (*toolResult, error) {
 	a := struct {
-		Kind string `json:"kind"`
+		Kind  string `json:"kind"`
+		Bytes int    `json:"bytes"`
 	}{Kind: "nan"}
 	if err := decodeArgs(raw, &a); err != nil {
 		return nil, err
 	}
-	body := `{"content":[{"type":"text","text":"score"}],"structuredContent":{"score":NaN}}`
+	// The padding comes first, so that a long answer is broken only near
+	// its end.
+	pad := strings.Repeat("x", max(a.Bytes, 0))
+	body := `{"content":[{"type":"text","text":"` + pad + `score"}],"structuredContent":{"score":NaN}}`
 	if a.Kind == "latin1" {
-		body = "{\"content\":[{\"type\":\"text\",\"text\":\"caf\xe9\"}]}"
+		body = "{\"content\":[{\"type\":\"text\",\"text\":\"" + pad + "caf\xe9\"}]}"
 	}
 	s.writeLine(envelope(req.id, "result", []byte(body)), true)
 	return nil, errNoResponse

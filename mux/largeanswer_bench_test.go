@@ -1,0 +1,153 @@
+package mux
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/session"
+	"github.com/mcpmux/mcpmux/upstream"
+)
+
+// bigServerEnv makes the test binary a server whose every tools/call is
+// answered with a text result of the given number of bytes.
+const bigServerEnv = "MCPMUX_MUX_BIG_SERVER"
+
+// runBigServer is that server: initialize, ping and tools/call, on stdio.
+func runBigServer(size string) int {
+	n, err := strconv.Atoi(size)
+	if err != nil {
+		return 2
+	}
+	body := []byte(`,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", n) + `"}]}}` + "\n")
+	r := jsonrpc.NewReaderSize(os.Stdin, 1<<20, 64<<10)
+	w := bufio.NewWriterSize(os.Stdout, 64<<10)
+	for {
+		frame, err := r.Read()
+		if err != nil {
+			return 0
+		}
+		m, err := jsonrpc.Parse(frame)
+		if err != nil || m.Kind != jsonrpc.KindRequest {
+			continue
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s`, m.ID)
+		switch m.Method {
+		case "initialize":
+			w.WriteString(`,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"big","version":"1"}}}` + "\n")
+		case "tools/call":
+			w.Write(body)
+		default:
+			w.WriteString(`,"result":{}}` + "\n")
+		}
+		w.Flush()
+	}
+}
+
+// BenchmarkLargeAnswer: 10 MB answers from a real server process through
+// the hub's server-read path (the upstream reader, the routing, the
+// session's outbox and socket writer) to a client that reads each whole.
+// It reports this process's CPU time and the bytes it allocated per
+// answer; the client's share of both is its reads into one reused buffer.
+func BenchmarkLargeAnswer(b *testing.B) {
+	const size = 10 << 20
+	exe, err := os.Executable()
+	require.NoError(b, err)
+	hub := New(Config{Name: "big", Upstream: upstream.Config{
+		Name: "big", Command: exe, Env: map[string]string{bigServerEnv: strconv.Itoa(size)}, MaxMessageBytes: 16 << 20,
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { hub.Run(ctx) })
+	conn := benchSession(b, ctx, &wg, hub)
+	b.Cleanup(func() {
+		conn.Close()
+		cancel()
+		wg.Wait()
+	})
+	br := bufio.NewReaderSize(conn, 1<<20)
+	buf := make([]byte, 0, 11<<20)
+	call := func(id int) []byte {
+		fmt.Fprintf(conn, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"big"}}`+"\n", id)
+		return readLineInto(b, br, buf)
+	}
+	fmt.Fprintf(conn, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}`+"\n")
+	if init := readLineInto(b, br, buf); !bytes.Contains(init, []byte(`"result"`)) {
+		b.Fatalf("initialize: %.300s", init)
+	}
+	fmt.Fprintf(conn, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	if warm := call(0); !bytes.HasPrefix(warm, []byte(`{"jsonrpc":"2.0","id":0,"result":`)) {
+		b.Fatalf("first call: %.300s", warm) // the server is started and warm
+	}
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	cpu := cpuTime()
+	i := 0
+	for b.Loop() {
+		i++
+		line := call(i)
+		if want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":`, i); !bytes.HasPrefix(line, []byte(want)) || len(line) < size {
+			b.Fatalf("answer %d: %d bytes beginning %.300q", i, len(line), line)
+		}
+	}
+	cpuPer := (cpuTime() - cpu) / time.Duration(i)
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(cpuPer.Microseconds())/1000, "cpu-ms/answer")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(i), "alloc-B/answer")
+	b.ReportMetric(float64(after.NumGC-before.NumGC)/float64(i), "gc/answer")
+}
+
+// benchSession attaches a session over a socket pair and returns the
+// client's end.
+func benchSession(b *testing.B, ctx context.Context, wg *sync.WaitGroup, hub *Hub) net.Conn {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	require.NoError(b, err)
+	conns := make([]net.Conn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		conns[i], err = net.FileConn(f)
+		f.Close()
+		require.NoError(b, err)
+	}
+	wg.Go(func() {
+		hub.Serve(ctx, session.NewStream(conns[0], hub.MaxMessageBytes()), session.Peer{Transport: "bench"})
+	})
+	return conns[1]
+}
+
+// readLineInto reads one line into buf, reused: the client allocates
+// nothing per answer.
+func readLineInto(b *testing.B, br *bufio.Reader, buf []byte) []byte {
+	buf = buf[:0]
+	for {
+		chunk, err := br.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		if err == nil {
+			return buf
+		}
+		if err != bufio.ErrBufferFull {
+			b.Fatalf("read: %v", err)
+		}
+	}
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
