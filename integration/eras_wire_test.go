@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/protocol"
 )
 
 // eraWant is what a cell must show.
@@ -139,13 +141,17 @@ func (v eraView) era() string {
 	return fmt.Sprintf("none (%+v)", v)
 }
 
-// eraEnveloped says whether a request carries the modern _meta envelope.
+// eraEnveloped says whether a request carries the modern _meta envelope:
+// in 2026-07-28, or in a legacy revision that a server of both eras listed
+// in its supportedVersions (mcpmux sends a legacy session's requests so).
 func eraEnveloped(m gpMsg) bool {
 	var p struct {
 		Meta map[string]json.RawMessage `json:"_meta"`
 	}
 	json.Unmarshal(m.Params, &p)
-	return string(p.Meta["io.modelcontextprotocol/protocolVersion"]) == `"`+eraModernVersion+`"`
+	var v string
+	json.Unmarshal(p.Meta["io.modelcontextprotocol/protocolVersion"], &v)
+	return v == eraModernVersion || protocol.IsLegacy(v)
 }
 
 // eraToken is the raw progressToken of a notification or request.

@@ -1,7 +1,10 @@
 package mux
 
 import (
+	"encoding/json"
 	"testing"
+
+	"github.com/mcpmux/mcpmux/protocol"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -56,8 +59,13 @@ func TestLegacySessionSetsTheLevelOfAPerRequestServer(t *testing.T) {
 	require.Nil(t, m.Error, "%s", m.Frame)
 	eventually(t, "the server was set to debug", func() bool {
 		for _, f := range h.srv.messages("logging/setLevel") {
-			if assert.ObjectsAreEqual(`{"level":"debug"}`, string(f.Params)) {
-				return true
+			var p struct {
+				Level string            `json:"level"`
+				Meta  map[string]string `json:"_meta"`
+			}
+			if json.Unmarshal(f.Params, &p) == nil && p.Level == "debug" {
+				// In a legacy revision the server listed, the newest.
+				return p.Meta["io.modelcontextprotocol/protocolVersion"] == protocol.LatestLegacy
 			}
 		}
 		return false

@@ -92,10 +92,19 @@ func (r *serverInfo) servesLegacy(v string) bool {
 	return r != nil && r.era == eraModern && protocol.IsLegacy(v) && slices.Contains(r.versions, v)
 }
 
-// servesAnyLegacy reports whether a modern server listed any legacy
-// revision in its supportedVersions.
-func (r *serverInfo) servesAnyLegacy() bool {
-	return r != nil && r.era == eraModern && slices.ContainsFunc(r.versions, protocol.IsLegacy)
+// newestLegacy is the newest legacy revision a modern server listed in its
+// supportedVersions; "" when it listed none.
+func (r *serverInfo) newestLegacy() string {
+	newest := ""
+	if r == nil || r.era != eraModern {
+		return newest
+	}
+	for _, v := range r.versions {
+		if protocol.IsLegacy(v) && v > newest {
+			newest = v
+		}
+	}
+	return newest
 }
 
 func (r *serverInfo) has(capability string) bool {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/idmap"
 	"github.com/mcpmux/mcpmux/jsonrpc"
+	"github.com/mcpmux/mcpmux/protocol"
 )
 
 // logRanks orders the MCP log levels, most verbose first.
@@ -141,17 +142,23 @@ func (c *client) setLevel(m *jsonrpc.Message, out sink) {
 // updateLogLevel sets the server to the most verbose level any session
 // wants, when that changes.
 func (h *Hub) updateLogLevel() {
-	if info := h.describedServer(); info != nil && info.era == eraModern && !info.servesAnyLegacy() {
-		// A modern server gets each request's level in its envelope; one
-		// that serves legacy sessions' requests in their own revision
-		// reads no level there, and is set one as a legacy server is.
-		return
+	info := h.describedServer()
+	if info != nil && info.era == eraModern && info.newestLegacy() == "" {
+		return // a modern server gets each request's level in its envelope
 	}
 	level, send := h.levels.upstream(h.sessions.len())
-	if send {
-		h.log.Debug("server log level", "level", level)
-		h.fire(h.life.current(), "logging/setLevel", map[string]string{"level": level})
+	if !send {
+		return
 	}
+	h.log.Debug("server log level", "level", level)
+	params := map[string]any{"level": level}
+	if info != nil && info.era == eraModern {
+		// A server of both eras serves legacy sessions' requests in their
+		// own revision, which reads no level from the envelope: it is set
+		// one as a legacy server is, in the newest legacy revision it lists.
+		params["_meta"] = map[string]string{protocol.MetaProtocolVersion: info.newestLegacy()}
+	}
+	h.fire(h.life.current(), "logging/setLevel", params)
 }
 
 // setLevelBefore is updateLogLevel for a request that is about to go to

@@ -317,7 +317,7 @@ func (s *Session) send(f outbox.Frame, wake bool) error {
 		return ErrClosed
 	}
 	if s.direct != nil {
-		return s.put(f)
+		return s.put(f, wake)
 	}
 	var err error
 	if wake {
@@ -343,7 +343,11 @@ func (s *Session) send(f outbox.Frame, wake bool) error {
 // reaches its client with no goroutine handoff), else by the writer. Flush
 // never blocks.
 func (s *Session) Flush() {
-	if s.out != nil && !s.isDone() {
+	switch {
+	case s.isDone():
+	case s.direct != nil:
+		s.direct.Flush()
+	default:
 		s.out.Flush()
 	}
 }

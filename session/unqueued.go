@@ -21,7 +21,11 @@ import (
 // session then ends with ErrSlowClient.
 type Unqueued interface {
 	Transport
-	Put(f outbox.Frame) error
+	// Put hands the transport a frame; wake says the frame is to go now,
+	// else it waits for the next Put with wake or Flush (SendLater's run).
+	Put(f outbox.Frame, wake bool) error
+	// Flush sends what Put held.
+	Flush()
 }
 
 // closedRoom stands for the outbox's room signal of an unqueued session,
@@ -53,8 +57,8 @@ func (s *Session) runUnqueued(ctx context.Context, h Handler) error {
 
 // put hands a frame to an unqueued transport; a transport that takes no
 // more ends the session.
-func (s *Session) put(f outbox.Frame) error {
-	if err := s.direct.Put(f); err != nil {
+func (s *Session) put(f outbox.Frame, wake bool) error {
+	if err := s.direct.Put(f, wake); err != nil {
 		if s.isDone() {
 			return ErrClosed
 		}

@@ -43,7 +43,8 @@ func (t *oneFrame) TryWrite([]outbox.Frame) (ok, more bool) {
 	panic("an unqueued session has no outbox")
 }
 func (t *oneFrame) Close() error { t.closer.Do(func() { close(t.done) }); return nil }
-func (t *oneFrame) Put(f outbox.Frame) error {
+func (t *oneFrame) Flush()       {}
+func (t *oneFrame) Put(f outbox.Frame, _ bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.put) >= t.max {
@@ -109,3 +110,6 @@ func TestUnqueuedSessionEndsWithItsContext(t *testing.T) {
 		t.Fatal("the transport is not closed")
 	}
 }
+
+// oneFrame is an unqueued transport.
+var _ session.Unqueued = (*oneFrame)(nil)

@@ -72,7 +72,7 @@ func (t *oneShot) ReadFrame() ([]byte, uint64, error) {
 func (t *oneShot) Buffered() bool { return !t.taken }
 
 // Put implements session.Unqueued: the frame waits for deliver.
-func (t *oneShot) Put(f outbox.Frame) error {
+func (t *oneShot) Put(f outbox.Frame, wake bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
@@ -83,17 +83,44 @@ func (t *oneShot) Put(f outbox.Frame) error {
 	}
 	t.queue = append(t.queue, f)
 	t.queued += len(f.Data)
-	select {
-	case t.wake <- struct{}{}:
-	default:
+	if wake {
+		t.wakeLocked()
 	}
 	return nil
 }
 
+// Flush implements session.Unqueued: what Put held goes to deliver.
+func (t *oneShot) Flush() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.queue) > 0 {
+		t.wakeLocked()
+	}
+}
+
+func (t *oneShot) wakeLocked() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
 // deliver hands what was sent to put, in order, on the caller's goroutine.
+// The frame that settles the request goes after the others taken with
+// it: a server that writes its last notification about a request just
+// after the answer (they came in one read) still has it reach the client,
+// whose response the answer ends.
 func (t *oneShot) deliver() {
-	for _, f := range t.take() {
-		t.put(f)
+	q := t.take()
+	for _, f := range q {
+		if !f.Last {
+			t.put(f)
+		}
+	}
+	for _, f := range q {
+		if f.Last {
+			t.put(f)
+		}
 	}
 }
 
@@ -109,7 +136,7 @@ func (t *oneShot) take() []outbox.Frame {
 // session runs waits for deliver like any frame.
 func (t *oneShot) WriteFrames(frames []outbox.Frame) error {
 	for _, f := range frames {
-		if err := t.Put(f); err != nil {
+		if err := t.Put(f, true); err != nil {
 			return err
 		}
 	}
@@ -131,3 +158,6 @@ func (t *oneShot) Close() error {
 	})
 	return nil
 }
+
+// oneShot is an unqueued transport.
+var _ session.Unqueued = (*oneShot)(nil)
