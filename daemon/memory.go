@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -166,18 +167,29 @@ func (m memoryDir) RememberList(method, era string, result []byte) error {
 }
 
 // startKey names how a server starts: the same command, arguments and
-// folder, and the same era it is opened in, give the same key. (A server
-// of both eras describes itself per era; "auto", the default, adds nothing,
-// so the keys of such servers stay what they were.)
+// folder, the same era it is opened in, the same env set in the config and
+// the same upstream_capabilities give the same key. A server may describe
+// itself by any of them (server-everything lists some tools only to a
+// client that declares what they ask for), so a server started otherwise
+// is never answered from another's lists. Parts left at their defaults add
+// nothing, so the keys of such servers stay what they were.
 func startKey(c mux.Config) string {
 	h := sha256.New()
-	for _, part := range append([]string{c.Upstream.Command, c.Upstream.Dir}, c.Upstream.Args...) {
-		h.Write([]byte(part))
+	part := func(s string) {
+		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
+	for _, p := range append([]string{c.Upstream.Command, c.Upstream.Dir}, c.Upstream.Args...) {
+		part(p)
+	}
 	if c.Protocol != "" && c.Protocol != mux.ProtocolAuto {
-		h.Write([]byte("protocol=" + c.Protocol))
-		h.Write([]byte{0})
+		part("protocol=" + c.Protocol)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Upstream.Env)) {
+		part("env=" + k + "=" + c.Upstream.Env[k])
+	}
+	if len(c.UpstreamCapabilities) > 0 {
+		part("upstream_capabilities=" + string(c.UpstreamCapabilities))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:20]
 }

@@ -29,6 +29,28 @@ func TestStartKeyEra(t *testing.T) {
 	assert.NotEqual(t, startKey(modern), startKey(legacy))
 }
 
+// TestStartKeyEnvAndCapabilities: a server started with another env or
+// declared other upstream_capabilities may list other tools, so it is
+// remembered apart; the same ones, in any order, give the same key, and a
+// server with neither keeps the key its command alone gives (the key of
+// earlier versions: 9515fc17c6bbdcd46600 is that of /bin/server -x).
+func TestStartKeyEnvAndCapabilities(t *testing.T) {
+	base := mux.Config{Upstream: upstream.Config{Command: "/bin/server", Args: []string{"-x"}}}
+	assert.Equal(t, "9515fc17c6bbdcd46600", startKey(base))
+	env := base
+	env.Upstream.Env = map[string]string{"A": "1", "B": "2"}
+	same := base
+	same.Upstream.Env = map[string]string{"B": "2", "A": "1"}
+	other := base
+	other.Upstream.Env = map[string]string{"A": "1", "B": "3"}
+	caps := base
+	caps.UpstreamCapabilities = []byte(`{"elicitation":{"url":{}}}`)
+	assert.Equal(t, startKey(env), startKey(same))
+	assert.NotEqual(t, startKey(base), startKey(env))
+	assert.NotEqual(t, startKey(env), startKey(other))
+	assert.NotEqual(t, startKey(base), startKey(caps))
+}
+
 // The kinds of request that ask are kept one a line; the empty file an
 // older mcpmux left says only that the server asks.
 func TestMemoryKeepsAskingKinds(t *testing.T) {
