@@ -407,6 +407,21 @@ func readConfResults(dir string) (map[string][]confCheck, error) {
 // port is tried.
 func startConfDirect(t *testing.T, srv string, stateless bool) string {
 	t.Helper()
+	return startHTTPPeer(t, "the conformance server", func(addr string) *exec.Cmd {
+		return exec.Command(srv, "-http", addr, "-stateless="+strconv.FormatBool(stateless))
+	}, func(probe *http.Client, addr string, exited <-chan struct{}) (string, bool) {
+		url := "http://" + addr + "/mcp"
+		return url, awaitConfDirect(probe, url, stateless, exited)
+	})
+}
+
+// startHTTPPeer runs a server that listens on the address it is given
+// (start makes its command) until ready says it answers, and returns the
+// URL ready gives; it is killed and reaped at cleanup. The port is picked
+// here; should something take it before the server binds, the server
+// exits and another port is tried. what names the server in failures.
+func startHTTPPeer(t *testing.T, what string, start func(addr string) *exec.Cmd, ready func(probe *http.Client, addr string, exited <-chan struct{}) (string, bool)) string {
+	t.Helper()
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	probe := &http.Client{Transport: tr, Timeout: time.Second}
@@ -416,7 +431,7 @@ func startConfDirect(t *testing.T, srv string, stateless bool) string {
 		addr := l.Addr().String()
 		require.NoError(t, l.Close())
 
-		cmd := exec.Command(srv, "-http", addr, "-stateless="+strconv.FormatBool(stateless))
+		cmd := start(addr)
 		var log testutil.Buffer
 		cmd.Stdout, cmd.Stderr = &log, &log
 		require.NoError(t, cmd.Start())
@@ -429,12 +444,11 @@ func startConfDirect(t *testing.T, srv string, stateless bool) string {
 			cmd.Process.Kill()
 			<-exited
 			if t.Failed() {
-				t.Logf("log of the conformance server on %s:\n%s", addr, log.String())
+				t.Logf("log of %s on %s:\n%s", what, addr, log.String())
 			}
 		})
 
-		url := "http://" + addr + "/mcp"
-		if awaitConfDirect(probe, url, stateless, exited) {
+		if url, ok := ready(probe, addr, exited); ok {
 			return url
 		}
 		select {
@@ -442,12 +456,12 @@ func startConfDirect(t *testing.T, srv string, stateless bool) string {
 			if strings.Contains(log.String(), "address already in use") {
 				continue // the port was taken after the pick
 			}
-			t.Fatalf("the conformance server exited: %v; its log:\n%s", cmd.ProcessState, log.String())
+			t.Fatalf("%s exited: %v; its log:\n%s", what, cmd.ProcessState, log.String())
 		default:
-			t.Fatalf("the conformance server did not answer on %s within %v; its log:\n%s", addr, readyTimeout, log.String())
+			t.Fatalf("%s did not answer on %s within %v; its log:\n%s", what, addr, readyTimeout, log.String())
 		}
 	}
-	t.Fatal("the conformance server found no free port in 5 tries")
+	t.Fatalf("%s found no free port in 5 tries", what)
 	return ""
 }
 

@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -92,48 +91,13 @@ func buildMcpGoConf() (string, error) {
 // is tried.
 func startMcpGoDirect(t *testing.T, srv string) string {
 	t.Helper()
-	tr := &http.Transport{DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	probe := &http.Client{Transport: tr, Timeout: time.Second}
-	for range 5 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := l.Addr().String()
-		require.NoError(t, l.Close())
-
+	return startHTTPPeer(t, "mcp-go's conformance server", func(addr string) *exec.Cmd {
 		cmd := exec.Command(srv)
 		cmd.Env = append(os.Environ(), "CONFORMANCE_ADDR="+addr)
-		var log testutil.Buffer
-		cmd.Stdout, cmd.Stderr = &log, &log
-		require.NoError(t, cmd.Start())
-		exited := make(chan struct{})
-		go func() { // owned by the cleanup below, which waits for exited
-			cmd.Wait()
-			close(exited)
-		}()
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			<-exited
-			if t.Failed() {
-				t.Logf("log of mcp-go's conformance server on %s:\n%s", addr, log.String())
-			}
-		})
-
-		if awaitMcpGoHealth(probe, "http://"+addr+"/health", exited) {
-			return "http://" + addr + "/mcp"
-		}
-		select {
-		case <-exited:
-			if strings.Contains(log.String(), "address already in use") {
-				continue
-			}
-			t.Fatalf("mcp-go's conformance server exited: %v; its log:\n%s", cmd.ProcessState, log.String())
-		default:
-			t.Fatalf("mcp-go's conformance server did not answer on %s within %v; its log:\n%s", addr, readyTimeout, log.String())
-		}
-	}
-	t.Fatal("mcp-go's conformance server found no free port in 5 tries")
-	return ""
+		return cmd
+	}, func(probe *http.Client, addr string, exited <-chan struct{}) (string, bool) {
+		return "http://" + addr + "/mcp", awaitMcpGoHealth(probe, "http://"+addr+"/health", exited)
+	})
 }
 
 // awaitMcpGoHealth polls the server's GET /health until it answers 200
