@@ -346,12 +346,11 @@ func (d *Daemon) startEndpoint(ctx context.Context, e *servedEndpoint) {
 func (d *Daemon) serveIntake(ctx context.Context, l *socket.Listener, h servable, what, name string) (stop context.CancelFunc, done chan struct{}) {
 	intakeCtx, stop := context.WithCancel(ctx)
 	done = make(chan struct{})
+	o := &unixOpts{maxStreams: d.cfg.MaxStreamsPerConn, log: d.log, connLog: d.connLog,
+		firstByte: d.cfg.FirstByteTimeout, line: d.cfg.LineTimeout}
 	d.wg.Go(func() {
 		defer close(done)
-		err := socket.Serve(intakeCtx, l, func(ctx context.Context, c net.Conn) {
-			serveUnix(ctx, h, c, unixOpts{maxStreams: d.cfg.MaxStreamsPerConn, log: d.log, connLog: d.connLog,
-				firstByte: d.cfg.FirstByteTimeout, line: d.cfg.LineTimeout})
-		})
+		err := socket.Serve(intakeCtx, l, func(ctx context.Context, c net.Conn) { serveUnix(ctx, h, c, o) })
 		if err != nil {
 			d.log.Error("listener failed", what, name, "error", err)
 		}

@@ -26,7 +26,7 @@ type unixOpts struct {
 }
 
 // stream is a session's transport over conn, with the line timeout.
-func (o unixOpts) stream(conn net.Conn, maxBytes int) *session.Stream {
+func (o *unixOpts) stream(conn net.Conn, maxBytes int) *session.Stream {
 	st := session.NewStream(conn, maxBytes)
 	st.SetLineTimeout(o.line)
 	return st
@@ -34,7 +34,7 @@ func (o unixOpts) stream(conn net.Conn, maxBytes int) *session.Stream {
 
 // sessionEnded logs why a session of a Unix connection ended: at debug
 // level, but for a stall, which the shared limiter lets through.
-func (o unixOpts) sessionEnded(name string, p session.Peer, err error) {
+func (o *unixOpts) sessionEnded(name string, p session.Peer, err error) {
 	if errors.Is(err, session.ErrStalledLine) {
 		o.connLog.Warn("closed a session that stalled in the middle of a message", "server", name, "transport", p.Transport, "peer", p.Addr, "line_timeout", o.line)
 		return
@@ -44,7 +44,7 @@ func (o unixOpts) sessionEnded(name string, p session.Peer, err error) {
 
 // sniff is socket.Sniff within the first-byte timeout; a connection that
 // stays silent past it is logged (through the limiter) and closed.
-func (o unixOpts) sniff(ctx context.Context, c net.Conn, name string, peer session.Peer) (byte, net.Conn, bool) {
+func (o *unixOpts) sniff(ctx context.Context, c net.Conn, name string, peer session.Peer) (byte, net.Conn, bool) {
 	sctx, cancel := ctx, context.CancelFunc(func() {})
 	if o.firstByte > 0 {
 		sctx, cancel = context.WithTimeout(ctx, o.firstByte)
@@ -78,19 +78,26 @@ type servable interface {
 // serveUnix serves one connection to a server's socket: newline-delimited
 // JSON-RPC, one session; or, when its first byte is 0x00, yamux, each
 // stream one session.
-func serveUnix(ctx context.Context, hub servable, c net.Conn, o unixOpts) {
+func serveUnix(ctx context.Context, hub servable, c net.Conn, o *unixOpts) {
 	peer := unixPeer(c)
 	first, conn, ok := o.sniff(ctx, c, hub.Name(), peer)
 	if !ok {
 		return
 	}
-	maxBytes := hub.MaxMessageBytes()
-	if first != socket.YamuxPreface {
-		if err := hub.Serve(ctx, o.stream(conn, maxBytes), peer); err != nil {
-			o.sessionEnded(hub.Name(), peer, err)
-		}
+	if first == socket.YamuxPreface {
+		o.serveYamux(ctx, hub, conn, peer)
 		return
 	}
+	// The yamux path's locals live in serveYamux: an idle session parks
+	// under this frame, which is kept small (see mux.Hub.Serve).
+	if err := hub.Serve(ctx, o.stream(conn, hub.MaxMessageBytes()), peer); err != nil {
+		o.sessionEnded(hub.Name(), peer, err)
+	}
+}
+
+// serveYamux serves a yamux connection: each stream one session.
+func (o *unixOpts) serveYamux(ctx context.Context, hub servable, conn net.Conn, peer session.Peer) {
+	maxBytes := hub.MaxMessageBytes()
 	ylog := o.connLog.With("server", hub.Name(), "peer", peer.Addr)
 	ylog.Debug("yamux connection")
 	err := socket.ServeYamux(ctx, conn, socket.YamuxConfig{MaxStreams: o.maxStreams, Logger: ylog},

@@ -31,6 +31,11 @@ func withState(tb testing.TB, cfg *daemonConfig) []string {
 	return cfg.env
 }
 
+// daemonLog is the log file of a daemon auto-started for cfg (withState).
+func daemonLog(cfg *daemonConfig) string {
+	return filepath.Join(cfg.dir, "state", "mcpmux", "mcpmux.log")
+}
+
 // TestConnectBrokenConfig: a typo added to the config of a running daemon
 // does not cut its clients off: connect and status still reach the daemon
 // (through the record it wrote when it started) and warn, naming the file,
@@ -150,7 +155,7 @@ func TestServeThenConnect(t *testing.T) {
 		assert.Contains(t, d.stderr.String(), "auto-started by `mcpmux connect`", "round %d", round)
 		assert.Contains(t, d.stderr.String(), "it serves this config already", "round %d", round)
 		msg = d.stderr.String()
-		stopPid(t, st.Pid)
+		stopPid(t, st.Pid, daemonLog(cfg))
 	}
 	t.Logf("outcomes of 5 rounds: %v", outcomes)
 	if msg != "" {
@@ -158,11 +163,22 @@ func TestServeThenConnect(t *testing.T) {
 	}
 }
 
-// stopPid sends SIGTERM to a daemon the test did not start and waits for it.
-func stopPid(tb testing.TB, pid int) {
+// stopPid sends SIGTERM to a daemon the test did not start and waits for
+// it. One that outlives stopTimeout is sent SIGQUIT, which writes its
+// goroutines into its log, and the test fails with the log it names.
+func stopPid(tb testing.TB, pid int, log string) {
 	tb.Helper()
 	require.NoError(tb, syscall.Kill(pid, syscall.SIGTERM))
-	testutil.Until(tb, stopTimeout, "the daemon exits", func() bool { return gone(pid) })
+	deadline := time.Now().Add(stopTimeout)
+	for !gone(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGQUIT)
+			testutil.Until(tb, stopTimeout, "the daemon exits on SIGQUIT", func() bool { return gone(pid) })
+			text, err := os.ReadFile(log)
+			tb.Fatalf("daemon %d did not exit within %v of SIGTERM; its log %s (%v):\n%s", pid, stopTimeout, log, err, text)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the process table
+	}
 }
 
 // inflight is how many requests server name has in flight, as status says.
@@ -252,7 +268,7 @@ func TestConnectReconnects(t *testing.T) {
 
 			st := status(t, cfg.path, env...)
 			if st.Pid != d.cmd.Process.Pid {
-				t.Cleanup(func() { stopPid(t, st.Pid) }) // the daemon this connect started
+				t.Cleanup(func() { stopPid(t, st.Pid, daemonLog(cfg)) }) // the daemon this connect started
 			}
 			require.Len(t, st.Servers, 1)
 			var sessions []string

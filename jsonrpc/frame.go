@@ -133,19 +133,33 @@ func (r *Reader) Read() ([]byte, error) {
 }
 
 func (r *Reader) readLine() ([]byte, error) {
+	r.shrink()
+	r.checked = false
+	chunk, err := r.br.ReadSlice('\n')
+	if err != nil || len(chunk) > min(r.limit, largeFrame) {
+		return r.readLong(chunk, err)
+	}
+	// The common case, a whole line in the buffer, is copied out here;
+	// readLong holds what a long one needs, off the frame an idle session
+	// parks under.
+	return trimEOL(append(make([]byte, 0, len(chunk)), chunk...)), nil
+}
+
+// readLong goes on with a line whose first chunk (and ReadSlice's error for
+// it) readLine has: one over the buffer, over the limit, or over
+// largeFrame, or the stream's end.
+func (r *Reader) readLong(chunk []byte, err error) ([]byte, error) {
 	var (
 		l    longLine
 		size int64
 	)
-	r.shrink()
-	r.checked = false
 	for {
-		chunk, err := r.br.ReadSlice('\n')
 		size += int64(len(chunk))
 		full := errors.Is(err, bufio.ErrBufferFull)
 		l.take(chunk, r.limit, full, r.large)
 		if full {
 			r.grow()
+			chunk, err = r.br.ReadSlice('\n')
 			continue
 		}
 		if err != nil && !(errors.Is(err, io.EOF) && size > 0) {

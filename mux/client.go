@@ -180,6 +180,20 @@ func (h *Hub) Full() bool { return h.sessions.full() }
 // it left in flight. A session over max_sessions gets one error line and is
 // closed.
 func (h *Hub) Serve(ctx context.Context, t session.Transport, peer session.Peer) error {
+	c, err := attach(ctx, h, t, peer)
+	if err != nil {
+		return err
+	}
+	// While the session idles, only this small frame and Run's lie under
+	// its parked read: attach and leave hold the large locals (a session
+	// config, log attributes), so that a collection can shrink an idle
+	// session's stack to what the read needs.
+	return c.leave(c.sess.Run(ctx, c))
+}
+
+// attach makes the client of a new session and counts it in, or refuses
+// it over max_sessions.
+func attach(ctx context.Context, h *Hub, t session.Transport, peer session.Peer) (*client, error) {
 	cfg := h.cfg.Session
 	cfg.ID = h.sessions.nextID()
 	cfg.Logger = h.log
@@ -189,7 +203,7 @@ func (h *Hub) Serve(ctx context.Context, t session.Transport, peer session.Peer)
 	c.using.Store(!peer.OnDemand)
 	if !h.sessions.add(c) {
 		refuseSession(h.log, h.cfg.Name, h.cfg.MaxSessions, cfg.ID, t, peer)
-		return ErrTooManySessions
+		return nil, ErrTooManySessions
 	}
 	notify(h.life.sessions)
 	if h.cfg.Lazy || h.cfg.IdleTimeout > 0 {
@@ -197,18 +211,21 @@ func (h *Hub) Serve(ctx context.Context, t session.Transport, peer session.Peer)
 	}
 	// Logged through the hub's logger: a session of one request that logs
 	// nothing of its own never makes one.
-	debug := h.log.Enabled(context.Background(), slog.LevelDebug)
-	if debug {
+	if h.log.Enabled(context.Background(), slog.LevelDebug) {
 		h.log.Debug("session attached", "session", cfg.ID, "transport", peer.Transport, "peer", peer.Addr)
 	}
+	return c, nil
+}
 
-	err := sess.Run(ctx, c)
-
-	h.sessions.remove(cfg.ID)
+// leave counts an ended session out and cancels upstream what it left in
+// flight; err is what its Run returned, nil for a plain end.
+func (c *client) leave(err error) error {
+	h, id := c.h, c.sess.ID()
+	h.sessions.remove(id)
 	notify(h.life.sessions)
 	h.detach(c)
-	if debug {
-		h.log.Debug("session ended", "session", cfg.ID, "reason", sess.Err())
+	if h.log.Enabled(context.Background(), slog.LevelDebug) {
+		h.log.Debug("session ended", "session", id, "reason", c.sess.Err())
 	}
 	if errors.Is(err, session.ErrClosed) || errors.Is(err, context.Canceled) {
 		return nil

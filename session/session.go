@@ -387,24 +387,35 @@ func (s *Session) readLoop(ctx context.Context, h Handler) error {
 		}
 		frame, tag, err := s.next(ctx)
 		s.bytesIn.Add(int64(len(frame)))
-		var tooLarge *jsonrpc.TooLargeError
-		switch {
-		case errors.As(err, &tooLarge):
-			s.Logger().Warn("client sent a message over the size limit", "bytes", tooLarge.Size, "limit", tooLarge.Limit)
-			s.Reply(tooLarge.ID, tag, &jsonrpc.Error{
-				Code:    jsonrpc.CodeInvalidRequest,
-				Message: fmt.Sprintf("message of %d bytes is over the limit of %d", tooLarge.Size, tooLarge.Limit),
-				Reason:  jsonrpc.ReasonTooLarge,
-			})
+		if err != nil {
+			if err := s.readFailed(ctx, err, tag); err != nil {
+				return err
+			}
 			continue
-		case errors.Is(err, ErrHalfClosed):
-			s.awaitInflight(ctx)
-			return err
-		case err != nil:
-			return err
 		}
 		s.handle(h, frame, tag)
 	}
+}
+
+// readFailed deals with a read's error: a message over the size limit is
+// answered and the session reads on (nil); any other error ends it, once
+// the requests in flight are answered when the client half-closed. Kept
+// out of readLoop, whose frame is under every idle session's parked read.
+func (s *Session) readFailed(ctx context.Context, err error, tag uint64) error {
+	var tooLarge *jsonrpc.TooLargeError
+	switch {
+	case errors.As(err, &tooLarge):
+		s.Logger().Warn("client sent a message over the size limit", "bytes", tooLarge.Size, "limit", tooLarge.Limit)
+		s.Reply(tooLarge.ID, tag, &jsonrpc.Error{
+			Code:    jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("message of %d bytes is over the limit of %d", tooLarge.Size, tooLarge.Limit),
+			Reason:  jsonrpc.ReasonTooLarge,
+		})
+		return nil
+	case errors.Is(err, ErrHalfClosed):
+		s.awaitInflight(ctx)
+	}
+	return err
 }
 
 // readyToRead returns once the session may read its next frame; what the
