@@ -37,10 +37,12 @@ type httpConn struct {
 	cancel context.CancelFunc // ends the POSTs in flight
 	wg     sync.WaitGroup
 	once   sync.Once
+	held   *[]byte // the buffer of what recv returned last, given back at its next call
 }
 
 type httpMsg struct {
 	line []byte
+	buf  *[]byte // line's pooled buffer, if it has one
 	err  error
 }
 
@@ -176,46 +178,73 @@ func member(b []byte, key string) string {
 }
 
 // readEvents delivers the data of each SSE event until the stream ends.
+// An event's data is gathered in a pooled buffer as it is read, piece by
+// piece, which recv gives back after the next call: a 10 MB answer costs
+// one copy, as on the socket (streamConn), not the reallocations of a
+// growing line and then a second copy of its data.
 func (c *httpConn) readEvents(body io.Reader) error {
 	r := bufio.NewReaderSize(body, 64<<10)
-	var data []byte
+	var (
+		ev    *[]byte // the data of the event being read
+		lines int     // its data lines so far
+		start = true  // the next piece begins a line
+		keep  bool    // the line being read is data
+	)
+	defer func() { putEventBuf(ev) }()
 	for {
-		line, err := readLine(r)
-		if err != nil {
+		piece, err := r.ReadSlice('\n')
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
 		}
-		switch {
-		case len(line) == 0: // the end of an event
-			if len(data) > 0 {
-				c.deliver(httpMsg{line: data})
-				data = nil
+		end := err == nil
+		if start {
+			switch {
+			case end && len(bytes.TrimRight(piece, "\r\n")) == 0: // the end of an event
+				if lines > 0 {
+					c.deliver(httpMsg{line: *ev, buf: ev})
+					ev, lines = nil, 0
+				}
+				continue
+			case bytes.HasPrefix(piece, []byte("data:")):
+				piece = bytes.TrimPrefix(piece[len("data:"):], []byte(" "))
+				if ev == nil {
+					ev = getEventBuf()
+				}
+				if lines++; lines > 1 {
+					*ev = append(*ev, '\n')
+				}
+				keep = true
+			default:
+				keep = false
 			}
-		case bytes.HasPrefix(line, []byte("data:")):
-			d := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
-			if data != nil {
-				data = append(data, '\n')
-			}
-			data = append(data, d...)
 		}
+		if keep {
+			if end {
+				piece = bytes.TrimRight(piece, "\r\n")
+			}
+			*ev = append(*ev, piece...)
+		}
+		start = end
 	}
 }
 
-// readLine reads one line of any length, without its line ending; the
-// result is the caller's.
-func readLine(r *bufio.Reader) ([]byte, error) {
-	var out []byte
-	for {
-		part, err := r.ReadSlice('\n')
-		out = append(out, part...)
-		if err == nil {
-			return bytes.TrimRight(out, "\r\n"), nil
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return nil, err
-		}
+// eventBufs holds the buffers events' data is gathered in (*[]byte).
+var eventBufs sync.Pool
+
+func getEventBuf() *[]byte {
+	if p, ok := eventBufs.Get().(*[]byte); ok {
+		*p = (*p)[:0]
+		return p
+	}
+	return new([]byte)
+}
+
+func putEventBuf(p *[]byte) {
+	if p != nil && cap(*p) <= 64<<20 {
+		eventBufs.Put(p)
 	}
 }
 
@@ -228,8 +257,11 @@ func (c *httpConn) deliver(m httpMsg) {
 
 // recv returns the next message of any POST's answer.
 func (c *httpConn) recv() ([]byte, error) {
+	putEventBuf(c.held)
+	c.held = nil
 	select {
 	case m := <-c.msgs:
+		c.held = m.buf
 		return m.line, m.err
 	case <-c.quit:
 		return nil, net.ErrClosed
