@@ -14,13 +14,37 @@ import (
 // A daemon holds one per idle session, so it is small.
 const readBufferSize = 512
 
-// grownBufferSize is the read buffer a small Reader takes, from a pool, for
-// a frame that does not fit its own, and gives back once it has nothing
-// buffered: a large frame is read in fewer, larger pieces.
+// grownBufferSize is the read buffer a small Reader takes, from a pool,
+// for a frame that does not fit its own, or for a run of frames that came
+// in one read (a client that pipelines), and gives back once it has
+// nothing buffered: a large frame, or a run, is read in fewer, larger
+// pieces.
 const grownBufferSize = 64 << 10
 
+// grown is a pooled grown buffer, reading first what the small one held
+// when it took over (pre), then the source.
+type grown struct {
+	br  *bufio.Reader
+	pre prefixed
+}
+
+// prefixed reads b, then src.
+type prefixed struct {
+	b   []byte
+	src io.Reader
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.b) == 0 {
+		return p.src.Read(b)
+	}
+	n := copy(b, p.b)
+	p.b = p.b[n:]
+	return n, nil
+}
+
 // grownPool recycles the grown buffers of Readers.
-var grownPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, grownBufferSize) }}
+var grownPool = sync.Pool{New: func() any { return &grown{br: bufio.NewReaderSize(nil, grownBufferSize)} }}
 
 // maxCapturedID bounds the id bytes kept while skipping an oversized frame.
 const maxCapturedID = 1 << 10
@@ -44,8 +68,9 @@ func (e *TooLargeError) Error() string {
 
 // Reader reads newline-delimited frames.
 type Reader struct {
-	br      *bufio.Reader // small, or grown while a large frame is read
+	br      *bufio.Reader // small, or grown's while a large frame or a run is read
 	small   *bufio.Reader // the Reader's own buffer
+	grown   *grown        // nil: reading with small
 	src     io.Reader
 	limit   int
 	large   bool // frames over largeFrame are checked as read, in pooled buffers
@@ -76,32 +101,46 @@ func NewReaderSize(r io.Reader, limit, size int) *Reader {
 // Reset makes the Reader read from r, keeping its buffer; what it had
 // buffered is dropped.
 func (r *Reader) Reset(src io.Reader) {
-	r.shrink()
+	r.release()
 	r.src = src
 	r.br.Reset(src)
 }
 
-// grow moves reading to a pooled grown buffer. It is called only when the
-// small buffer is empty (ReadSlice just handed out all of it), so nothing
-// buffered is lost.
+// grow moves reading to a pooled grown buffer, which takes over what the
+// small one holds: nothing is lost, and nothing more is read from the
+// source to move it.
 func (r *Reader) grow() {
-	if r.br != r.small || r.small.Size() >= grownBufferSize || r.br.Buffered() > 0 {
+	if r.grown != nil || r.small.Size() >= grownBufferSize {
 		return
 	}
-	g := grownPool.Get().(*bufio.Reader)
-	g.Reset(r.src)
-	r.br = g
+	g := grownPool.Get().(*grown)
+	n := r.small.Buffered()
+	g.pre.b, _ = r.small.Peek(n) // valid until small reads again: after shrink
+	g.pre.src = r.src
+	g.br.Reset(&g.pre)
+	if n > 0 {
+		g.br.Peek(n) // copies pre into the grown buffer, reading nothing else
+	}
+	r.grown, r.br = g, g.br
 }
 
 // shrink goes back to the small buffer once the grown one holds nothing.
 func (r *Reader) shrink() {
-	if r.br == r.small || r.br.Buffered() > 0 {
+	if r.grown != nil && r.br.Buffered() == 0 {
+		r.release()
+	}
+}
+
+// release gives the grown buffer back, with whatever it holds.
+func (r *Reader) release() {
+	g := r.grown
+	if g == nil {
 		return
 	}
-	g := r.br
-	g.Reset(nil)
+	g.br.Reset(nil)
+	g.pre = prefixed{}
 	grownPool.Put(g)
-	r.br = r.small
+	r.grown, r.br = nil, r.small
 	r.small.Reset(r.src)
 }
 
@@ -142,7 +181,13 @@ func (r *Reader) readLine() ([]byte, error) {
 	// The common case, a whole line in the buffer, is copied out here;
 	// readLong holds what a long one needs, off the frame an idle session
 	// parks under.
-	return trimEOL(append(make([]byte, 0, len(chunk)), chunk...)), nil
+	frame := trimEOL(append(make([]byte, 0, len(chunk)), chunk...))
+	if r.grown == nil && r.br.Buffered() > 0 {
+		// More than this frame came in one read: a run of them, read
+		// on in larger pieces until it ends.
+		r.grow()
+	}
+	return frame, nil
 }
 
 // readLong goes on with a line whose first chunk (and ReadSlice's error for

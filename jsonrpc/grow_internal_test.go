@@ -75,3 +75,70 @@ func TestReaderShrinksWhenIdle(t *testing.T) {
 		t.Fatalf("after the large frame the reader is on a %d-byte buffer", r.br.Size())
 	}
 }
+
+// countingReader counts the reads that reach it.
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+// TestReaderGrowsForRun: a run of small frames that comes in one read (a
+// pipelining client) is read on in a grown buffer, in a few reads rather
+// than one per 512 bytes; every frame arrives intact, the frame split by
+// the small buffer's end too, and the Reader is back on its small buffer
+// once the run is used up.
+func TestReaderGrowsForRun(t *testing.T) {
+	var frames []string
+	for i := range 400 {
+		frames = append(frames, sized(100+i%50))
+	}
+	in := strings.Join(frames, "\n") + "\n"
+	src := &countingReader{r: strings.NewReader(in)}
+	r := NewReader(src, 1<<20)
+	for i, want := range frames {
+		f, err := r.Read()
+		if err != nil || string(f) != want {
+			t.Fatalf("frame %d: got %q, err %v", i, f, err)
+		}
+		if i == 0 && r.br == r.small {
+			t.Fatalf("the first of a run that came in one read left the reader on its small buffer")
+		}
+	}
+	if _, err := r.Read(); !errors.Is(err, io.EOF) {
+		t.Fatalf("end: %v", err)
+	}
+	// 400 frames of about 130 bytes: 100 reads through 512 bytes; the run
+	// takes the small buffer's one, then a 64 KiB buffer's.
+	if src.reads > 5 {
+		t.Errorf("%d reads for %d bytes", src.reads, len(in))
+	}
+	if r.br != r.small {
+		t.Fatalf("reader still on a %d-byte buffer after the run", r.br.Size())
+	}
+}
+
+// TestReaderSingleFramesStaySmall: frames that come one per read (an
+// editor's requests, each answered before the next) never grow the buffer.
+func TestReaderSingleFramesStaySmall(t *testing.T) {
+	pr, pw := io.Pipe()
+	r := NewReader(pr, 1<<20)
+	go func() {
+		for range 20 {
+			pw.Write([]byte(sized(200) + "\n"))
+		}
+		pw.Close()
+	}()
+	for range 20 {
+		if _, err := r.Read(); err != nil {
+			t.Fatal(err)
+		}
+		if r.br != r.small {
+			t.Fatalf("a frame read alone grew the buffer")
+		}
+	}
+}
