@@ -101,7 +101,10 @@
 //
 // These enter the hub, and nothing else does:
 //   - each session's read goroutine (session.Session.Run), which calls the
-//     client's Handler methods one message at a time;
+//     client's Handler methods one message at a time; the handshake of a
+//     legacy session (initialize) runs aside, on a goroutine of its own
+//     that the read goroutine starts and waits for, so that the read
+//     goroutine's stack, which an idle session keeps, never grows for it;
 //   - the goroutine that calls Serve, which adds the session, runs its
 //     writer (inside session.Session.Run) and, once it has ended, counts it
 //     out of every part (Hub.detach);

@@ -1,10 +1,12 @@
 package mux
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -29,7 +31,7 @@ func (c *client) handleRequest(msg *jsonrpc.Message, out sink) {
 			return
 		} // else removed in 2026-07-28: handleModern refuses it
 	case "initialize":
-		c.handleInitialize(msg, out)
+		aside(func() { c.handleInitialize(msg, out) })
 		return
 	case "server/discover":
 		c.handleDiscover(msg, out)
@@ -130,16 +132,10 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "this session speaks 2026-07-28 (it sent requests with the _meta envelope): initialize has no place in it", Reason: jsonrpc.ReasonInvalidRequest})
 		return
 	}
-	var p struct {
-		ProtocolVersion string          `json:"protocolVersion"`
-		Capabilities    json.RawMessage `json:"capabilities"`
-		ClientInfo      json.RawMessage `json:"clientInfo"`
-	}
-	if m.Params != nil && m.Params[0] == '{' {
-		if err := json.Unmarshal(m.Params, &p); err != nil {
-			c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid initialize params: " + err.Error(), Reason: jsonrpc.ReasonInvalidRequest})
-			return
-		}
+	p, err := initializeParams(m.Params)
+	if err != nil {
+		c.fail(out, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid initialize params: " + err.Error(), Reason: jsonrpc.ReasonInvalidRequest})
+		return
 	}
 	info, err := c.description()
 	if err != nil {
@@ -153,9 +149,46 @@ func (c *client) handleInitialize(m *jsonrpc.Message, out sink) {
 		return
 	}
 	c.initializedAs(version, p.Capabilities, p.ClientInfo)
-	c.sess.Logger().Info("session initialized", "protocol", version, "client", string(p.ClientInfo), "server_era", info.era)
+	c.sess.Logger().Info("session initialized", "protocol", version, "client", string(p.ClientInfo), "server_era", info.era.String())
 	out.reply(jsonrpc.Response(m.ID, body))
 }
+
+// initParams are what mcpmux reads of an initialize request's params.
+type initParams struct {
+	ProtocolVersion string
+	Capabilities    json.RawMessage // copies, kept for the session's life
+	ClientInfo      json.RawMessage
+}
+
+// initializeParams reads params (valid JSON, as a parsed message's are) by
+// scanning them, as the rest of a session's path reads frames: a session's
+// goroutine, which an idle session keeps, never grows its stack for
+// encoding/json's recursive decoder (nor a log attribute for fmt's). Params
+// that are not an object read as none.
+func initializeParams(params []byte) (p initParams, err error) {
+	if len(params) == 0 || params[0] != '{' {
+		return p, nil
+	}
+	var spans [3]jsonrpc.Span
+	found := jsonrpc.FindMembers(params, initParamNames, spans[:])
+	raw := func(i int) []byte {
+		if found&(1<<i) == 0 {
+			return nil
+		}
+		return params[spans[i].Start:spans[i].End]
+	}
+	if v := raw(0); v != nil && string(v) != "null" {
+		s, ok := jsonrpc.Unquote(v)
+		if !ok {
+			return p, fmt.Errorf("protocolVersion is %.40s, not a string", v)
+		}
+		p.ProtocolVersion = s
+	}
+	p.Capabilities, p.ClientInfo = bytes.Clone(raw(1)), bytes.Clone(raw(2))
+	return p, nil
+}
+
+var initParamNames = []string{"protocolVersion", "capabilities", "clientInfo"}
 
 // description is what the session's initialize or discover is answered
 // from.
@@ -454,4 +487,38 @@ func (c *client) handleCancel(m *jsonrpc.Message) {
 func wentUp(r idmap.Route) bool {
 	d := dataOf(r)
 	return d == nil || d.sent.Load()
+}
+
+// aside runs fn on a goroutine of its own and waits for it; a panic in fn
+// goes on in the caller, as if fn had run there. A session's goroutine
+// stays parked in its read for as long as the session idles, keeping the
+// stack its deepest work grew: the handshake, which decodes, negotiates
+// and logs far deeper than routing, runs aside, so that an idle session
+// keeps the small stack it started with.
+func aside(fn func()) {
+	done := make(chan *asidePanic, 1)
+	go func() { // waited for below
+		defer func() {
+			if p := recover(); p != nil {
+				done <- &asidePanic{value: p, stack: debug.Stack()}
+				return
+			}
+			done <- nil
+		}()
+		fn()
+	}()
+	if p := <-done; p != nil {
+		panic(p)
+	}
+}
+
+// asidePanic is a panic of a function aside ran, with the stack it was
+// raised on: the caller's recovery logs this one's.
+type asidePanic struct {
+	value any
+	stack []byte
+}
+
+func (p *asidePanic) String() string {
+	return fmt.Sprintf("%v\n\n(raised on its own goroutine)\n%s", p.value, p.stack)
 }
