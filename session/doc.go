@@ -22,12 +22,14 @@
 //     and which ends once they are written: an idle session has no writer.
 //     It alone writes what may block. Run stops it from starting again and
 //     waits for it (Session.finishWrites);
-//   - two functions run when something ends (context.AfterFunc, in
-//     Session.Run): the end of Run's ctx ends the session, and the end of
-//     the session closes the transport, which unblocks the reader and a
-//     writer stuck on a client that stopped reading (one that half-closed
-//     first gets flushTimeout to take what was queued). Run waits for both,
-//     or stops the first when its ctx never ended;
+//   - a function run when Run's ctx ends (context.AfterFunc, in
+//     Session.Run), which ends the session; Run waits for it, or stops it
+//     when its ctx never ended;
+//   - the closing of the transport (Session.closeTransport), which
+//     Session.closeWith starts when the session ends: it unblocks the
+//     reader and a writer stuck on a client that stopped reading (one that
+//     half-closed first gets flushTimeout to take what was queued). Run
+//     waits for it (closing);
 //   - the read-ahead (Session.startAhead): while a Handler method holds up
 //     the read loop in Session.Await (a request waiting for its server to
 //     start), the transport's next frame is read on a goroutine of its own,

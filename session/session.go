@@ -130,11 +130,11 @@ type Session struct {
 	log     *slog.Logger // base tagged with the session's id, made by Logger
 	logOnce sync.Once
 
-	ending    context.Context // done once, by closeWith: Run's closing of the transport waits on it
-	end       context.CancelFunc
-	done      <-chan struct{} // ending's
-	closeOnce sync.Once
-	err       error // why it ended; set before done is closed
+	done       chan struct{} // closed once, by closeWith
+	closeOnce  sync.Once
+	err        error          // why it ended; set before done is closed
+	writerDone chan struct{}  // closed by Run once its writes are over (queued transports)
+	closing    sync.WaitGroup // closeTransport, which closeWith starts (queued transports)
 
 	started  time.Time
 	bytesIn  atomic.Int64
@@ -165,21 +165,19 @@ func New(cfg Config, t Transport) *Session {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ending, end := context.WithCancel(context.Background())
 	s := &Session{
 		cfg:     cfg,
 		t:       t,
 		base:    log,
 		started: time.Now(),
-		ending:  ending,
-		end:     end,
-		done:    ending.Done(),
+		done:    make(chan struct{}),
 		ended:   make(chan struct{}, 1),
 	}
 	if u, ok := t.(Unqueued); ok {
 		s.direct = u
 		return s
 	}
+	s.writerDone = make(chan struct{})
 	s.out = outbox.New(t, outbox.Config{HighWater: cfg.OutboxHighWater, Max: cfg.OutboxMax})
 	s.out.Serve(s.writeFailed)
 	return s
@@ -236,49 +234,48 @@ func (s *Session) Run(ctx context.Context, h Handler) error {
 	if s.direct != nil {
 		return s.runUnqueued(ctx, h)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	if s.cfg.Budget != nil {
 		// Joined here, not in New: Run closes the queue, so the share
 		// always leaves (a session refused before Run never joins).
 		s.out.JoinBudget(s.cfg.Budget, s.evictForBudget)
 	}
-	writerDone := make(chan struct{})
-	var wg sync.WaitGroup
 	// Nothing waits for the end while the session lives: the end of ctx
-	// ends the session, and the end of the session closes the transport,
-	// each in a function run when it comes (no goroutine per idle session).
-	wg.Add(2)
+	// ends the session, in a function run when it comes, and the end of
+	// the session closes the transport, on a goroutine closeWith starts
+	// (no goroutine, and no context of its own, per idle session).
+	var watch sync.WaitGroup
+	watch.Add(1)
 	stopWatch := context.AfterFunc(ctx, func() {
-		defer wg.Done()
+		defer watch.Done()
 		s.closeWith(context.Cause(ctx))
-	})
-	context.AfterFunc(s.ending, func() {
-		defer wg.Done()
-		// Closing the transport unblocks the reader, and the writer too when
-		// it is stuck in a write to a client that stopped reading. A client
-		// that half-closed gets flushTimeout to take what was queued.
-		if errors.Is(s.err, io.EOF) {
-			t := time.NewTimer(flushTimeout)
-			defer t.Stop()
-			select {
-			case <-writerDone:
-			case <-t.C:
-			}
-		}
-		s.t.Close()
 	})
 	s.closeWith(s.readLoop(ctx, h))
 	s.finishWrites()
-	close(writerDone)
+	close(s.writerDone)
 	if stopWatch() {
-		wg.Done() // ctx did not end: its function will never run
+		watch.Done() // ctx did not end: its function will never run
 	}
-	cancel()
-	wg.Wait()
+	watch.Wait()
+	s.closing.Wait()
 	s.aheadWG.Wait() // the transport is closed: its read has returned
 	s.out.Close()    // what is left goes, and leaves the budget
 	return s.result()
+}
+
+// closeTransport closes a queued transport once the session has ended:
+// that unblocks the reader, and the writer too when it is stuck in a write
+// to a client that stopped reading. A client that half-closed gets
+// flushTimeout to take what was queued.
+func (s *Session) closeTransport() {
+	if errors.Is(s.err, io.EOF) {
+		t := time.NewTimer(flushTimeout)
+		defer t.Stop()
+		select {
+		case <-s.writerDone:
+		case <-t.C:
+		}
+	}
+	s.t.Close()
 }
 
 // Close ends the session with the given reason (nil for a plain close).
@@ -295,10 +292,12 @@ func (s *Session) closeWith(err error) {
 	}
 	s.closeOnce.Do(func() {
 		s.err = err
-		s.end()
+		close(s.done)
 		if s.direct != nil {
 			s.t.Close() // unblocks the read loop; it never blocks
+			return
 		}
+		s.closing.Go(s.closeTransport) // Run waits for it
 	})
 }
 

@@ -28,7 +28,6 @@ type Stream struct {
 	r    *jsonrpc.Reader
 	once sync.Once
 
-	buf  []byte      // frames gathered for one write
 	bufs net.Buffers // a large frame and its newline
 	rest []byte      // what a partial TryWrite left, written first next time
 }
@@ -111,7 +110,9 @@ const gatherMax = 4 << 10
 // WriteFrames implements outbox.Writer: each frame with its newline, in
 // as few writes as it can (small frames are gathered into one buffer).
 func (s *Stream) WriteFrames(frames []outbox.Frame) error {
-	b := append(s.buf[:0], s.rest...)
+	bp := gatherPool.Get().(*[]byte)
+	b := append((*bp)[:0], s.rest...)
+	defer func() { putGather(bp, b) }()
 	s.rest = nil
 	for _, fr := range frames {
 		f := fr.Data
@@ -137,7 +138,6 @@ func (s *Stream) WriteFrames(frames []outbox.Frame) error {
 			return err
 		}
 	}
-	s.keep(b)
 	if len(b) == 0 {
 		return nil
 	}
@@ -151,7 +151,9 @@ func (s *Stream) TryWrite(frames []outbox.Frame) (ok, more bool) {
 	if s.raw == nil || len(s.rest) > 0 {
 		return false, false
 	}
-	b := s.buf[:0]
+	bp := gatherPool.Get().(*[]byte)
+	b := (*bp)[:0]
+	defer func() { putGather(bp, b) }()
 	for _, f := range frames {
 		if f.Data != nil {
 			b = append(append(b, f.Data...), '\n')
@@ -160,7 +162,6 @@ func (s *Stream) TryWrite(frames []outbox.Frame) (ok, more bool) {
 	if len(b) == 0 {
 		return true, false
 	}
-	defer s.keep(b)
 	ok, more, s.rest = outbox.TryWriteRaw(s.raw, b)
 	if ok { // written, or the rest copied: the frames are done with
 		for _, f := range frames {
@@ -177,12 +178,17 @@ func release(f outbox.Frame) {
 	}
 }
 
-// keep holds on to b as the gathering buffer, unless it grew large.
-func (s *Stream) keep(b []byte) {
+// gatherPool holds the buffers frames are gathered in for one write
+// (*[]byte): a session holds none between writes, so an idle one costs
+// nothing for them. (TryWriteRaw copies what it leaves, so nothing refers
+// to a buffer once it is back.)
+var gatherPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// putGather gives back bp, which now holds b, unless b grew large.
+func putGather(bp *[]byte, b []byte) {
 	if cap(b) <= 64<<10 {
-		s.buf = b[:0]
-	} else {
-		s.buf = nil
+		*bp = b[:0]
+		gatherPool.Put(bp)
 	}
 }
 
