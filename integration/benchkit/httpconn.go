@@ -37,7 +37,8 @@ type httpConn struct {
 	cancel context.CancelFunc // ends the POSTs in flight
 	wg     sync.WaitGroup
 	once   sync.Once
-	held   *[]byte // the buffer of what recv returned last, given back at its next call
+	held   *[]byte      // the buffer of what recv returned last, given back at its next call
+	free   chan *[]byte // event buffers for reuse (eventBufs)
 }
 
 type httpMsg struct {
@@ -71,10 +72,14 @@ func newHTTPConn(url, token string) *httpConn {
 		// never goes out on a connection the server is closing as idle.
 		IdleConnTimeout:    30 * time.Second,
 		DisableCompression: true,
+		// A body is read 64 KiB at a time, as node's streams read it (the
+		// default, 4 KiB, makes a 10 MB answer 2,500 reads).
+		ReadBufferSize: 64 << 10,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &httpConn{url: url, token: token, client: &http.Client{Transport: tr},
-		msgs: make(chan httpMsg, httpInFlight), quit: make(chan struct{}), ctx: ctx, cancel: cancel}
+		msgs: make(chan httpMsg, httpInFlight), quit: make(chan struct{}), ctx: ctx, cancel: cancel,
+		free: make(chan *[]byte, eventBufs)}
 }
 
 // send POSTs line. A request's POST runs in a goroutine of its own; the
@@ -190,7 +195,7 @@ func (c *httpConn) readEvents(body io.Reader) error {
 		start = true  // the next piece begins a line
 		keep  bool    // the line being read is data
 	)
-	defer func() { putEventBuf(ev) }()
+	defer func() { c.putEventBuf(ev) }()
 	for {
 		piece, err := r.ReadSlice('\n')
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
@@ -211,7 +216,7 @@ func (c *httpConn) readEvents(body io.Reader) error {
 			case bytes.HasPrefix(piece, []byte("data:")):
 				piece = bytes.TrimPrefix(piece[len("data:"):], []byte(" "))
 				if ev == nil {
-					ev = getEventBuf()
+					ev = c.getEventBuf()
 				}
 				if lines++; lines > 1 {
 					*ev = append(*ev, '\n')
@@ -231,20 +236,28 @@ func (c *httpConn) readEvents(body io.Reader) error {
 	}
 }
 
-// eventBufs holds the buffers events' data is gathered in (*[]byte).
-var eventBufs sync.Pool
+// eventBufs is how many event buffers a connection keeps for reuse. They
+// are its own, not a sync.Pool's, which a collection empties: a 10 MB
+// answer would then find no buffer and grow a fresh one, page by page.
+const eventBufs = 4
 
-func getEventBuf() *[]byte {
-	if p, ok := eventBufs.Get().(*[]byte); ok {
+func (c *httpConn) getEventBuf() *[]byte {
+	select {
+	case p := <-c.free:
 		*p = (*p)[:0]
 		return p
+	default:
+		return new([]byte)
 	}
-	return new([]byte)
 }
 
-func putEventBuf(p *[]byte) {
-	if p != nil && cap(*p) <= 64<<20 {
-		eventBufs.Put(p)
+func (c *httpConn) putEventBuf(p *[]byte) {
+	if p == nil || cap(*p) > 64<<20 {
+		return
+	}
+	select {
+	case c.free <- p:
+	default:
 	}
 }
 
@@ -257,7 +270,7 @@ func (c *httpConn) deliver(m httpMsg) {
 
 // recv returns the next message of any POST's answer.
 func (c *httpConn) recv() ([]byte, error) {
-	putEventBuf(c.held)
+	c.putEventBuf(c.held)
 	c.held = nil
 	select {
 	case m := <-c.msgs:
