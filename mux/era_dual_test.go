@@ -71,3 +71,34 @@ func TestLegacySessionSetsTheLevelOfAPerRequestServer(t *testing.T) {
 		return false
 	})
 }
+
+// What such a server logs at the level its connection was set goes to
+// every legacy session whose level admits it, as from a legacy server,
+// whatever else is in flight: a modern session's request that asked for a
+// level after a legacy session's call does not take the messages that call
+// caused (nothing in them names it); it hears them too, the latest modern
+// request to ask.
+func TestPerRequestServerLogsReachLegacySessions(t *testing.T) {
+	h := newHarnessOn(t, modernServer("perrequest"), func(c *Config) { c.Protocol = ProtocolModern })
+	eventually(t, "ready", func() bool { return h.Status().State == StateReady })
+	l := h.session("2025-06-18")
+	l.send(`{"jsonrpc":"2.0","id":"lvl","method":"logging/setLevel","params":{"level":"debug"}}`)
+	require.Equal(t, `"lvl"`, string(l.recv().ID))
+	l.send(`{"jsonrpc":"2.0","id":"call","method":"tools/call","params":{"name":"hang"}}`)
+	eventually(t, "the legacy call at the server", func() bool { return len(h.srv.messages("tools/call")) == 1 })
+	mod := h.connect()
+	mod.send(withLevel(modern(`"m"`, "tools/call", `{"name":"hang"}`, "mod", `{}`), "info"))
+	eventually(t, "the modern call at the server", func() bool { return len(h.srv.messages("tools/call")) == 2 })
+
+	h.srv.current().reply([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"step 2"}}`))
+	for name, c := range map[string]*testClient{"legacy": l, "modern": mod} {
+		m := c.next()
+		require.Equal(t, "notifications/message", m.Method, "%s: %s", name, m.Frame)
+		assert.Contains(t, string(m.Params), "step 2", name)
+	}
+	h.srv.current().reply([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"debug","data":"step 3"}}`))
+	m := l.next()
+	require.Equal(t, "notifications/message", m.Method, "%s", m.Frame)
+	assert.Contains(t, string(m.Params), "step 3")
+	quiet(t, mod, "the modern request asked for info")
+}

@@ -197,7 +197,12 @@ func (u *upstreamHandler) routeLogMessage(m *message) {
 		return
 	}
 	info := h.describedServer()
-	if info == nil || info.era != eraModern {
+	// A legacy server, and a server of both eras that serves legacy
+	// sessions in their own revision, log at the level their connection was
+	// set (logging/setLevel): what they log goes to every legacy session
+	// whose level admits it, as a legacy server's connection would send it.
+	connection := info == nil || info.era != eraModern || info.newestLegacy() != ""
+	if connection {
 		for _, c := range h.sessions.ready() {
 			if !known || logRanks[h.levels.of(c.sess.ID())] <= rank {
 				c.send(m.Frame)
@@ -206,8 +211,9 @@ func (u *upstreamHandler) routeLogMessage(m *message) {
 	}
 	_, r, ok := h.flights.latest(func(r idmap.Route) bool {
 		d := dataOf(r)
-		// Only a modern session's request, or one bridged up, carries a level.
-		return d != nil && d.level != "" && !d.listen && (!known || logRanks[d.level] <= rank)
+		// Only a modern session's request, or a legacy session's bridged up,
+		// carries a level; the legacy sessions had theirs above.
+		return d != nil && d.level != "" && !d.listen && (!connection || d.modern != nil) && (!known || logRanks[d.level] <= rank)
 	})
 	if !ok {
 		return
