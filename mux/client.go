@@ -186,8 +186,8 @@ func (h *Hub) Serve(ctx context.Context, t session.Transport, peer session.Peer)
 	}
 	// While the session idles, only this small frame and Run's lie under
 	// its parked read: attach and leave hold the large locals (a session
-	// config, log attributes), so that a collection can shrink an idle
-	// session's stack to what the read needs.
+	// config, log attributes), so that the stack an idle session keeps holds
+	// little more than its read (its size: see aside).
 	return c.leave(c.sess.Run(ctx, c))
 }
 
