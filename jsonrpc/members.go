@@ -33,38 +33,44 @@ func hasControl(b []byte) bool {
 	return false
 }
 
-// FilterMembers returns a copy of the valid JSON object obj without the
-// members named in drop, and with the value of the member named replace
-// set to value when value is not nil. The members kept keep their order;
-// the space between members is left out. nil when obj is not an object.
-func FilterMembers(obj []byte, drop []string, replace string, value []byte) []byte {
-	start := skipSpace(obj, 0)
-	if start >= len(obj) || obj[start] != '{' {
-		return nil
+// DropMembers appends to edits those that take the members named in drop
+// out of the object at span s of the valid JSON frame, each with the comma
+// that joined it to the rest, so that Splice makes the object without
+// them in one copy of the frame. The members kept keep their order and
+// spacing. A frame with none of them gets no edit.
+func DropMembers(frame []byte, s Span, drop []string, edits []Edit) []Edit {
+	prevEnd, kept, run := 0, false, -1 // run: where a leading run of dropped members starts
+	at := skipSpace(frame, s.Start)
+	if at >= s.End || frame[at] != '{' {
+		return edits
 	}
-	out := make([]byte, 1, len(obj)+len(value))
-	out[0] = '{'
-	eachMember(obj, start, func(key []byte, escaped bool, val Span) bool {
+	eachMember(frame, at, func(key []byte, escaped bool, val Span) bool {
+		start := cap(frame) - cap(key) // the key's opening quote
+		if !escaped {
+			start--
+		}
+		dropped := false
 		for _, name := range drop {
 			if keyEquals(key, escaped, name) {
-				return true
+				dropped = true
+				break
 			}
 		}
-		if len(out) > 1 {
-			out = append(out, ',')
+		switch {
+		case dropped && kept: // from the end of the member before it
+			edits = append(edits, Edit{Span: Span{Start: prevEnd, End: val.End}})
+		case dropped && run < 0:
+			run = start
+		case !dropped && run >= 0: // up to the first member kept
+			edits = append(edits, Edit{Span: Span{Start: run, End: start}})
+			run = -1
 		}
-		if escaped {
-			out = append(out, key...)
-		} else {
-			out = append(append(append(out, '"'), key...), '"')
-		}
-		out = append(out, ':')
-		if value != nil && keyEquals(key, escaped, replace) {
-			out = append(out, value...)
-		} else {
-			out = append(out, obj[val.Start:val.End]...)
-		}
+		kept = kept || !dropped
+		prevEnd = val.End
 		return true
 	})
-	return append(out, '}')
+	if run >= 0 { // every member dropped
+		edits = append(edits, Edit{Span: Span{Start: run, End: prevEnd}})
+	}
+	return edits
 }

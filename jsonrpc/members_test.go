@@ -25,22 +25,37 @@ func TestUnquote(t *testing.T) {
 	}
 }
 
-// TestFilterMembers: named members leave, one is replaced, the rest keep
-// their order, escaped keys included.
-func TestFilterMembers(t *testing.T) {
-	obj := []byte(` { "b" : 1, "drop":{"x":[1,2]}, "progressToken": "t", "a\u0062c":true, "dr\u006fp":0 } `)
-	got := FilterMembers(obj, []string{"drop"}, "progressToken", []byte(`42`))
-	want := `{"b":1,"progressToken":42,"a\u0062c":true}`
-	if string(got) != want {
-		t.Errorf("got %s, want %s", got, want)
-	}
-	if got := FilterMembers([]byte(`{"drop":1}`), []string{"drop"}, "", nil); string(got) != `{}` {
-		t.Errorf("all dropped: got %s", got)
-	}
-	if got := FilterMembers([]byte(`{"progressToken":"t"}`), nil, "progressToken", nil); string(got) != `{"progressToken":"t"}` {
-		t.Errorf("nil value replaces nothing: got %s", got)
-	}
-	if FilterMembers([]byte(`[1]`), nil, "", nil) != nil {
-		t.Error("an array is not an object")
+// TestDropMembers: named members leave with their commas, wherever they
+// sit, escaped keys included; the rest keep their order and spacing; the
+// result is valid JSON, and the frame around the object is untouched.
+func TestDropMembers(t *testing.T) {
+	for _, c := range []struct{ obj, want string }{
+		{` { "b" : 1, "drop":{"x":[1,2]}, "progressToken": "t", "a\u0062c":true, "dr\u006fp":0 } `, ` { "b" : 1, "progressToken": "t", "a\u0062c":true } `},
+		{`{"drop":1}`, `{}`},
+		{`{ "drop":1 , "drop":2 }`, `{  }`},
+		{`{"drop":1,"other":2,"drop":3}`, `{"other":2}`},
+		{`{"drop":1,"drop":[],"a":{"drop":1},"b":2}`, `{"a":{"drop":1},"b":2}`},
+		{`{"a":1,"b":2}`, `{"a":1,"b":2}`},
+		{`{}`, `{}`},
+		{`{"a":1,"drop":"x,y}"}`, `{"a":1}`},
+	} {
+		frame := []byte(`{"id":1,"params":` + c.obj + `,"z":0}`)
+		s := Span{Start: len(`{"id":1,"params":`), End: len(`{"id":1,"params":`) + len(c.obj)}
+		var edits []Edit
+		if c.obj == c.want {
+			edits = append(edits, Edit{Span: Span{Start: 6, End: 7}, Value: []byte("2")}) // another edit passes through
+		}
+		edits = DropMembers(frame, s, []string{"drop"}, edits)
+		got := Splice(frame, edits...)
+		want := `{"id":1,"params":` + c.want + `,"z":0}`
+		if c.obj == c.want {
+			want = `{"id":2,"params":` + c.want + `,"z":0}`
+		}
+		if string(got) != want {
+			t.Errorf("%s: got %s, want %s", c.obj, got, want)
+		}
+		if !json.Valid(got) {
+			t.Errorf("%s: %s is not valid JSON", c.obj, got)
+		}
 	}
 }

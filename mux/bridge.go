@@ -17,10 +17,9 @@ type bridge interface {
 	// the data of its route.
 	keep(c *client, m *jsonrpc.Message, d *routeData)
 	// rewrite is the request going up (meta: the span of its _meta object,
-	// zero when none): it appends to edits those beyond its id, which goes
-	// up as upID; tokenDone reports that they replaced its progress token
-	// too.
-	rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, upID []byte, hasToken bool, edits []jsonrpc.Edit) (_ []jsonrpc.Edit, tokenDone bool)
+	// zero when none): it appends to edits those beyond its id and its
+	// progress token, which the caller makes; none may overlap those.
+	rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, edits []jsonrpc.Edit) []jsonrpc.Edit
 	// modifyAnswer is the server's answer going down to c, for the route r
 	// of upstream id up; taken reports that the bridge took the request on
 	// instead (it asks the session for input) and nothing is delivered now.
@@ -80,8 +79,8 @@ type plain struct{}
 
 func (plain) keep(*client, *jsonrpc.Message, *routeData) {}
 
-func (plain) rewrite(_ *client, _ *jsonrpc.Message, _ jsonrpc.Span, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
-	return edits, false
+func (plain) rewrite(_ *client, _ *jsonrpc.Message, _ jsonrpc.Span, edits []jsonrpc.Edit) []jsonrpc.Edit {
+	return edits
 }
 
 func (plain) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeData, m *jsonrpc.Message) ([]byte, bool) {
@@ -108,15 +107,8 @@ type downBridge struct {
 
 func (b *downBridge) keep(*client, *jsonrpc.Message, *routeData) {}
 
-func (b *downBridge) rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, upID []byte, hasToken bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
-	var tok []byte
-	if hasToken {
-		tok = upID
-	}
-	if e, ok := stripEnvelope(m, meta, tok); ok {
-		return append(edits, e), true // the token is in the _meta it rewrote
-	}
-	return edits, false
+func (b *downBridge) rewrite(_ *client, m *jsonrpc.Message, meta jsonrpc.Span, edits []jsonrpc.Edit) []jsonrpc.Edit {
+	return stripEnvelope(m, meta, edits)
 }
 
 func (b *downBridge) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeData, m *jsonrpc.Message) ([]byte, bool) {
@@ -149,8 +141,8 @@ func (b *upBridge) keep(c *client, m *jsonrpc.Message, d *routeData) {
 	}
 }
 
-func (b *upBridge) rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, _ []byte, _ bool, edits []jsonrpc.Edit) ([]jsonrpc.Edit, bool) {
-	return append(edits, injectEnvelope(m, meta, c.envelopeMembers())), false
+func (b *upBridge) rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, edits []jsonrpc.Edit) []jsonrpc.Edit {
+	return append(edits, injectEnvelope(m, meta, c.envelopeMembers()))
 }
 
 func (b *upBridge) modifyAnswer(c *client, up int64, r idmap.Route, d *routeData, m *jsonrpc.Message) ([]byte, bool) {

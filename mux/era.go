@@ -55,7 +55,9 @@ func metaSpan(m *jsonrpc.Message) (jsonrpc.Span, bool) {
 func envelopeOf(m *message) (envelope, bool) {
 	var e envelope
 	var ok bool
-	if e.version, ok = m.metaString(mProtocolVersion); !ok {
+	if s, found := m.p.inMeta(mProtocolVersion); found && string(m.Frame[s.Start:s.End]) == `"`+protocol.Modern+`"` {
+		e.version = protocol.Modern // the common case, without a copy
+	} else if e.version, ok = m.metaString(mProtocolVersion); !ok {
 		return envelope{}, false
 	}
 	e.info = m.metaRaw(mClientInfo)
@@ -73,19 +75,13 @@ func envelopeOf(m *message) (envelope, bool) {
 // initialize, so it can refuse a tool with -32021 as a modern server would.
 var envelopeKeys = []string{protocol.MetaProtocolVersion, protocol.MetaClientInfo, protocol.MetaLogLevel}
 
-// stripEnvelope returns the edits that take the envelope keys out of a request's
-// _meta (at s: its span, zero when it has no _meta object), with the
-// progress token, if any, replaced by token. ok is false when the request
-// has no _meta object.
-func stripEnvelope(m *jsonrpc.Message, s jsonrpc.Span, token []byte) (jsonrpc.Edit, bool) {
+// stripEnvelope appends to edits those that take the envelope keys out of
+// a request's _meta (at s: its span, zero when it has no _meta object).
+func stripEnvelope(m *jsonrpc.Message, s jsonrpc.Span, edits []jsonrpc.Edit) []jsonrpc.Edit {
 	if s.End == 0 {
-		return jsonrpc.Edit{}, false
+		return edits
 	}
-	b := jsonrpc.FilterMembers(m.Frame[s.Start:s.End], envelopeKeys, "progressToken", token)
-	if b == nil {
-		return jsonrpc.Edit{}, false
-	}
-	return jsonrpc.Edit{Span: s, Value: b}, true
+	return jsonrpc.DropMembers(m.Frame, s, envelopeKeys, edits)
 }
 
 // injectEnvelope returns the edit that adds members to a message's _meta

@@ -1,7 +1,6 @@
 package mux
 
 import (
-	"bytes"
 	"encoding/json"
 
 	"github.com/mcpmux/mcpmux/jsonrpc"
@@ -84,7 +83,9 @@ func (c *client) forwardModern(m *message, env envelope, mr *modernReq, out sink
 		return // a retry with an input mcpmux asked for: answered from the bridge
 	}
 	if inputMethod(m.Method) {
-		mr.method, mr.params = m.Method, bytes.Clone(m.Params)
+		// The session's reader gave the frame to this request alone: its
+		// params stay as they are while the request lives.
+		mr.method, mr.params = m.Method, m.Params
 	}
 	// A legacy server has one level for everyone: the most verbose any
 	// session wants, a modern session's latest request counting as its wish.

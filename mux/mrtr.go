@@ -482,6 +482,9 @@ var (
 	shapeNames    = []string{"resultType", "ttlMs", "cacheScope", "inputRequests"}
 	shapeComplete = []byte(`"resultType":"complete"`)
 	shapeList     = []byte(`"cacheScope":"private","resultType":"complete","ttlMs":0`)
+	// The same, followed by the result's own members.
+	shapeCompleteThen = []byte(`"resultType":"complete",`)
+	shapeListThen     = []byte(`"cacheScope":"private","resultType":"complete","ttlMs":0,`)
 )
 
 // completeEdit is shapeDown's edit of a result in the common case, without
@@ -492,15 +495,19 @@ func completeEdit(m *jsonrpc.Message, method string) (jsonrpc.Edit, bool) {
 	if jsonrpc.FindMembers(m.Result, shapeNames, at[:]) != 0 {
 		return jsonrpc.Edit{}, false // shapeDown's general case sorts it out
 	}
-	add := shapeComplete
-	if cacheable[method] {
-		add = shapeList
+	empty := jsonrpc.EmptyObject(m.Result)
+	var v []byte
+	switch list := cacheable[method]; {
+	case list && empty:
+		v = shapeList
+	case list:
+		v = shapeListThen
+	case empty:
+		v = shapeComplete
+	default:
+		v = shapeCompleteThen
 	}
 	rs := jsonrpc.SpanOf(m.Frame, m.Result)
-	v := add
-	if !jsonrpc.EmptyObject(m.Result) {
-		v = append(append(make([]byte, 0, len(add)+1), add...), ',')
-	}
 	return jsonrpc.Edit{Span: jsonrpc.Span{Start: rs.Start + 1, End: rs.Start + 1}, Value: v}, true
 }
 
@@ -510,7 +517,8 @@ func completeEdit(m *jsonrpc.Message, method string) (jsonrpc.Edit, bool) {
 // lists), and the retired resource-not-found code becomes -32602.
 func (b *downBridge) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string) []byte {
 	idSpan, _ := m.IDSpan()
-	edits := []jsonrpc.Edit{{Span: idSpan, Value: id}}
+	var buf [2]jsonrpc.Edit // Splice keeps no edit: they stay on the stack
+	edits := append(buf[:0], jsonrpc.Edit{Span: idSpan, Value: id})
 	switch m.Kind {
 	case jsonrpc.KindResult:
 		if len(m.Result) == 0 || m.Result[0] != '{' {

@@ -278,14 +278,13 @@ func (c *client) forward(m *message, out sink, f fwd) {
 func (c *client) edits(m *message, pair pairing, up int64, hasToken bool, tokSpan jsonrpc.Span) []jsonrpc.Edit {
 	upID := []byte(strconv.FormatInt(up, 10))
 	idSpan, _ := m.IDSpan()
-	edits := make([]jsonrpc.Edit, 1, 3)
+	edits := make([]jsonrpc.Edit, 1, 5)
 	edits[0] = jsonrpc.Edit{Span: idSpan, Value: upID}
-	meta, _ := m.p.meta(m.Frame)
-	edits, tokenDone := c.h.bridgeOf(pair).rewrite(c, m.Message, meta, upID, hasToken, edits)
-	if hasToken && !tokenDone {
+	if hasToken {
 		edits = append(edits, jsonrpc.Edit{Span: tokSpan, Value: upID})
 	}
-	return edits
+	meta, _ := m.p.meta(m.Frame)
+	return c.h.bridgeOf(pair).rewrite(c, m.Message, meta, edits)
 }
 
 // routeOf is the route of a request about to be forwarded, the span of its
