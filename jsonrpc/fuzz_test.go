@@ -133,6 +133,9 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"m","params":{"_meta":{"progressToken":` + id + `}}}`))
 	}
 	f.Add([]byte(tokenRequest))
+	// Past the members Parse keeps from its check, and twice over.
+	f.Add([]byte(`{"a":0,"jsonrpc":"2.0","b":1,"c":2,"d":3,"e":4,"f":5,"g":6,"method":"m","id":1}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","b":1,"c":2,"d":3,"e":4,"f":5,"g":6,"method":"m","id":1,"id":2}`))
 
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		orig := bytes.Clone(frame)
@@ -141,13 +144,15 @@ func FuzzParse(f *testing.F) {
 		require.Equal(t, orig, frame, "Parse modified its input")
 
 		want := refParse(frame)
-		got := refOutcome{Kind: m.Kind, Method: m.Method, ID: m.ID}
-		if err != nil {
-			var e *jsonrpc.Error
-			require.ErrorAs(t, err, &e)
-			got.Code, got.Reason, got.Method = e.Code, e.Reason, ""
-		}
+		got := outcomeOf(t, m, err)
 		require.Equal(t, want, got, "Parse(%q): %v", frame, err)
+		if json.Valid(frame) && utf8.Valid(frame) {
+			// The members Parse kept from its check, and those
+			// ParseChecked finds walking the frame, read the same.
+			mc, errc := jsonrpc.ParseChecked(frame)
+			require.Equal(t, got, outcomeOf(t, mc, errc), "ParseChecked(%q): %v", frame, errc)
+			require.Equal(t, view(m), view(mc), "ParseChecked(%q)", frame)
+		}
 		if m.ID != nil {
 			span, ok := m.IDSpan()
 			require.True(t, ok)
@@ -292,6 +297,17 @@ func refParse(frame []byte) refOutcome {
 		return bad(id)
 	}
 	return refOutcome{Kind: jsonrpc.KindError, ID: id}
+}
+
+// outcomeOf is what Parse made of a frame, as refParse says it.
+func outcomeOf(t *testing.T, m *jsonrpc.Message, err error) refOutcome {
+	got := refOutcome{Kind: m.Kind, Method: m.Method, ID: m.ID}
+	if err != nil {
+		var e *jsonrpc.Error
+		require.ErrorAs(t, err, &e)
+		got.Code, got.Reason, got.Method = e.Code, e.Reason, ""
+	}
+	return got
 }
 
 // TestParseMatchesReference runs the tables through the reference too, so

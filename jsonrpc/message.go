@@ -68,23 +68,39 @@ const (
 // still non-nil and carries the frame's id if one was readable and valid, so
 // that the caller can address its error response.
 func Parse(frame []byte) (*Message, error) {
-	if err := CheckJSON(frame); err != nil {
+	var top topMembers
+	if err := checkJSON(frame, &top); err != nil {
 		return &Message{Frame: frame}, err
 	}
-	return ParseChecked(frame)
+	if top.n > maxTop {
+		return ParseChecked(frame)
+	}
+	return parseMembers(frame, &top)
 }
 
 // ParseChecked is Parse for a frame already known to be valid UTF-8 JSON
 // (its Reader said Checked): it skips that check, the one pass over every
 // byte of a large frame. Given anything else, its results are undefined.
-func ParseChecked(frame []byte) (*Message, error) {
+func ParseChecked(frame []byte) (*Message, error) { return parseMembers(frame, nil) }
+
+// parseMembers parses a valid JSON frame whose top-level members are top,
+// or, when top is nil, found by walking it.
+func parseMembers(frame []byte, top *topMembers) (*Message, error) {
 	m := &Message{Frame: frame}
 	if err := checkObject(frame); err != nil {
 		return m, err
 	}
 	e := members{frame: frame}
-	if err := eachMember(frame, skipSpace(frame, 0), e.member); err != nil {
-		return m, err
+	if top == nil {
+		eachMember(frame, skipSpace(frame, 0), e.member)
+	} else {
+		for i := range top.n { // at most maxTop: Parse sees to it
+			key, escaped := frame[top.keys[i].Start+1:top.keys[i].End-1], false
+			if bytes.IndexByte(key, '\\') >= 0 {
+				key, escaped = frame[top.keys[i].Start:top.keys[i].End], true
+			}
+			e.member(key, escaped, top.vals[i])
+		}
 	}
 	// The id first, so that every later complaint can be addressed.
 	m.takeID(&e)

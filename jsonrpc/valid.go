@@ -11,8 +11,12 @@ import (
 // message from a server crosses the one goroutine that reads its stdout, so
 // the speed of this check bounds what a shared server can deliver. It does
 // not check UTF-8; the caller does, with utf8.Valid.
-func valid(b []byte) bool {
-	v := validator{b: b}
+func valid(b []byte) bool { return validWith(b, nil) }
+
+// validWith is valid that also records the members of the top-level
+// object in top, when not nil.
+func validWith(b []byte, top *topMembers) bool {
+	v := validator{b: b, top: top}
 	v.space()
 	if !v.value() {
 		return false
@@ -27,6 +31,29 @@ type validator struct {
 	b     []byte
 	i     int
 	depth int
+	top   *topMembers // where the top-level object's members go; nil: nowhere
+}
+
+// topMembers are the members of a frame's top-level object, as the check
+// that the frame is JSON found them: Parse reads the envelope from them
+// rather than walk the frame a second time. A frame of more members than
+// it holds is walked again.
+type topMembers struct {
+	n    int // how many there were, even past the array's room
+	keys [maxTop]Span
+	vals [maxTop]Span
+}
+
+const maxTop = 8
+
+// member records one of the top-level object's members.
+func (v *validator) member(key, val Span) {
+	if t := v.top; t != nil && v.depth == 1 {
+		if t.n < maxTop {
+			t.keys[t.n], t.vals[t.n] = key, val
+		}
+		t.n++
+	}
 }
 
 // plain marks the bytes a string may hold without a closer look.
@@ -91,18 +118,22 @@ func (v *validator) object() bool {
 		return true
 	}
 	for {
+		key := v.i
 		if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
 			return false
 		}
+		keyEnd := v.i
 		v.space()
 		if v.i >= len(v.b) || v.b[v.i] != ':' {
 			return false
 		}
 		v.i++
 		v.space()
+		val := v.i
 		if !v.value() {
 			return false
 		}
+		v.member(Span{key, keyEnd}, Span{val, v.i})
 		if more, ok := v.next('}'); !more {
 			return ok
 		}
@@ -265,11 +296,15 @@ func Valid(b []byte) bool { return utf8.Valid(b) && valid(b) }
 // CheckJSON returns nil when b is valid UTF-8 JSON, and otherwise the parse
 // error that says which of the two it is not: a line of plain text is "not
 // JSON", not a matter of its encoding.
-func CheckJSON(b []byte) *Error {
+func CheckJSON(b []byte) *Error { return checkJSON(b, nil) }
+
+// checkJSON is CheckJSON that also records the members of the top-level
+// object in top, when not nil.
+func checkJSON(b []byte, top *topMembers) *Error {
 	switch {
 	case !utf8.Valid(b):
 		return &Error{Code: CodeParseError, Message: "parse error: not valid UTF-8", Reason: ReasonParseError}
-	case !valid(b):
+	case !validWith(b, top):
 		return &Error{Code: CodeParseError, Message: "parse error: not JSON", Reason: ReasonParseError}
 	}
 	return nil
