@@ -124,7 +124,10 @@
 //     downBridge.parkedTimeout), and the wait of a legacy server's first
 //     request for input for the rest of its round (armed by
 //     downBridge.askModern; downBridge.flushRound, which takes the round
-//     from downBridge.rounds);
+//     from downBridge.rounds), and the delayed reopening of mcpmux's own
+//     listen on a modern server that ended it at once (armed by
+//     ownedListen.later, stopped when the process exits; it runs
+//     upBridge.syncOwnedListen only if ownedListen.due still holds it);
 //   - the daemon's control endpoint, its reload and its idle check, through
 //     the exported methods: Status, Logs and FollowLogs copy out what the
 //     parts hold, under their locks; Restart and Reconfigure change what

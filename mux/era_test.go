@@ -2,6 +2,7 @@ package mux
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -385,4 +386,68 @@ func TestListenAcknowledgedAfterSubscribe(t *testing.T) {
 	require.True(t, h.srv.releaseHeld(), "the subscribe was held")
 	ack := m0.recv()
 	assert.Equal(t, "notifications/subscriptions/acknowledged", ack.Method, "%s", ack.Frame)
+}
+
+// A server that ends mcpmux's own listen as soon as it is opened gets it
+// again after a delay that doubles, not in a loop as fast as it answers.
+func TestOwnedListenEndedAtOnceIsReopenedWithBackoff(t *testing.T) {
+	srv := modernServer("modern")
+	srv.listenEnd = "answer"
+	h := newHarnessOn(t, srv, nil)
+	h.session("2025-11-25")
+	eventually(t, "mcpmux's listen", func() bool { return len(h.srv.messages("subscriptions/listen")) >= 1 })
+	start := time.Now()
+	eventually(t, "two reopenings", func() bool { return len(h.srv.messages("subscriptions/listen")) >= 3 })
+	assert.GreaterOrEqual(t, time.Since(start), listenRetryMin+2*listenRetryMin, "the waits before the two reopenings")
+}
+
+// A server that refuses mcpmux's listen is not asked again until it
+// restarts, however many legacy sessions join.
+func TestOwnedListenRefusedIsNotAskedAgain(t *testing.T) {
+	srv := modernServer("modern")
+	srv.listenEnd = "refuse"
+	h := newHarnessOn(t, srv, nil)
+	a := h.session("2025-11-25")
+	eventually(t, "mcpmux's listen", func() bool { return len(h.srv.messages("subscriptions/listen")) == 1 })
+	b := h.session("2025-06-18")
+	b.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`)
+	assert.Equal(t, `1`, string(b.answer().ID))
+	assert.Len(t, h.srv.messages("subscriptions/listen"), 1)
+
+	h.srv.current().crash("exited")
+	eventually(t, "the restarted server asked again", func() bool { return len(h.srv.messages("subscriptions/listen")) == 2 })
+	a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo"}}`)
+	assert.Equal(t, `2`, string(a.answer().ID))
+}
+
+func TestOwnedListenDelays(t *testing.T) {
+	var o ownedListen
+	now := time.Now()
+	open := func(up int64) {
+		gen, _ := o.change(fmt.Sprint(up))
+		o.opened(gen, up)
+		o.since = now
+	}
+	var waits []time.Duration
+	for up := int64(1); up <= 10; up++ {
+		open(up)
+		wait, ok := o.ended(up, false, now.Add(time.Millisecond))
+		require.True(t, ok)
+		waits = append(waits, wait)
+	}
+	assert.Equal(t, []time.Duration{listenRetryMin, 2 * listenRetryMin, 4 * listenRetryMin, 8 * listenRetryMin, 16 * listenRetryMin, 32 * listenRetryMin, 64 * listenRetryMin, 128 * listenRetryMin, listenRetryMax, listenRetryMax}, waits)
+
+	open(11)
+	_, ok := o.ended(12, false, now)
+	assert.False(t, ok, "not the open listen")
+	wait, ok := o.ended(11, false, now.Add(listenSettled))
+	assert.True(t, ok)
+	assert.Zero(t, wait, "a listen that lasted is reopened at once")
+
+	open(13)
+	_, ok = o.ended(13, true, now)
+	assert.True(t, ok)
+	assert.True(t, o.held(), "refused")
+	o.lost()
+	assert.False(t, o.held(), "a new process is asked again")
 }

@@ -42,6 +42,7 @@ type fakeServer struct {
 	callGate  chan struct{}      // when set, the first tools/call waits for it to close: stdin fills meanwhile
 	lists     map[string]string  // method -> result of the lists it answers (see lists_test.go); others: method not found
 	listFirst bool               // write a list's "result" before its "id", as the TypeScript SDK does
+	listenEnd string             // modern: "" keeps listens open; "answer" ends each at once, "refuse" answers it with an error
 }
 
 func newFakeServer() *fakeServer {

@@ -107,6 +107,17 @@ func (p *fakeProc) modernInput(m *jsonrpc.Message, name string, env envelope) {
 }
 
 func (p *fakeProc) modernListen(m *jsonrpc.Message) {
+	p.srv.mu.Lock()
+	end := p.srv.listenEnd
+	p.srv.mu.Unlock()
+	switch end {
+	case "answer":
+		p.reply(jsonrpc.Response(m.ID, json.RawMessage(`{"resultType":"complete"}`)))
+		return
+	case "refuse":
+		p.reply((&jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no subscriptions/listen"}).Response(m.ID))
+		return
+	}
 	p.listenMu.Lock()
 	if p.listens == nil {
 		p.listens = map[string]*jsonrpc.Message{}

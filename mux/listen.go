@@ -159,13 +159,30 @@ func (t *localListens) wanting(method string) []*localListen {
 // ownedListen is the listen mcpmux holds on a modern server for its legacy
 // sessions. Invariant: up is the upstream id of the one open listen, 0 when
 // none is; want is the filter it should have, and gen counts changes of it,
-// so that of two concurrent reopenings the later one wins.
+// so that of two concurrent reopenings the later one wins. A listen the
+// server ends soon after it was opened is opened again after a delay that
+// doubles each time (retry holds the pending reopening); one it refuses
+// with an error is not asked of that process again.
 type ownedListen struct {
-	mu   sync.Mutex
-	up   int64
-	want string
-	gen  uint64
+	mu      sync.Mutex
+	up      int64
+	want    string
+	gen     uint64
+	since   time.Time     // when up was opened
+	delay   time.Duration // the last wait before a reopening
+	retry   *time.Timer   // the pending reopening; nil when none is
+	retries uint64        // counts reopenings set, so that a stopped one that fires anyway does nothing
+	refused bool          // the process answered the listen with an error
 }
+
+// Reopening a listen the server ended: at once when it lasted
+// listenSettled, else after a delay from listenRetryMin, doubling up to
+// listenRetryMax.
+const (
+	listenSettled  = 10 * time.Second
+	listenRetryMin = 250 * time.Millisecond
+	listenRetryMax = time.Minute
+)
 
 // change records the filter wanted now; false when that is what is open or
 // being opened.
@@ -189,20 +206,75 @@ func (o *ownedListen) opened(gen uint64, up int64) (surplus int64) {
 	if gen != o.gen {
 		return up
 	}
-	surplus, o.up = o.up, up
+	surplus, o.up, o.since = o.up, up, time.Now()
 	return surplus
 }
 
-// lost forgets the open listen, if it is up (0: whatever it is): the
-// server ended it, or exited.
-func (o *ownedListen) lost(up int64) bool {
+// held: no listen is to be opened now, the process having refused it or a
+// reopening being due later.
+func (o *ownedListen) held() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if up != 0 && o.up != up {
-		return false
+	return o.refused || o.retry != nil
+}
+
+// ended forgets the open listen up, which the server ended (refused: with
+// an error), and says how long to wait before opening it again; false when
+// up is not the open listen.
+func (o *ownedListen) ended(up int64, refused bool, now time.Time) (wait time.Duration, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if up == 0 || o.up != up {
+		return 0, false
 	}
 	o.up, o.want = 0, ""
+	switch {
+	case refused:
+		o.refused = true
+	case now.Sub(o.since) >= listenSettled:
+		o.delay = 0
+	default:
+		o.delay = min(max(2*o.delay, listenRetryMin), listenRetryMax)
+	}
+	return o.delay, true
+}
+
+// later runs reopen after wait, unless the process exits first.
+func (o *ownedListen) later(wait time.Duration, reopen func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.retry != nil {
+		return
+	}
+	o.retries++
+	n := o.retries
+	o.retry = time.AfterFunc(wait, func() {
+		if o.due(n) {
+			reopen()
+		}
+	})
+}
+
+// due clears the pending reopening n; false when it was cancelled.
+func (o *ownedListen) due(n uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.retry == nil || o.retries != n {
+		return false
+	}
+	o.retry = nil
 	return true
+}
+
+// lost forgets the open listen and whatever the process did to it: the
+// process exited.
+func (o *ownedListen) lost() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.retry != nil {
+		o.retry.Stop()
+	}
+	o.up, o.want, o.delay, o.retry, o.refused = 0, "", 0, nil, false
 }
 
 // listen serves a modern session's subscriptions/listen.
@@ -377,7 +449,7 @@ func withoutMember(m *jsonrpc.Message, name string) (jsonrpc.Edit, bool) {
 func (b *upBridge) syncOwnedListen() {
 	h := b.h
 	info, proc := h.describedServer(), h.life.current()
-	if info == nil || info.era != eraModern || proc == nil {
+	if info == nil || info.era != eraModern || proc == nil || b.owned.held() {
 		return
 	}
 	f := listenFilter{}
@@ -395,39 +467,52 @@ func (b *upBridge) syncOwnedListen() {
 	}
 	var up int64
 	if want != nil {
-		up = b.openOwnedListen(proc, f)
+		up, _ = h.flights.begin(idmap.Route{Session: 0, ID: h.calls.own("listen-"), Method: "subscriptions/listen", Started: time.Now()})
 	}
-	if surplus := b.owned.opened(gen, up); surplus != 0 {
+	// Recorded before it is sent: the server may answer it at once.
+	surplus := b.owned.opened(gen, up)
+	if surplus != 0 {
 		h.flights.take(surplus)
+	}
+	if surplus != 0 && surplus != up {
 		proc.Send(cancelFrame(surplus, "mcpmux changed what it listens for"))
+	}
+	if up != 0 && surplus != up {
+		b.sendOwnedListen(proc, up, f)
 	}
 }
 
-// openOwnedListen sends mcpmux's own listen; 0 when it could not.
-func (b *upBridge) openOwnedListen(proc process, f listenFilter) int64 {
+// sendOwnedListen sends mcpmux's own listen up; when it cannot, up is
+// forgotten, to be opened again when the legacy sessions next change.
+func (b *upBridge) sendOwnedListen(proc process, up int64, f listenFilter) {
 	h := b.h
-	up, err := h.flights.begin(idmap.Route{Session: 0, ID: h.calls.own("listen-"), Method: "subscriptions/listen", Started: time.Now()})
-	if err != nil {
-		return 0
-	}
 	frame, err := jsonrpc.Request(json.RawMessage(strconv.FormatInt(up, 10)), "subscriptions/listen", map[string]any{"notifications": f, "_meta": h.ownEnvelope()})
 	if err == nil {
 		err = proc.Send(frame)
 	}
 	if err != nil {
 		h.flights.take(up)
-		return 0
+		b.owned.ended(up, false, time.Now())
+		h.log.Warn("mcpmux could not send its listen", "error", err)
 	}
-	return up
 }
 
-// ownedListenEnded: the server ended mcpmux's own listen (answered it, or
-// cancelled it); it is opened again.
-func (b *upBridge) ownedListenEnded(up int64) {
+// ownedListenEnded: the server ended mcpmux's own listen, by answering it
+// (refusal: the error it answered with) or cancelling it. It is opened
+// again, after a delay when it lasted only moments; a refused one is not.
+func (b *upBridge) ownedListenEnded(up int64, refusal json.RawMessage) {
 	h := b.h
-	if b.owned.lost(up) {
+	wait, ok := b.owned.ended(up, refusal != nil, time.Now())
+	switch {
+	case !ok:
+	case refusal != nil:
+		h.log.Warn("the server refused mcpmux's listen: its legacy sessions get no list changes or resource updates until it restarts", "error", string(refusal))
+	case wait == 0:
 		h.log.Info("the server ended mcpmux's listen; opening it again")
 		b.syncOwnedListen()
+	default:
+		h.log.Info("the server ended mcpmux's listen soon after it was opened; opening it again later", "in", wait)
+		b.owned.later(wait, b.syncOwnedListen)
 	}
 }
 

@@ -131,7 +131,7 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 	}
 	if r.Session == 0 {
 		if r.Method == "subscriptions/listen" {
-			h.up.ownedListenEnded(up)
+			h.up.ownedListenEnded(up, m.Error)
 		}
 		h.calls.wake(up, m)
 		return

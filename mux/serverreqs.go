@@ -390,7 +390,7 @@ func (u *upstreamHandler) listenEnded(m *jsonrpc.Message, s jsonrpc.Span) bool {
 		return true
 	}
 	if r.Session == 0 {
-		h.up.ownedListenEnded(up)
+		h.up.ownedListenEnded(up, nil)
 		return true
 	}
 	if c := h.sessions.get(r.Session); c != nil {

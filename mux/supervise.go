@@ -437,7 +437,7 @@ func (h *Hub) exited(proc process) {
 	h.forgetServerReqs()
 	h.tasks.reset() // the new process knows none of them
 	h.sessions.roots.forget()
-	h.up.owned.lost(0)
+	h.up.owned.lost()
 
 	reason, code := jsonrpc.ReasonUpstreamExited, "server exited"
 	if exit.Reason == "stalled" {
