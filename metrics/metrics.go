@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -117,9 +116,18 @@ func New() *Registry {
 		Name: "mcpmux_server_requests_total",
 		Help: "Servers' requests for a client (sampling, elicitation), by how they were attributed and ended.",
 	}, []string{"server", "method", "outcome"})
-	r.reg.MustRegister(r.requests, r.duration, r.restarts, r.serverReqs,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.reg.MustRegister(r.requests, r.duration, r.restarts, r.serverReqs)
+	r.reg.MustRegister(runtimeCollectors()...)
 	return r
+}
+
+// runtimeCollectors are the Go runtime's and the process's metrics. The
+// collectors package only wraps these two constructors, and linking it
+// links database/sql and its regexps too, whose package initialisation
+// every mcpmux process would pay at start, `mcpmux connect` included.
+func runtimeCollectors() []prometheus.Collector {
+	//lint:ignore SA1019 the very constructors collectors.NewGoCollector and NewProcessCollector call, with the same options
+	return []prometheus.Collector{prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})}
 }
 
 // Handler serves the registry in the Prometheus text format.
