@@ -25,7 +25,7 @@ var serverNameCommands = []string{"connect", "restart", "logs", "tap", "client-c
 // `mcpmux completion SHELL` refuse a shell it has no script for (cobra's
 // own prints its help and exits 0).
 func addCompletions(root *cobra.Command) {
-	root.InitDefaultCompletionCmd()
+	root.InitDefaultCompletionCmd() // nothing when root.CompletionOptions.DisableDefaultCmd
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
 			c.Args, c.RunE = cobra.ArbitraryArgs, refuseShell

@@ -20,7 +20,7 @@ func main() {
 	// The first signal starts a graceful shutdown; from then on a second one
 	// kills mcpmux at once, and the reapers take the servers down with it.
 	context.AfterFunc(ctx, stop)
-	err := newRootCmd().ExecuteContext(ctx)
+	err := newRootFor(os.Args[1:]).ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mcpmux:", err)

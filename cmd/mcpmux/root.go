@@ -10,16 +10,46 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 )
 
-// newRootCmd builds the command tree afresh, so that tests can run it with
-// SetArgs, SetOut and SetErr.
-func newRootCmd() *cobra.Command {
+// commands are mcpmux's commands, by name, in the order of its help.
+var commands = []struct {
+	name  string
+	build func() *cobra.Command
+}{
+	{"serve", newServeCmd}, {"connect", newConnectCmd}, {"status", newStatusCmd}, {"tap", newTapCmd},
+	{"restart", newRestartCmd}, {"reload", newReloadCmd}, {"logs", newLogsCmd}, {"version", newVersionCmd},
+	{"import", newImportCmd}, {"client-config", newClientConfigCmd}, {"adopt", newAdoptCmd},
+	{"token", newTokenCmd}, {"service", newServiceCmd}, {"doctor", newDoctorCmd},
+}
+
+// newRootCmd builds the whole command tree afresh, so that tests can run it
+// with SetArgs, SetOut and SetErr.
+func newRootCmd() *cobra.Command { return newRootFor(nil) }
+
+// newRootFor builds the command tree that runs args. When args starts with
+// a command's name, root holds that command alone: cobra then finds, parses
+// and runs it as in the whole tree, and the other commands' flags and help
+// texts, the editors' table and the completion command are not built for a
+// process that will not use them (every editor spawns `mcpmux connect`, and
+// waits for it). Anything else (no args, a flag, help, completion, a name
+// that is no command) gets the whole tree, with its help and suggestions.
+func newRootFor(args []string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "mcpmux",
 		Short:         "Share one process per MCP server among many clients",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConnectCmd(), newStatusCmd(), newTapCmd(), newRestartCmd(), newReloadCmd(), newLogsCmd(), newVersionCmd(), newImportCmd(), newClientConfigCmd(), newAdoptCmd(), newTokenCmd(), newServiceCmd(), newDoctorCmd())
+	for _, c := range commands {
+		if len(args) > 0 && args[0] == c.name {
+			root.AddCommand(c.build())
+			root.CompletionOptions.DisableDefaultCmd = true
+		}
+	}
+	if !root.HasSubCommands() {
+		for _, c := range commands {
+			root.AddCommand(c.build())
+		}
+	}
 	setVersionFlag(root)
 	addCompletions(root)
 	return root
