@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -674,18 +675,21 @@ func jsonText(raw json.RawMessage) (string, bool) {
 
 // varRefPattern matches a variable reference: ${input:id}, ${env:NAME},
 // ${workspaceFolder}, ${NAME:-default}; bareVarPattern those of Gemini CLI
-// ($NAME) and opencode ({env:NAME}, {file:PATH}).
+// ($NAME) and opencode ({env:NAME}, {file:PATH}). They are compiled when
+// first used, not when every mcpmux process starts.
 var (
-	varRefPattern  = regexp.MustCompile(`\$\{[^}]*\}`)
-	bareVarPattern = regexp.MustCompile(`\$[A-Za-z_][A-Za-z0-9_]*|\{(env|file):[^}]*\}`)
+	varRefPattern  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\{[^}]*\}`) })
+	bareVarPattern = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`\$[A-Za-z_][A-Za-z0-9_]*|\{(env|file):[^}]*\}`)
+	})
 )
 
 // varRef returns the first variable reference in s, or "".
 func varRef(s string) string {
-	if m := varRefPattern.FindString(s); m != "" {
+	if m := varRefPattern().FindString(s); m != "" {
 		return m
 	}
-	if m := bareVarPattern.FindString(s); m != "" {
+	if m := bareVarPattern().FindString(s); m != "" {
 		return m
 	}
 	if strings.Contains(s, "${") {
