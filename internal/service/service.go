@@ -8,7 +8,6 @@ package service
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcpmux/mcpmux/internal/shell"
 )
@@ -188,11 +188,7 @@ func systemdUnit(b *bytes.Buffer, exe, cfg string, vars []variable) {
 // launchdPlist writes the launchd agent that runs "exe serve --config cfg"
 // with the variables vars, its output going to the file log.
 func launchdPlist(b *bytes.Buffer, exe, cfg string, vars []variable, log string) {
-	str := func(s string) string {
-		var e bytes.Buffer
-		xml.EscapeText(&e, []byte(s))
-		return "<string>" + e.String() + "</string>"
-	}
+	str := func(s string) string { return "<string>" + escapeXML(s) + "</string>" }
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
 <!-- Written by "mcpmux service install"; "mcpmux service uninstall" removes it. -->
@@ -398,4 +394,55 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// escapeXML is s as XML character data, byte for byte what encoding/xml's
+// EscapeText writes (a test holds them to it): the markup characters, tab,
+// newline and carriage return as references, and a character XML does not
+// allow, or a byte that is no UTF-8, as U+FFFD. Only the plist needs it,
+// and encoding/xml would cost every mcpmux process its initialisation.
+func escapeXML(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, width := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case xmlReference(r) != "":
+			b.WriteString(xmlReference(r))
+		case !xmlChar(r) || r == utf8.RuneError && width == 1:
+			b.WriteRune(utf8.RuneError)
+		default:
+			b.WriteString(s[i : i+width])
+		}
+		i += width
+	}
+	return b.String()
+}
+
+// xmlReference is the reference escapeXML writes for r, or "".
+func xmlReference(r rune) string {
+	switch r {
+	case '"':
+		return "&#34;"
+	case '\'':
+		return "&#39;"
+	case '&':
+		return "&amp;"
+	case '<':
+		return "&lt;"
+	case '>':
+		return "&gt;"
+	case '\t':
+		return "&#x9;"
+	case '\n':
+		return "&#xA;"
+	case '\r':
+		return "&#xD;"
+	}
+	return ""
+}
+
+// xmlChar reports whether XML allows r in character data.
+func xmlChar(r rune) bool {
+	return r == 0x09 || r == 0x0A || r == 0x0D || r >= 0x20 && r <= 0xD7FF ||
+		r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF
 }

@@ -298,6 +298,18 @@ func TestServicePlistQuoting(t *testing.T) {
 	assert.Equal(t, []string{"/a&b:/<c>", "/s&t"}, plist.Dict.Env)
 }
 
+// TestEscapeXML: the plist's escaping writes what encoding/xml's EscapeText
+// writes, for the markup characters, the whitespace XML keeps only as a
+// reference, characters XML does not allow and bytes that are no UTF-8.
+func TestEscapeXML(t *testing.T) {
+	for _, s := range []string{"", "plain /usr/bin", `R&D "x" 'y' <z>`, "a\tb\nc\rd", "\x00\x01\x1f\x7f", "caf\u00e9 \u65e5\u672c \U0001F600",
+		"\uFFFD", "\xff\xfe", "a\xc3", "\xed\xa0\x80", "\uFFFE\uFFFF", "\uE000\uD7FF", "x\u0085\u2028y"} {
+		var want bytes.Buffer
+		require.NoError(t, xml.EscapeText(&want, []byte(s)))
+		assert.Equal(t, want.String(), escapeXML(s), "%q", s)
+	}
+}
+
 // TestServiceStateFolder: the unit carries the shell's XDG_STATE_HOME, so
 // that the service's daemon records itself where connect and status look.
 func TestServiceStateFolder(t *testing.T) {
