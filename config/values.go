@@ -198,7 +198,7 @@ func FormatSize(n int) string {
 // that the daemon and every client agree. note, when not empty, says why
 // it is not the usual folder.
 func DefaultSocketDir(uid int) (dir, note string) {
-	dir, note, err := socket.DefaultDir(uid, Home(uid))
+	dir, note, err := socket.DefaultDir(uid, func() string { return Home(uid) })
 	if err != nil {
 		return "/tmp/mcpmux-" + strconv.Itoa(uid), err.Error()
 	}

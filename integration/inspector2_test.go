@@ -86,7 +86,7 @@ var socketDirLine = regexp.MustCompile(`(?m)^socket_dir = .*$`)
 // test is skipped, naming it, since a second daemon there is refused.
 func startDefaultDaemon(t *testing.T, servers, listen string) *daemon {
 	t.Helper()
-	dir, note, err := socket.DefaultDir(os.Getuid(), os.Getenv("HOME"))
+	dir, note, err := socket.DefaultDir(os.Getuid(), func() string { return os.Getenv("HOME") })
 	require.NoError(t, err)
 	require.Empty(t, note, "the default socket folder %s", dir)
 	control := filepath.Join(dir, muxdaemon.ControlSocket)

@@ -41,6 +41,7 @@ func newRoots(t *testing.T) roots {
 func (r roots) runtimeDir() string { return filepath.Join(r.runUser, strconv.Itoa(os.Getuid())) }
 func (r roots) shared() string     { return filepath.Join(r.tmp, fmt.Sprintf("mcpmux-%d", os.Getuid())) }
 func (r roots) fallback() string   { return filepath.Join(r.home, ".mcpmux", "run") }
+func (r roots) homeDir() string    { return r.home }
 
 func TestDefaultDirDependsOnTheUIDAndTheMachineOnly(t *testing.T) {
 	uid := os.Getuid()
@@ -110,16 +111,18 @@ func TestDefaultDirDependsOnTheUIDAndTheMachineOnly(t *testing.T) {
 				wantNote = r.shared() + tt.note + "; mcpmux serves in " + r.fallback() + " instead"
 			}
 
-			dir, note, err := socket.DefaultDirIn(r.runUser, r.tmp, uid, r.home)
+			asked := 0
+			dir, note, err := socket.DefaultDirIn(r.runUser, r.tmp, uid, func() string { asked++; return r.home })
 			require.NoError(t, err)
 			assert.Equal(t, want, dir, "the folder")
 			assert.Equal(t, wantNote, note, "the note")
+			assert.Equal(t, map[bool]int{true: 1, false: 0}[tt.want == "home"], asked, "home asked only for the fallback")
 
 			// The daemon prepares the folder; clients computing it later
 			// must still find the same one, and it must pass their check.
 			require.NoError(t, socket.PrepareDir(dir), "the daemon's PrepareDir")
 			assert.NoError(t, socket.CheckDir(dir), "the client's CheckDir")
-			again, againNote, err := socket.DefaultDirIn(r.runUser, r.tmp, uid, r.home)
+			again, againNote, err := socket.DefaultDirIn(r.runUser, r.tmp, uid, r.homeDir)
 			require.NoError(t, err)
 			assert.Equal(t, []string{dir, note}, []string{again, againNote}, "the answer once the daemon made its folder")
 		})
@@ -131,7 +134,7 @@ func TestDefaultDirFallbackIsPrivateWithItsParents(t *testing.T) {
 	require.NoError(t, os.Mkdir(r.shared(), 0o700))
 	require.NoError(t, os.Chmod(r.shared(), 0o755))
 
-	dir, _, err := socket.DefaultDirIn(r.runUser, r.tmp, os.Getuid(), r.home)
+	dir, _, err := socket.DefaultDirIn(r.runUser, r.tmp, os.Getuid(), r.homeDir)
 	require.NoError(t, err)
 	require.Equal(t, r.fallback(), dir)
 	_, err = os.Lstat(filepath.Dir(dir))
@@ -151,7 +154,7 @@ func TestDefaultDirWithoutHomeRefusesASquattedTmp(t *testing.T) {
 			r := newRoots(t)
 			require.NoError(t, os.WriteFile(r.shared(), nil, 0o644))
 
-			dir, note, err := socket.DefaultDirIn(r.runUser, r.tmp, os.Getuid(), home)
+			dir, note, err := socket.DefaultDirIn(r.runUser, r.tmp, os.Getuid(), func() string { return home })
 			assert.ErrorIs(t, err, socket.ErrUnsafeDir)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), r.shared())
@@ -162,8 +165,8 @@ func TestDefaultDirWithoutHomeRefusesASquattedTmp(t *testing.T) {
 
 func TestDefaultDirLooksAtTheRealRoots(t *testing.T) {
 	home := testutil.ShortDir(t)
-	dir, note, err := socket.DefaultDir(os.Getuid(), home)
-	wantDir, wantNote, wantErr := socket.DefaultDirIn("/run/user", "/tmp", os.Getuid(), home)
+	dir, note, err := socket.DefaultDir(os.Getuid(), func() string { return home })
+	wantDir, wantNote, wantErr := socket.DefaultDirIn("/run/user", "/tmp", os.Getuid(), func() string { return home })
 	assert.Equal(t, []any{wantDir, wantNote, wantErr}, []any{dir, note, err})
 }
 

@@ -33,16 +33,17 @@ const homeFallback = ".mcpmux/run"
 //     home/.mcpmux/run, with note saying in one line that the /tmp name is
 //     not ours, who owns it and where mcpmux serves instead.
 //
-// home is the user's home folder; it is used only in the last case, where an
-// empty or relative one is an error matching ErrUnsafeDir. DefaultDir
+// home returns the user's home folder; it is asked only in the last case
+// (looking an account up can cost a client more than the rest of this),
+// where an empty or relative one is an error matching ErrUnsafeDir. DefaultDir
 // creates nothing: PrepareDir makes the folder, and the fallback's parents,
 // when the daemon starts.
-func DefaultDir(uid int, home string) (dir, note string, err error) {
+func DefaultDir(uid int, home func() string) (dir, note string, err error) {
 	return defaultDir("/run/user", "/tmp", uid, home)
 }
 
 // defaultDir is DefaultDir with the roots that stand for /run/user and /tmp.
-func defaultDir(runUser, tmp string, uid int, home string) (dir, note string, err error) {
+func defaultDir(runUser, tmp string, uid int, home func() string) (dir, note string, err error) {
 	id := strconv.Itoa(uid)
 	if runtimeDirOf(filepath.Join(runUser, id), uid) {
 		return filepath.Join(runUser, id, "mcpmux"), "", nil
@@ -58,10 +59,11 @@ func defaultDir(runUser, tmp string, uid int, home string) (dir, note string, er
 		return shared, "", nil
 	}
 	why := squatted(shared, fi, uid)
-	if !filepath.IsAbs(home) {
+	homeDir := home()
+	if !filepath.IsAbs(homeDir) {
 		return "", "", refuse(ErrUnsafeDir, "%s and no home folder is known to serve from instead; set socket_dir", why)
 	}
-	dir = filepath.Join(home, homeFallback)
+	dir = filepath.Join(homeDir, homeFallback)
 	return dir, fmt.Sprintf("%s; mcpmux serves in %s instead", why, dir), nil
 }
 
