@@ -143,7 +143,11 @@ func (p *reply) event(data []byte) error {
 			return err
 		}
 	}
-	return p.write(sseEvent("", data))
+	p.rc.SetWriteDeadline(time.Now().Add(p.writeTimeout))
+	if err := writeSSE(p.rw, "", data); err != nil {
+		return err
+	}
+	return p.rc.Flush()
 }
 
 func (p *reply) write(b []byte) error {

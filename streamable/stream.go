@@ -3,6 +3,7 @@ package streamable
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -267,29 +268,44 @@ func (st *stream) detachLocked() {
 // not flushed, so that it leaves with the end of the response, in one write
 // when it fits the server's buffer.
 func (st *stream) writeLocked(ev event, final bool) {
-	if err := st.conn.writeEvent(sseEvent(eventID(st.no, ev.no), ev.data), !final); err != nil {
+	if err := st.conn.writeEvent(eventID(st.no, ev.no), ev.data, !final); err != nil {
 		st.detachLocked()
 		return
 	}
 	st.delivered = max(st.delivered, ev.no)
 }
 
-// sseEvent encodes one SSE event carrying data; an empty id is left out.
-func sseEvent(id string, data []byte) []byte {
-	var b bytes.Buffer
+// sseCopied is the longest data line that writeSSE copies into the
+// event's encoding. A longer one is written from the frame itself, between
+// the encoding before it and the encoding after it: a 10 MB answer is not
+// copied again, into a fresh 10 MB buffer, on its way to the connection.
+const sseCopied = 32 << 10
+
+// writeSSE writes one SSE event carrying data to w; an empty id is left
+// out. An event with no long line is one Write.
+func writeSSE(w io.Writer, id string, data []byte) error {
+	b := make([]byte, 0, min(eventSize(data), 2*sseCopied))
 	if id != "" {
-		b.WriteString("id: ")
-		b.WriteString(id)
-		b.WriteByte('\n')
+		b = append(append(append(b, "id: "...), id...), '\n')
 	}
-	b.WriteString("event: message\n")
+	b = append(b, "event: message\n"...)
 	for line := range bytes.Lines(data) {
-		b.WriteString("data: ")
-		b.Write(bytes.TrimRight(line, "\r\n"))
-		b.WriteByte('\n')
+		line = bytes.TrimRight(line, "\r\n")
+		b = append(b, "data: "...)
+		if len(line) <= sseCopied {
+			b = append(append(b, line...), '\n')
+			continue
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+		b = append(b[:0], '\n')
 	}
-	b.WriteByte('\n')
-	return b.Bytes()
+	_, err := w.Write(append(b, '\n'))
+	return err
 }
 
 // writeHeader sends the response's headers now.
@@ -308,11 +324,32 @@ func (c *sseConn) setHeader() {
 	c.rc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 }
 
-func (c *sseConn) write(p []byte) error { return c.writeEvent(p, true) }
+// write writes p and sends it now.
+func (c *sseConn) write(p []byte) error {
+	c.begin()
+	if _, err := c.rw.Write(p); err != nil {
+		return err
+	}
+	return c.rc.Flush()
+}
 
-// writeEvent writes p, and sends it now when flush is set; else it goes
-// with what follows it, or with the end of the response.
-func (c *sseConn) writeEvent(p []byte, flush bool) error {
+// writeEvent writes the event of data named id, and sends it now when
+// flush is set; else it goes with what follows it, or with the end of the
+// response.
+func (c *sseConn) writeEvent(id string, data []byte, flush bool) error {
+	c.begin()
+	if err := writeSSE(c.rw, id, data); err != nil {
+		return err
+	}
+	if !flush {
+		return nil
+	}
+	return c.rc.Flush()
+}
+
+// begin readies c for a write: the headers go with it if they have not
+// gone yet, and the write gets its deadline.
+func (c *sseConn) begin() {
 	if !c.started {
 		c.setHeader()
 		if c.headerTimer != nil {
@@ -320,13 +357,6 @@ func (c *sseConn) writeEvent(p []byte, flush bool) error {
 		}
 	}
 	c.rc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-	if _, err := c.rw.Write(p); err != nil {
-		return err
-	}
-	if !flush {
-		return nil
-	}
-	return c.rc.Flush()
 }
 
 // hold serves c until the stream lets go of it, or the request's context

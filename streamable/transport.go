@@ -379,7 +379,7 @@ func (t *transport) tryFinish(st *stream) bool {
 	return true
 }
 
-// eventSize bounds the length of sseEvent's encoding of data: its id line
+// eventSize bounds the length of writeSSE's encoding of data: its id line
 // (two numbers of up to 20 digits), its event line, a data line's prefix
 // per line, and the blank line that ends it.
 func eventSize(data []byte) int {
