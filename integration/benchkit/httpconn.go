@@ -37,8 +37,10 @@ type httpConn struct {
 	cancel context.CancelFunc // ends the POSTs in flight
 	wg     sync.WaitGroup
 	once   sync.Once
-	held   *[]byte      // the buffer of what recv returned last, given back at its next call
-	free   chan *[]byte // event buffers for reuse (eventBufs)
+	held   *[]byte // the buffer of what recv returned last, given back at its next call
+
+	freeMu sync.Mutex
+	free   []*[]byte // event buffers for reuse, at most eventBufs
 }
 
 type httpMsg struct {
@@ -78,8 +80,7 @@ func newHTTPConn(url, token string) *httpConn {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &httpConn{url: url, token: token, client: &http.Client{Transport: tr},
-		msgs: make(chan httpMsg, httpInFlight), quit: make(chan struct{}), ctx: ctx, cancel: cancel,
-		free: make(chan *[]byte, eventBufs)}
+		msgs: make(chan httpMsg, httpInFlight), quit: make(chan struct{}), ctx: ctx, cancel: cancel}
 }
 
 // send POSTs line. A request's POST runs in a goroutine of its own; the
@@ -241,23 +242,52 @@ func (c *httpConn) readEvents(body io.Reader) error {
 // answer would then find no buffer and grow a fresh one, page by page.
 const eventBufs = 4
 
+// getEventBuf takes the largest buffer kept, since an event's size is not
+// known until it has been read: a large answer then finds the buffer the
+// last one grew, as the socket's reader keeps its one long-line buffer.
 func (c *httpConn) getEventBuf() *[]byte {
-	select {
-	case p := <-c.free:
-		*p = (*p)[:0]
-		return p
-	default:
+	c.freeMu.Lock()
+	defer c.freeMu.Unlock()
+	if len(c.free) == 0 {
 		return new([]byte)
 	}
+	big := 0
+	for i, p := range c.free {
+		if cap(*p) > cap(*c.free[big]) {
+			big = i
+		}
+	}
+	p := c.free[big]
+	last := len(c.free) - 1
+	c.free[big], c.free[last] = c.free[last], nil
+	c.free = c.free[:last]
+	*p = (*p)[:0]
+	return p
 }
 
+// putEventBuf keeps p for reuse. When eventBufs are kept already, the
+// smallest of them and p is the one let go: pipelined echoes, 64 at once,
+// come back with more buffers than are kept, and keeping whichever came
+// back first let go of the large one, which the next large answer then
+// grew again from a few bytes.
 func (c *httpConn) putEventBuf(p *[]byte) {
 	if p == nil || cap(*p) > 64<<20 {
 		return
 	}
-	select {
-	case c.free <- p:
-	default:
+	c.freeMu.Lock()
+	defer c.freeMu.Unlock()
+	if len(c.free) < eventBufs {
+		c.free = append(c.free, p)
+		return
+	}
+	small := 0
+	for i, q := range c.free {
+		if cap(*q) < cap(*c.free[small]) {
+			small = i
+		}
+	}
+	if cap(*p) > cap(*c.free[small]) {
+		c.free[small] = p
 	}
 }
 
