@@ -267,6 +267,33 @@ func TestFileStoreBounded(t *testing.T) {
 	}
 }
 
+// TestFileStoreBoundedInSteps: a full folder is pruned Max/8 records past
+// Max, back to the newest Max.
+func TestFileStoreBoundedInSteps(t *testing.T) {
+	dir := t.TempDir()
+	store := &streamable.FileStore{Dir: dir, Max: 16, Idle: time.Hour}
+	var ids []string
+	most := 0
+	for i := range 40 {
+		id := strings.Repeat("A", 24) + string(rune('A'+i/26)) + string(rune('A'+i%26))
+		require.NoError(t, store.Save(&streamable.Record{ID: id, Server: "demo", Initialize: []byte(`{}`)}))
+		at := time.Now().Add(time.Duration(i-100) * time.Second)
+		require.NoError(t, os.Chtimes(filepath.Join(dir, id+".json"), at, at))
+		ids = append(ids, id)
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		most = max(most, len(ents))
+		if i == 18 {
+			assert.Len(t, ents, 16, "the 19th record is 2 (16/8) past Max")
+		}
+	}
+	assert.Equal(t, 18, most, "never more than Max + Max/8")
+	for _, id := range ids[len(ids)-16:] {
+		_, err := store.Load(id)
+		assert.NoError(t, err, "the newest 16 are kept")
+	}
+}
+
 // TestStreamableRestoreOnce: requests that come at once on a kept session
 // make it again once, and are all answered.
 func TestStreamableRestoreOnce(t *testing.T) {
@@ -332,10 +359,17 @@ func TestStreamableRestoreOldEventID(t *testing.T) {
 // BenchmarkFileStoreSave: a new session's record with many records kept
 // already (each new one used to read the whole folder).
 func BenchmarkFileStoreSave(b *testing.B) {
-	for _, kept := range []int{10, 5000} {
-		b.Run(fmt.Sprintf("kept=%d", kept), func(b *testing.B) {
+	for _, c := range []struct {
+		kept int
+		full bool // the folder holds Max records already
+	}{{10, false}, {5000, false}, {5000, true}} {
+		kept := c.kept
+		b.Run(fmt.Sprintf("kept=%d,full=%v", kept, c.full), func(b *testing.B) {
 			dir := b.TempDir()
 			store := &streamable.FileStore{Dir: dir, Max: kept + b.N + 1, Idle: time.Hour}
+			if c.full {
+				store.Max = kept
+			}
 			id := func(n int) string { // 26 letters of rand.Text's alphabet
 				b := []byte(strings.Repeat("A", 26))
 				for i := 25; n > 0; i, n = i-1, n/26 {

@@ -107,7 +107,14 @@ func startDaemon(ctx context.Context, dir, mcpmux string, maxSessions int, serve
 		return nil, err
 	}
 	d.cmd = exec.Command(mcpmux, "serve", "--config", d.config)
-	d.cmd.Env = raceEnv()
+	// A state folder of the run's own: the HTTP steps leave thousands of
+	// session records, which must neither fill the user's folder nor be
+	// found there by the next run's daemon.
+	env := raceEnv()
+	if env == nil {
+		env = os.Environ()
+	}
+	d.cmd.Env = append(env, "XDG_STATE_HOME="+filepath.Join(dir, "state"))
 	d.cmd.Stderr = d.log
 	d.cmd.WaitDelay = 5 * time.Second
 	if err := d.cmd.Start(); err != nil {
