@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcpmux/mcpmux/outbox"
 )
 
 // Bounds of what a stream keeps for Last-Event-ID resumption, and its
@@ -46,8 +48,16 @@ func newStream(no uint64, b *replayBudget) *stream {
 }
 
 type event struct {
-	no   uint64 // the session's event number
-	data []byte
+	no      uint64 // the session's event number
+	data    []byte
+	release func() // gives data's buffer back once the stream lets go of it (outbox.Frame.Release); nil: nothing to give
+}
+
+// free gives the event's buffer back: nothing holds its data any more.
+func (ev event) free() {
+	if ev.release != nil {
+		ev.release()
+	}
 }
 
 // sseConn is the HTTP response a stream is written to.
@@ -81,27 +91,33 @@ func parseEventID(id string) (st, no uint64, ok bool) {
 	return st, no, err1 == nil && err2 == nil
 }
 
-// push adds an event numbered no to the stream (none when data is nil) and
-// writes it if a connection is attached; final: it is the stream's last
+// push adds an event numbered no to the stream (none when f.Data is nil)
+// and writes it if a connection is attached; final: it is the stream's last
 // (the caller then ends the stream, once it has trimmed the replay: the
 // client may read the end of the response as soon as the stream ends).
-func (st *stream) push(no uint64, data []byte, final bool) {
+// f's buffer is given back (f.Release) when the stream lets go of the
+// event: every use of an event's data is under st.mu, and writes to the
+// connection hold none of it once they return.
+func (st *stream) push(no uint64, f outbox.Frame, final bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.pushLocked(no, data, final)
+	st.pushLocked(no, f, final)
 }
 
-func (st *stream) pushLocked(no uint64, data []byte, final bool) {
-	if data != nil && !st.released {
-		ev := event{no: no, data: data}
-		st.events = append(st.events, ev)
-		st.bytes += len(data)
-		st.budget.add(len(data))
-		if st.conn != nil {
-			st.writeLocked(ev, final)
-		}
-		st.trimLocked()
+func (st *stream) pushLocked(no uint64, f outbox.Frame, final bool) {
+	data := f.Data
+	if data == nil || st.released {
+		event{release: f.Release}.free()
+		return
 	}
+	ev := event{no: no, data: data, release: f.Release}
+	st.events = append(st.events, ev)
+	st.bytes += len(data)
+	st.budget.add(len(data))
+	if st.conn != nil {
+		st.writeLocked(ev, final)
+	}
+	st.trimLocked()
 }
 
 // trimLocked drops the oldest events beyond the stream's bounds; the
@@ -121,6 +137,7 @@ func (st *stream) trimLocked() {
 func (st *stream) dropHeadLocked() {
 	st.bytes -= len(st.events[0].data)
 	st.budget.add(-len(st.events[0].data))
+	st.events[0].free()
 	st.events[0] = event{}
 	st.events = st.events[1:]
 }
@@ -149,6 +166,9 @@ func (st *stream) release() {
 }
 
 func (st *stream) releaseLocked() {
+	for _, ev := range st.events {
+		ev.free()
+	}
 	st.budget.add(-st.bytes)
 	st.events, st.bytes, st.released = nil, 0, true
 }
@@ -247,14 +267,14 @@ func (st *stream) end() {
 	st.endLocked()
 }
 
-// last is the newest event kept, nil when none.
+// last is a copy of the newest event kept, nil when none.
 func (st *stream) last() []byte {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if len(st.events) == 0 {
 		return nil
 	}
-	return st.events[len(st.events)-1].data
+	return bytes.Clone(st.events[len(st.events)-1].data)
 }
 
 func (st *stream) detachLocked() {

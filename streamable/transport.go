@@ -268,7 +268,7 @@ func (t *transport) WriteFrames(frames []outbox.Frame) error {
 		if f.Data != nil {
 			no = t.eventNo.Add(1)
 		}
-		st.push(no, f.Data, final)
+		st.push(no, f, final)
 		t.trimReplay()
 		if final {
 			st.end()
@@ -357,7 +357,7 @@ func (t *transport) tryPlace(f outbox.Frame) bool {
 	if f.Data != nil {
 		no = t.eventNo.Add(1)
 	}
-	st.pushLocked(no, f.Data, final)
+	st.pushLocked(no, f, final)
 	if final {
 		st.endLocked()
 	}

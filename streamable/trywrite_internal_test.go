@@ -112,3 +112,35 @@ func TestTryWriteKeepsFinishedBound(t *testing.T) {
 	assert.True(t, streams[0].released, "and keeps nothing")
 	assert.Nil(t, streams[0].events)
 }
+
+// TestStreamReleasesFrames: a frame's buffer is given back once the stream
+// lets go of its event, never while the event may still be written: a
+// large answer as soon as it is written (it is past what a stream keeps
+// for resumption), one kept for a client that has not read it when the
+// stream is forgotten, and one the stream does not keep at once.
+func TestStreamReleasesFrames(t *testing.T) {
+	large := `{"jsonrpc":"2.0","id":1,"result":{"x":"` + strings.Repeat("a", replayBytes) + `"}}`
+	counted := func(n *int, body string, st *stream) outbox.Frame {
+		f := answer(st, body)
+		f.Release = func() { *n++ }
+		return f
+	}
+
+	tr := newTransport("", "demo", time.Minute, time.Second, nil, 8)
+	st, rec := attached(tr)
+	var written int
+	require.NoError(t, tr.WriteFrames([]outbox.Frame{counted(&written, large, st)}))
+	assert.Contains(t, rec.Body.String(), `"x":"aaa`, "written before it was given back")
+	assert.Equal(t, 1, written, "a large answer, once written")
+
+	kept := tr.openPOST() // no connection: the answer waits for its client
+	var waiting int
+	require.NoError(t, tr.WriteFrames([]outbox.Frame{counted(&waiting, large, kept)}))
+	assert.Zero(t, waiting, "not while its client may still read it")
+	kept.release()
+	assert.Equal(t, 1, waiting, "once the stream is forgotten")
+
+	var late int
+	kept.push(9, counted(&late, large, kept), true)
+	assert.Equal(t, 1, late, "a stream that keeps nothing more gives it back at once")
+}
