@@ -142,6 +142,9 @@ func (b *upBridge) keep(c *client, m *jsonrpc.Message, d *routeData) {
 }
 
 func (b *upBridge) rewrite(c *client, m *jsonrpc.Message, meta jsonrpc.Span, edits []jsonrpc.Edit) []jsonrpc.Edit {
+	if meta.End == 0 {
+		return append(edits, metaEdit(m, c.envelopeObject()))
+	}
 	return append(edits, injectEnvelope(m, meta, c.envelopeMembers()))
 }
 

@@ -45,6 +45,10 @@ type client struct {
 	// using: the session wants the server (set from its start, or, for an
 	// on-demand session, at its first request that needs the server).
 	using atomic.Bool
+
+	// envelope is the _meta a legacy session's requests carry to a modern
+	// server, encoded, with what it was made of (envelopeObject).
+	envelope atomic.Pointer[encodedEnvelope]
 }
 
 // use marks the session as wanting the server: a lazy server starts, and

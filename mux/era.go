@@ -93,12 +93,24 @@ func injectEnvelope(m *jsonrpc.Message, s jsonrpc.Span, members map[string]json.
 		have := func(k string) bool { _, ok := jsonrpc.FindPath(meta, k); return ok }
 		return jsonrpc.InsertMembers(m.Frame, s, members, have)
 	}
-	meta := jsonrpc.ObjectOf(members, nil)
+	return metaEdit(m, jsonrpc.ObjectOf(members, nil))
+}
+
+// metaEdit returns the edit that gives a message with no _meta the object
+// meta as its _meta, first in its params, creating them when absent. The
+// edit holds a copy of meta.
+func metaEdit(m *jsonrpc.Message, meta []byte) jsonrpc.Edit {
+	const key, params = `"_meta":`, `,"params":{"_meta":`
 	if m.Params != nil && m.Params[0] == '{' {
-		ps := jsonrpc.SpanOf(m.Frame, m.Params)
-		return jsonrpc.InsertMembers(m.Frame, ps, map[string]json.RawMessage{"_meta": meta}, nil)
+		at := jsonrpc.SpanOf(m.Frame, m.Params).Start + 1
+		v := append(append(make([]byte, 0, len(key)+len(meta)+1), key...), meta...)
+		if !jsonrpc.EmptyObject(m.Params) {
+			v = append(v, ',')
+		}
+		return jsonrpc.Edit{Span: jsonrpc.Span{Start: at, End: at}, Value: v}
 	}
 	// No params: they go in before the frame's closing brace.
 	end := bytes.LastIndexByte(m.Frame, '}')
-	return jsonrpc.Edit{Span: jsonrpc.Span{Start: end, End: end}, Value: append([]byte(`,"params":{"_meta":`), append(meta, '}')...)}
+	v := append(append(make([]byte, 0, len(params)+len(meta)+1), params...), meta...)
+	return jsonrpc.Edit{Span: jsonrpc.Span{Start: end, End: end}, Value: append(v, '}')}
 }

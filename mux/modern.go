@@ -119,6 +119,29 @@ func checkEnvelope(env envelope, enveloped bool) (*modernReq, *jsonrpc.Error) {
 // request in that revision, and its tools may send the session sampling
 // and elicitation requests, which a 2026-07-28 request forbids them), else
 // in 2026-07-28.
+// encodedEnvelope is a session's envelope as a JSON object, and the
+// server description and log level it was made with: the rest (the
+// session's initialize) does not change.
+type encodedEnvelope struct {
+	server  *serverInfo
+	level   string
+	leveled bool
+	obj     []byte // never written to once stored
+}
+
+// envelopeObject is envelopeMembers as a JSON object, encoded once per
+// server description and log level rather than for each request.
+func (c *client) envelopeObject() []byte {
+	server := c.h.describedServer()
+	level, leveled := c.h.levels.explicit(c.sess.ID())
+	if e := c.envelope.Load(); e != nil && e.server == server && e.level == level && e.leveled == leveled {
+		return e.obj
+	}
+	obj := jsonrpc.ObjectOf(c.envelopeMembers(), nil)
+	c.envelope.Store(&encodedEnvelope{server: server, level: level, leveled: leveled, obj: obj})
+	return obj
+}
+
 func (c *client) envelopeMembers() map[string]json.RawMessage {
 	info, caps := c.handshake()
 	version, _ := c.identity()
