@@ -156,7 +156,14 @@ func TestWebSocketSlowClientIsNotDead(t *testing.T) {
 	assert.Greater(t, time.Since(began), 2*timeout, "the write took longer than one timeout")
 
 	// Now no one reads: the write fails once no byte moves for the timeout.
-	err := tr.WriteFrames([]outbox.Frame{{Data: big}, {Data: big}})
+	// 48 MiB, past what loopback TCP may buffer once the first message grew
+	// its windows (Linux's tcp_rmem goes up to 32 MiB, tcp_wmem to 4 MiB):
+	// 8 MiB sometimes all fit, and the write then rightly succeeded.
+	stuck := make([]outbox.Frame, 12)
+	for i := range stuck {
+		stuck[i].Data = big
+	}
+	err := tr.WriteFrames(stuck)
 	var ne net.Error
 	require.ErrorAs(t, err, &ne)
 	assert.True(t, ne.Timeout())
