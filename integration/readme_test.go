@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -122,12 +123,13 @@ func TestReadmeQuickStart(t *testing.T) {
 	install := blocks["install"]
 	clone := "git clone https://" + module + " && cd mcpmux\n"
 	require.Contains(t, install, clone, "the README clones this module")
-	require.Contains(t, install, "go install ./cmd/mcpmux\n", "the README installs the clone's command")
+	require.Contains(t, install, "CGO_ENABLED=0 go install ./cmd/mcpmux", "the README installs the clone's command, static")
 	install = strings.Replace(install, clone, "", 1)
 	out := q.run(t, "install", q.root, install, q.env, 5*time.Minute)
 	assert.Regexp(t, `(?m)^mcpmux \S+ \(`, out, "mcpmux --version, run from the PATH the block set")
 	bin := filepath.Join(q.home, "go", "bin", "mcpmux")
 	require.FileExists(t, bin, "go install put mcpmux where the README says")
+	assertStatic(t, bin)
 
 	// The config: no path of anyone's machine in it.
 	config := blocks["config"]
@@ -236,4 +238,18 @@ func checkQuickStartClients(t *testing.T, out string) {
 		}
 	}
 	assert.Regexp(t, `^memory ready \d+ `, memory, "status's line for memory:\n%s", strings.Join(table, "\n"))
+}
+
+// assertStatic: the binary at path asks for no dynamic loader, as the
+// README says of its install block.
+func assertStatic(t *testing.T, path string) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		return // not ELF (macOS): its binaries link the system's libraries anyway
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		assert.NotEqual(t, elf.PT_INTERP, p.Type, "%s is dynamically linked: the README's install block builds without cgo", path)
+	}
 }

@@ -121,7 +121,7 @@ func ab(ctx context.Context, old, newBin string, short bool) error {
 		defer os.RemoveAll(dir)
 		newBin = filepath.Join(dir, "mcpmux")
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", newBin, "./cmd/mcpmux")
-		cmd.Dir = root
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0") // as the README installs it
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build ./cmd/mcpmux: %w\n%s", err, out)
 		}

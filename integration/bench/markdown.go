@@ -43,7 +43,7 @@ func mdHeader(w printf, rep *benchkit.Report) {
 	w("- `uname -a`: `%s`\n", m.Uname)
 	w("- CPUs: %d (the client, the proxy and the server share them)\n", m.CPUs)
 	w("- Go: %s; Node: %s\n", m.Go, m.Node)
-	w("- mcpmux: built from this repository at %s\n", m.Commit)
+	w("- mcpmux: built from this repository at %s without cgo (static), as the README installs it\n", m.Commit)
 	w("- supergateway 4.0.0, mcp-proxy 6.7.19, @modelcontextprotocol/server-everything 2026.8.31 (pinned in `integration/node`)\n\n")
 
 	w("## Targets\n\n")

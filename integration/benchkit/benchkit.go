@@ -37,7 +37,7 @@ import (
 // Options says what to measure and with which programs.
 type Options struct {
 	Short      bool   // tiny counts: only checks that every path and figure works
-	Mcpmux     string // prebuilt mcpmux; empty: built with go build
+	Mcpmux     string // prebuilt mcpmux; empty: built with CGO_ENABLED=0 go build
 	Echoserver string // prebuilt integration/bench/echoserver; empty: built
 	Relay      string // prebuilt integration/bench/relay; empty: built
 	Bridge     string // prebuilt integration/bench/bridge; empty: built
@@ -353,7 +353,10 @@ func (r *run) build() error {
 }
 
 // goBuild builds pkg into dir and returns the binary's path. root says pkg
-// is in mcpmux's own module, built in its folder with its go.mod.
+// is in mcpmux's own module, built in its folder with its go.mod. Every
+// binary is built without cgo, as the README installs mcpmux and as the
+// release archives are built: static, so a process starts without the
+// dynamic loader, as users' do.
 func goBuild(ctx context.Context, dir, pkg string, root bool) (string, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -361,6 +364,7 @@ func goBuild(ctx context.Context, dir, pkg string, root bool) (string, error) {
 	}
 	out := filepath.Join(dir, filepath.Base(pkg))
 	cmd := exec.CommandContext(ctx, goTool, "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if root {
 		if cmd.Dir, err = RepoRoot(ctx); err != nil {
 			return "", err
