@@ -53,6 +53,11 @@ func TestBrokenConfigKeepsClients(t *testing.T) {
 		_, ok := daemon.ReadRecord(state, path)
 		return ok
 	})
+	// The record is written before the server has logged its start.
+	testutil.Until(t, 10*time.Second, "idle has logged its start", func() bool {
+		out, _, err := runCLIErr(t.Context(), "logs", "idle", "--config", path)
+		return err == nil && strings.Contains(out, "server started")
+	})
 
 	broken := strings.Replace(good, "stdin_grace", "stdin_grac", 1)
 	require.NoError(t, os.WriteFile(path, []byte(broken), 0o600))
