@@ -299,7 +299,10 @@ func wholeMessage(b []byte) bool {
 }
 
 // WriteFrames implements outbox.Writer: each frame with Data as one text
-// message, within WriteTimeout, gathered into as few writes as it can.
+// message, within WriteTimeout, gathered into as few writes as it can. A
+// frame's buffer is given back (its Release) once it is written, or copied
+// into the gathered run, as a Stream does: a large answer's buffer is then
+// the one the next is read into.
 func (w *WebSocket) WriteFrames(frames []outbox.Frame) error { return w.out.writeMessages(frames) }
 
 // TryWrite implements outbox.Writer.

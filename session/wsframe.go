@@ -84,11 +84,11 @@ func (w *wsWriter) writeMessages(frames []outbox.Frame) error {
 			continue
 		case len(f) < gatherMax:
 			b = append(appendHeader(b, opText, len(f)), f...)
+			release(fr)
 			continue
 		}
 		b = appendHeader(b, opText, len(f))
-		w.bufs = append(w.bufs[:0], b, f)
-		if err := writeAll(w.conn, &w.bufs, w.timeout); err != nil {
+		if err := w.writeLarge(b, fr); err != nil {
 			return err
 		}
 		b = w.buf[:0]
@@ -99,6 +99,18 @@ func (w *wsWriter) writeMessages(frames []outbox.Frame) error {
 	}
 	w.bufs = append(w.bufs[:0], b)
 	return writeAll(w.conn, &w.bufs, w.timeout)
+}
+
+// writeLarge writes head, the frames gathered so far and fr's header, then
+// fr's payload from its own slice, and gives fr's buffer back: w.bufs, kept
+// for the next, refers to neither once it returns.
+func (w *wsWriter) writeLarge(head []byte, fr outbox.Frame) error {
+	w.bufs = append(w.bufs[:0], head, fr.Data)
+	bufs := w.bufs // WriteTo consumes the copy
+	err := writeAll(w.conn, &bufs, w.timeout)
+	clear(w.bufs)
+	release(fr)
+	return err
 }
 
 // writeAll writes bufs to conn, consuming them as they go out. Each write
@@ -139,6 +151,11 @@ func (w *wsWriter) tryMessages(frames []outbox.Frame) (ok, more bool) {
 	}
 	defer w.keep(b)
 	ok, more, w.rest = outbox.TryWriteRaw(w.raw, b)
+	if ok { // written, or the rest copied: the frames are done with
+		for _, f := range frames {
+			release(f)
+		}
+	}
 	return ok, more
 }
 
