@@ -263,6 +263,10 @@ func (l *longLine) take(chunk []byte, limit int, more, large bool) {
 	if large && l.check == nil && l.n+len(chunk) > largeFrame {
 		l.check = new(checker)
 		l.each(l.check.feed)
+	}
+	if l.check != nil && l.big == nil {
+		// Again at each piece while none was free: the writer of the last
+		// large answer may give its buffer back only as this one is read.
 		l.takeBuffer()
 	}
 	if l.check != nil {
@@ -287,7 +291,7 @@ func (l *longLine) takeBuffer() {
 		return
 	}
 	l.big = (*p)[:0]
-	if !l.fits(l.n) {
+	if cap(l.big) < l.n {
 		return
 	}
 	for _, f := range l.frags {
