@@ -237,8 +237,9 @@ func (r *Reader) Checked() bool { return r.checked }
 // bytes it is checked as it is read, and gathered in a buffer from
 // framePool while that has room, then in pooled fragments; its end puts it
 // together: in the pooled buffer when the whole line fits (one copy in
-// all), else in one of exactly its size. It never grows a buffer by
-// doubling, which would leave a trail of garbage as large again.
+// all), else in one of its size and a little more (headroom). It never
+// grows a buffer by doubling, which would leave a trail of garbage as large
+// again.
 type longLine struct {
 	big   []byte   // a pooled buffer, holding the line's first bytes
 	frags [][]byte // copies of the buffer-fulls after those
@@ -323,12 +324,20 @@ func (l *longLine) join(last []byte) []byte {
 	if l.big == nil && l.frags == nil {
 		return append(make([]byte, 0, len(last)), last...)
 	}
-	// bytes.Join does not clear the memory it fills.
-	parts := append(append([][]byte{l.big}, l.frags...), last)
-	frame := bytes.Join(parts, nil)
+	n := len(l.big) + l.n + len(last)
+	frame := make([]byte, 0, n+n/headroom)
+	l.each(func(b []byte) { frame = append(frame, b...) })
+	frame = append(frame, last...)
 	l.drop()
 	return frame
 }
+
+// headroom: a large line put together in memory of its own gets 1/headroom
+// more room than it needs, so that once recycled it takes the next answers
+// even when they are a little longer (a longer id, a count with one more
+// digit): exactly its size, an answer one byte longer, every other one when
+// two clients' ids differ in length, was put together in fresh memory again.
+const headroom = 16
 
 // drop gives the fragments and the pooled buffer back.
 func (l *longLine) drop() {
