@@ -235,7 +235,8 @@ func (r *Reader) Checked() bool { return r.checked }
 
 // longLine is a line being read in more than one piece. Past largeFrame
 // bytes it is checked as it is read, and gathered in a buffer from
-// framePool while that has room, then in pooled fragments; its end puts it
+// framePool while that has room, in pooled fragments before framePool has
+// one free (they then move into it) and after it is full; its end puts it
 // together: in the pooled buffer when the whole line fits (one copy in
 // all), else in one of its size and a little more (headroom). It never
 // grows a buffer by doubling, which would leave a trail of garbage as large
