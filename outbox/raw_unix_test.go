@@ -119,6 +119,32 @@ func TestTryWriteRaw(t *testing.T) {
 	})
 }
 
+// A RawWriter kept by its Writer writes as TryWriteRaw does, again and
+// again, without an allocation for each write that the descriptor takes
+// whole, and keeps no reference to the caller's buffer.
+func TestRawWriterAllocatesNothing(t *testing.T) {
+	_, client, raw := socketPair(t)
+	var w outbox.RawWriter
+	line := []byte("hello\n")
+	ok, more, rest := w.TryWrite(raw, line)
+	require.Equal(t, []bool{true, false}, []bool{ok, more})
+	assert.Nil(t, rest)
+	assert.Equal(t, "hello\n", string(readFull(t, client, 6)))
+	allocs := testing.AllocsPerRun(100, func() {
+		if ok, more, _ := w.TryWrite(raw, line); !ok || more {
+			t.Error("a 6-byte write into a drained socket was not taken whole")
+		}
+		readFull(t, client, len(line)) // keep the send buffer empty
+	})
+	// readFull's own buffer is the one allocation the loop may make.
+	assert.LessOrEqual(t, allocs, 1.0, "allocations per write and read")
+	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10)
+	ok, more, rest = w.TryWrite(raw, big)
+	require.Equal(t, []bool{true, true}, []bool{ok, more}, "a write far larger than the send buffer")
+	part := readAvailable(t, client)
+	assert.True(t, bytes.Equal(big, append(part, rest...)), "what was taken and the rest make the whole, in order")
+}
+
 // lineWriter is an outbox.Writer over a socket, one frame per line, as a
 // real connection's Writer is: TryWrite through TryWriteRaw, its rest
 // written first by the next WriteFrames.

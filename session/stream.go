@@ -25,6 +25,7 @@ import (
 type Stream struct {
 	conn net.Conn
 	raw  syscall.RawConn // conn's, when it has one: TryWrite needs it
+	tw   outbox.RawWriter
 	r    *jsonrpc.Reader
 	once sync.Once
 
@@ -162,7 +163,7 @@ func (s *Stream) TryWrite(frames []outbox.Frame) (ok, more bool) {
 	if len(b) == 0 {
 		return true, false
 	}
-	ok, more, s.rest = outbox.TryWriteRaw(s.raw, b)
+	ok, more, s.rest = s.tw.TryWrite(s.raw, b)
 	if ok { // written, or the rest copied: the frames are done with
 		for _, f := range frames {
 			release(f)

@@ -24,11 +24,12 @@ type wsWriter struct {
 	mu      sync.Mutex
 	conn    net.Conn
 	raw     syscall.RawConn // conn's, when it has one
-	timeout time.Duration   // for each blocking write
-	buf     []byte          // messages gathered for one write
-	bufs    net.Buffers     // a large message: its header and payload
-	rest    []byte          // what a partial TryWrite left; written first
-	closed  bool            // a close frame went out: nothing more may
+	tw      outbox.RawWriter
+	timeout time.Duration // for each blocking write
+	buf     []byte        // messages gathered for one write
+	bufs    net.Buffers   // a large message: its header and payload
+	rest    []byte        // what a partial TryWrite left; written first
+	closed  bool          // a close frame went out: nothing more may
 }
 
 // errCloseSent: the close frame has been written; the connection takes no
@@ -150,7 +151,7 @@ func (w *wsWriter) tryMessages(frames []outbox.Frame) (ok, more bool) {
 		return true, false
 	}
 	defer w.keep(b)
-	ok, more, w.rest = outbox.TryWriteRaw(w.raw, b)
+	ok, more, w.rest = w.tw.TryWrite(w.raw, b)
 	if ok { // written, or the rest copied: the frames are done with
 		for _, f := range frames {
 			release(f)

@@ -52,9 +52,10 @@ func (p *Process) writeLoop() {
 type stdinWriter struct {
 	f     *os.File
 	raw   syscall.RawConn // f's, for TryWrite
-	stall time.Duration   // WriteStallTimeout; 0: no stall detection
-	buf   []byte          // frames gathered for one write
-	rest  []byte          // what a partial TryWrite left, written first next time
+	tw    outbox.RawWriter
+	stall time.Duration // WriteStallTimeout; 0: no stall detection
+	buf   []byte        // frames gathered for one write
+	rest  []byte        // what a partial TryWrite left, written first next time
 }
 
 // WriteFrames implements outbox.Writer.
@@ -112,7 +113,7 @@ func (w *stdinWriter) TryWrite(frames []outbox.Frame) (ok, more bool) {
 		return true, false
 	}
 	defer w.keep(b)
-	ok, more, w.rest = outbox.TryWriteRaw(w.raw, b)
+	ok, more, w.rest = w.tw.TryWrite(w.raw, b)
 	return ok, more
 }
 
