@@ -224,7 +224,7 @@ func (m *Message) takeMethod(e *members) error {
 	}
 	if bytes.IndexByte(v, '\\') < 0 {
 		// Valid UTF-8 JSON with no escape: the bytes are the string.
-		m.Method = string(v[1 : len(v)-1])
+		m.Method = methodName(v[1 : len(v)-1])
 	} else if err := json.Unmarshal(v, &m.Method); err != nil {
 		return invalid(`member "method" is not a valid string`)
 	}
@@ -533,4 +533,33 @@ func (m *Message) ReplaceID(id []byte) []byte {
 	copy(f[d:], f[:s.Start])
 	copy(f[d+s.Start:], id)
 	return f[d:]
+}
+
+// methodName is b as a string: one of MCP's common methods without an
+// allocation (the compiler matches a switch on string(b) in place), any
+// other as a copy. A request and its notifications each take one.
+func methodName(b []byte) string {
+	switch string(b) {
+	case "tools/call":
+		return "tools/call"
+	case "tools/list":
+		return "tools/list"
+	case "resources/read":
+		return "resources/read"
+	case "resources/list":
+		return "resources/list"
+	case "prompts/get":
+		return "prompts/get"
+	case "prompts/list":
+		return "prompts/list"
+	case "ping":
+		return "ping"
+	case "notifications/progress":
+		return "notifications/progress"
+	case "notifications/cancelled":
+		return "notifications/cancelled"
+	case "notifications/message":
+		return "notifications/message"
+	}
+	return string(b)
 }
