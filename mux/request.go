@@ -276,9 +276,14 @@ func (c *client) forward(m *message, out sink, f fwd) {
 // edits are the rewrites of a forwarded request: its id, its progress
 // token, and its envelope as the pairing needs.
 func (c *client) edits(m *message, pair pairing, up int64, hasToken bool, tokSpan jsonrpc.Span) []jsonrpc.Edit {
-	upID := []byte(strconv.FormatInt(up, 10))
+	// One allocation holds the edits and the id they write.
+	buf := new(struct {
+		edits [5]jsonrpc.Edit
+		id    [20]byte
+	})
+	upID := strconv.AppendInt(buf.id[:0], up, 10)
 	idSpan, _ := m.IDSpan()
-	edits := make([]jsonrpc.Edit, 1, 5)
+	edits := buf.edits[:1]
 	edits[0] = jsonrpc.Edit{Span: idSpan, Value: upID}
 	if hasToken {
 		edits = append(edits, jsonrpc.Edit{Span: tokSpan, Value: upID})
