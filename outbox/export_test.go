@@ -6,3 +6,17 @@ func (q *Queue) WriterUp() bool {
 	defer q.served.mu.Unlock()
 	return q.served.up
 }
+
+// TakeTurn is the writer goroutine's attempt at the turn (takeTurn, not
+// draining): busy while a Flush or Drain holds it.
+func (q *Queue) TakeTurn() (busy bool) {
+	_, _, busy = q.takeTurn(false)
+	return busy
+}
+
+// DrainWaits reports whether Drain waits for the turn's holder.
+func (q *Queue) DrainWaits() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.drainer
+}

@@ -365,7 +365,9 @@ func (q *Queue) takeTurn(drain bool) (batch []Frame, ok, busy bool) {
 	}
 	switch {
 	case q.writing:
-		q.drainer = drain
+		// Drain waits for the holder's end to wake it; the writer
+		// goroutine finding the turn taken must not unmark it.
+		q.drainer = q.drainer || drain
 		return nil, false, true
 	case len(q.frames) == 0 && !q.owed:
 		return nil, false, false

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,4 +109,45 @@ func TestServeDrainTakesTurnsWithTheWriter(t *testing.T) {
 		assert.Zero(t, w.overlaps.Load(), "overlapping Writer calls")
 		assert.Equal(t, 0, q.Bytes())
 	})
+}
+
+// TestDrainWokenAfterWriterMissedTurn: a Drain that waits for a Flush
+// writing directly is woken at the Flush's end, even when Serve's writer
+// goroutine, started before Drain, looked for its turn meanwhile and found
+// it taken: that look once made the Flush's end forget Drain, which then
+// waited for good (a session's Run hung at its end).
+func TestDrainWokenAfterWriterMissedTurn(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	w := &fakeWriter{}
+	w.during = func() {
+		close(entered)
+		<-release
+	}
+	q := outbox.New(w, outbox.Config{HighWater: 1 << 20, Max: 1 << 20})
+	q.Serve(func(error) {})
+	require.NoError(t, q.SendLater(outbox.Frame{Data: []byte("one")}))
+	flushed := make(chan struct{})
+	go func() { // the Flush that writes directly, held in its TryWrite
+		defer close(flushed)
+		q.Flush()
+	}()
+	<-entered
+	drained := make(chan error, 1)
+	go func() { // Drain, which waits for the Flush
+		drained <- q.Drain()
+	}()
+	require.Eventually(t, q.DrainWaits, patience, time.Millisecond, "Drain waits for the Flush")
+	require.True(t, q.TakeTurn(), "the writer goroutine finds the turn taken")
+	close(release)
+	<-flushed
+	select {
+	case err := <-drained:
+		require.NoError(t, err)
+	case <-time.After(patience):
+		t.Fatal("Drain was not woken at the end of the Flush it waited for")
+	}
+	q.Stop()
+	q.Wait()
+	_, wire := w.snapshot()
+	require.Equal(t, []string{"one"}, wire)
 }
