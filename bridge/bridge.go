@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpmux/mcpmux/internal/rawio"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/socket"
 )
@@ -68,8 +69,8 @@ func newLink(conn net.Conn, path string) *link {
 	l := &link{
 		conn:    conn,
 		path:    path,
-		br:      bufio.NewReaderSize(conn, 64<<10),
-		bw:      bufio.NewWriterSize(conn, 64<<10),
+		br:      bufio.NewReaderSize(rawio.NewReader(conn), 64<<10),
+		bw:      bufio.NewWriterSize(rawio.NewWriter(conn), 64<<10),
 		swallow: map[string]bool{},
 		ended:   make(chan error, 1),
 	}

@@ -1,8 +1,9 @@
 package outbox
 
 import (
-	"errors"
 	"syscall"
+
+	"github.com/mcpmux/mcpmux/internal/rawio"
 )
 
 // TryWriteRaw is the heart of a Writer's TryWrite on a descriptor in the
@@ -49,9 +50,9 @@ func (w *RawWriter) TryWrite(raw syscall.RawConn, b []byte) (ok, more bool, rest
 // block; it is done either way: it never waits for the descriptor.
 func (w *RawWriter) write(fd uintptr) bool {
 	for w.n < len(w.b) {
-		m, err := syscall.Write(int(fd), w.b[w.n:])
-		if err != nil {
-			if errors.Is(err, syscall.EINTR) {
+		m, errno := rawio.Write(fd, w.b[w.n:])
+		if errno != 0 {
+			if errno == syscall.EINTR {
 				continue
 			}
 			return true // EAGAIN, or an error the blocking write will meet

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpmux/mcpmux/internal/rawio"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 	"github.com/mcpmux/mcpmux/outbox"
 )
@@ -35,7 +36,7 @@ type Stream struct {
 
 // NewStream frames conn, refusing messages over maxMessageBytes.
 func NewStream(conn net.Conn, maxMessageBytes int) *Stream {
-	s := &Stream{conn: conn, r: jsonrpc.NewReader(conn, maxMessageBytes)}
+	s := &Stream{conn: conn, r: jsonrpc.NewReader(rawio.NewReader(conn), maxMessageBytes)}
 	if sc, ok := conn.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			s.raw = raw
@@ -53,14 +54,15 @@ func (s *Stream) SetLineTimeout(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	s.r.Reset(&lineWatch{conn: s.conn, timeout: d})
+	s.r.Reset(&lineWatch{conn: s.conn, r: rawio.NewReader(s.conn), timeout: d})
 }
 
 // lineWatch is a connection read through a deadline that runs while a line
 // is incomplete: armed when what the client sent so far ends mid-line,
 // re-armed when a new line begins, cleared at a line's end.
 type lineWatch struct {
-	conn    net.Conn
+	conn    net.Conn  // for its read deadline
+	r       io.Reader // conn, read raw when it can be (rawio.NewReader)
 	timeout time.Duration
 	mid     bool // what was read so far ends inside a line
 	begun   bool // a line began in the last read: its deadline runs from then
@@ -77,7 +79,7 @@ func (w *lineWatch) Read(p []byte) (int, error) {
 		w.armed = false
 	}
 	w.begun = false
-	n, err := w.conn.Read(p)
+	n, err := w.r.Read(p)
 	if n > 0 {
 		w.begun = !w.mid || bytes.IndexByte(p[:n], '\n') >= 0
 		w.mid = p[n-1] != '\n'

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mcpmux/mcpmux/internal/rawio"
 	"github.com/mcpmux/mcpmux/jsonrpc"
 )
 
@@ -26,7 +27,7 @@ func (p *Process) readLoop() {
 // readFrames hands each frame to the Handler until stdout ends; it reports
 // whether it stopped because of a junk flood (the process is then killed).
 func (p *Process) readFrames() (flood bool) {
-	r := jsonrpc.NewReaderSize(p.stdout, p.cfg.MaxMessageBytes, stdoutBufferSize)
+	r := jsonrpc.NewReaderSize(rawio.NewReader(p.stdout), p.cfg.MaxMessageBytes, stdoutBufferSize)
 	r.CheckLargeFrames()
 	// Whatever ends the reading (EOF, a junk flood), what the handler held
 	// back goes out.
