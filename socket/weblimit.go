@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"container/list"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/mcpmux/mcpmux/internal/rawio"
 )
 
 // firstByteTimeout bounds the wait for the first byte of a request on an
@@ -69,7 +72,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	lc := &limitedConn{Conn: c, l: l}
+	lc := &limitedConn{Conn: c, l: l, r: rawio.NewReader(c), w: rawio.NewWriter(c)}
 	lc.watch.Store(true)
 	if pool := l.admit(lc); pool != nil {
 		if oldest := l.evict(l.evictable(pool)); oldest != nil {
@@ -177,6 +180,8 @@ const (
 type limitedConn struct {
 	net.Conn
 	l *limitListener
+	r io.Reader // Conn, read raw when it can be (rawio.NewReader)
+	w io.Writer // Conn, written raw when it can be
 
 	// Under l.mu.
 	state int
@@ -197,7 +202,7 @@ type limitedConn struct {
 // Read implements net.Conn, noting when a request's headers have all been
 // read while the connection is unchecked.
 func (c *limitedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+	n, err := c.r.Read(p)
 	if n > 0 && c.watch.Load() {
 		c.note(p[:n])
 	}
@@ -266,7 +271,7 @@ func (c *limitedConn) refused() {
 func (c *limitedConn) Write(p []byte) (int, error) {
 	n := 0
 	for {
-		m, err := c.Conn.Write(p[n:])
+		m, err := c.w.Write(p[n:])
 		n += m
 		d := time.Duration(c.window.Load())
 		if err == nil || m == 0 || d <= 0 || !isTimeout(err) {

@@ -4,12 +4,16 @@ package socket
 
 import (
 	"errors"
+	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpmux/mcpmux/internal/rawio"
 )
 
 func TestHeadersEnd(t *testing.T) {
@@ -156,4 +160,43 @@ func TestLimitedConnWriteProgress(t *testing.T) {
 	}
 	var ne net.Error
 	assert.True(t, errors.As(err, &ne) && ne.Timeout(), "a client that takes nothing is cut off: %v", err)
+}
+
+// TestLimitedConnReadsRaw: on Linux the web listener's connections are
+// read and written with rawio, past its header watch, and what passes is
+// unchanged either way.
+func TestLimitedConnReadsRaw(t *testing.T) {
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := newLimitListener(tl, 10, 2, nil)
+	defer l.Close()
+	c, err := net.Dial("tcp", tl.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	s, err := l.Accept()
+	require.NoError(t, err)
+	defer s.Close()
+	lc := s.(*limitedConn)
+	if runtime.GOOS == "linux" {
+		assert.IsType(t, (*rawio.Reader)(nil), lc.r)
+		assert.IsType(t, (*rawio.Writer)(nil), lc.w)
+	}
+	_, err = c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	require.NoError(t, err)
+	got := make([]byte, 0, 64)
+	for len(got) < 27 {
+		buf := make([]byte, 64)
+		n, err := s.Read(buf)
+		require.NoError(t, err)
+		got = append(got, buf[:n]...)
+	}
+	assert.Equal(t, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", string(got))
+	complete, _ := lc.seen()
+	assert.True(t, complete, "the header watch saw the request's end")
+	_, err = s.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n"))
+	require.NoError(t, err)
+	back := make([]byte, 64)
+	n, err := io.ReadAtLeast(c, back, 27)
+	require.NoError(t, err)
+	assert.Equal(t, "HTTP/1.1 204 No Content\r\n\r\n", string(back[:n]))
 }
