@@ -36,6 +36,8 @@ func newConnectCmd() *cobra.Command {
 		if len(args) > 0 {
 			name = args[0]
 		}
+		stdin, restore := pollableStdin(cmd.InOrStdin())
+		defer restore()
 		return bridge.Run(cmd.Context(), bridge.Config{
 			Server: name,
 			Find: func(ctx context.Context, warn io.Writer) (*bridge.Target, error) {
@@ -54,7 +56,7 @@ func newConnectCmd() *cobra.Command {
 			Yamux:       viaYamux,
 			Drain:       drain,
 			Reconnect:   reconnect,
-			Stdin:       cmd.InOrStdin(),
+			Stdin:       stdin,
 			Stdout:      cmd.OutOrStdout(),
 			Stderr:      cmd.ErrOrStderr(),
 		})
