@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -354,20 +355,10 @@ func hugeResults(c *client, size, reps int) (time.Duration, float64, error) {
 // calls one after the other for AggFor, all at once, and returns the calls
 // per second they made together.
 func (r *run) aggregate(open func() (conn, error), sessions int) (cps float64, err error) {
-	clients := make([]*client, 0, sessions)
+	clients, err := r.openSessions(open, sessions)
 	defer func() { err = errors.Join(err, closeAll(clients)) }()
-	for range sessions {
-		c, err := r.dial(open)
-		if err != nil {
-			return 0, err
-		}
-		clients = append(clients, c)
-		if err := c.initialize(); err != nil {
-			return 0, err
-		}
-		if err := c.echo(); err != nil {
-			return 0, err
-		}
+	if err != nil {
+		return 0, err
 	}
 	start := make(chan struct{})
 	calls := make([]int, sessions)
@@ -399,6 +390,50 @@ func (r *run) aggregate(open func() (conn, error), sessions int) (cps float64, e
 		total += n
 	}
 	return float64(total) / elapsed.Seconds(), nil
+}
+
+// openers is how many sessions openSessions opens at once.
+const openers = 8
+
+// openSessions opens n sessions, openers at a time, each initialized and
+// with one echo call answered. One at a time, ten thousand HTTP sessions
+// take longer on a slow machine than a client keeps a connection idle (30
+// s): the first ones would all dial again at once when the timed calls
+// start, a burst the web listener meets by closing the newest arrivals'
+// oldest (see socket's limitListener), which is not what is measured. It
+// returns every client it opened, for the caller to close, even with an
+// error.
+func (r *run) openSessions(open func() (conn, error), n int) ([]*client, error) {
+	clients := make([]*client, n)
+	errs := make([]error, openers)
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for w := range openers {
+		wg.Go(func() {
+			for i := range next {
+				if failed.Load() {
+					return
+				}
+				c, err := r.dial(open)
+				if err == nil {
+					clients[i] = c
+					err = errors.Join(c.initialize(), c.echo())
+				}
+				if err != nil {
+					errs[w] = err
+					failed.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return slices.DeleteFunc(clients, func(c *client) bool { return c == nil }), errors.Join(errs...)
 }
 
 // httpPeers starts the Streamable HTTP fronts to b that are not mcpmux:
