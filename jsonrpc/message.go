@@ -520,19 +520,100 @@ func (m *Message) WithID(id []byte) []byte {
 // ReplaceID is WithID for a caller that owns the frame and is done with the
 // message: when the new id is no longer than the old one, the frame is
 // rewritten in place (the bytes before the id move up by the difference)
-// and a slice of it returned, so that a large answer is not copied whole.
-// Otherwise it returns a copy. Either way m, whose spans no longer match,
-// must not be used afterwards.
+// and a slice of it returned, so that a large answer is not copied whole;
+// m's spans then no longer match, and m must not be used afterwards. A
+// longer id goes in as SpliceHead puts it: in place in a large frame with
+// the room, m then describing the frame returned; else in a copy.
 func (m *Message) ReplaceID(id []byte) []byte {
 	s := m.idSpan
 	d := (s.End - s.Start) - len(id)
 	if d < 0 {
-		return m.WithID(id)
+		return m.SpliceHead(Edit{Span: s, Value: id})
 	}
 	f := m.Frame
 	copy(f[d:], f[:s.Start])
 	copy(f[d+s.Start:], id)
 	return f[d:]
+}
+
+// SpliceHead is Splice of m's frame for a caller that owns the frame, with
+// edits near its start (an answer's new id, a member put in at its
+// result's start). A frame of more than 64 KiB whose edits all end within
+// its first headMax bytes, with room past its end for what they add, is
+// edited in place: its head is rebuilt and the rest moves along by the
+// difference, in one move within its own buffer, so that a large answer is
+// not copied into memory of its own. m is then left describing the frame
+// returned, its members where they moved to (one that begins at an
+// insertion does not take the inserted bytes in). Otherwise the frame is
+// copied, as Splice does, and m is left as it was.
+func (m *Message) SpliceHead(edits ...Edit) []byte {
+	f := m.Frame
+	g, p := 0, 0
+	for _, e := range edits {
+		g += len(e.Value) - (e.End - e.Start)
+		p = max(p, e.End)
+	}
+	if len(f) <= largeFrame || p > headMax || cap(f)-len(f) < g {
+		return Splice(f, edits...)
+	}
+	spans := [...]Span{m.span(m.ID), m.span(m.Params), m.span(m.Result), m.span(m.Error), m.idSpan, m.paramsSpan}
+	head := Splice(f[:p], edits...)
+	n := len(f) + g
+	if g > 0 {
+		f = f[:n]
+		copy(f[p+g:], f[p:])
+		copy(f, head)
+	} else {
+		copy(f, head)
+		copy(f[p+g:], f[p:])
+		f = f[:n]
+	}
+	for i := range spans {
+		spans[i] = moved(spans[i], edits)
+	}
+	m.Frame = f
+	m.ID, m.Params, m.Result, m.Error = within(f, m.ID, spans[0]), within(f, m.Params, spans[1]), within(f, m.Result, spans[2]), within(f, m.Error, spans[3])
+	m.idSpan, m.paramsSpan = spans[4], spans[5]
+	return f
+}
+
+// headMax bounds how far into a frame SpliceHead edits it in place.
+const headMax = 4 << 10
+
+// span is where member value v sits in m.Frame; zero when v is absent.
+func (m *Message) span(v []byte) Span {
+	if v == nil {
+		return Span{}
+	}
+	return SpanOf(m.Frame, v)
+}
+
+// moved is where s is once edits are applied: each of its ends goes along
+// by what the edits ending at or before it add.
+func moved(s Span, edits []Edit) Span {
+	if s == (Span{}) {
+		return s
+	}
+	out := s
+	for _, e := range edits {
+		d := len(e.Value) - (e.End - e.Start)
+		if e.End <= s.Start {
+			out.Start += d
+		}
+		if e.End <= s.End {
+			out.End += d
+		}
+	}
+	return out
+}
+
+// within is f at span s, for a member value that was there (old not nil).
+// Its capacity runs to f's end, as a parsed member's does (SpanOf).
+func within(f, old []byte, s Span) []byte {
+	if old == nil {
+		return nil
+	}
+	return f[s.Start:s.End]
 }
 
 // methodName is b as a string: one of MCP's common methods without an

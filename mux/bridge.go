@@ -112,7 +112,7 @@ func (b *downBridge) rewrite(_ *client, m *jsonrpc.Message, meta jsonrpc.Span, e
 }
 
 func (b *downBridge) modifyAnswer(_ *client, _ int64, r idmap.Route, _ *routeData, m *jsonrpc.Message) ([]byte, bool) {
-	return b.shapeDown(m, r.ID, r.Method), false
+	return b.shapeDown(m, r.ID, r.Method, true), false
 }
 
 func (b *downBridge) serve(*client, message, *serverInfo, sink) bool { return false }

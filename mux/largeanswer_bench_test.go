@@ -62,7 +62,19 @@ func runBigServer(size string) int {
 // session's outbox and socket writer) to a client that reads each whole.
 // It reports this process's CPU time and the bytes it allocated per
 // answer; the client's share of both is its reads into one reused buffer.
+// The client's ids are numbers, no longer than mcpmux's own; or strings,
+// longer (the answer's head grows); or it is a session of 2026-07-28 on
+// this legacy server, whose answers get their resultType put in.
 func BenchmarkLargeAnswer(b *testing.B) {
+	b.Run("number-id", func(b *testing.B) { benchLargeAnswer(b, "%d", false) })
+	b.Run("string-id", func(b *testing.B) { benchLargeAnswer(b, `"request-0000000000000000-%d"`, false) })
+	b.Run("modern", func(b *testing.B) { benchLargeAnswer(b, "%d", true) })
+}
+
+// largeEnvelope is the _meta of a 2026-07-28 client's requests.
+const largeEnvelope = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}`
+
+func benchLargeAnswer(b *testing.B, idFmt string, modern bool) {
 	const size = 10 << 20
 	exe, err := os.Executable()
 	require.NoError(b, err)
@@ -80,16 +92,22 @@ func BenchmarkLargeAnswer(b *testing.B) {
 	})
 	br := bufio.NewReaderSize(conn, 1<<20)
 	buf := make([]byte, 0, 11<<20)
+	params, answer := `{"name":"big"}`, `,"result":`
+	if modern {
+		params, answer = `{"name":"big",`+largeEnvelope+`}`, `,"result":{"resultType":"complete",`
+	}
 	call := func(id int) []byte {
-		fmt.Fprintf(conn, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"big"}}`+"\n", id)
+		fmt.Fprintf(conn, `{"jsonrpc":"2.0","id":`+idFmt+`,"method":"tools/call","params":`+params+`}`+"\n", id)
 		return readLineInto(b, br, buf)
 	}
-	fmt.Fprintf(conn, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}`+"\n")
-	if init := readLineInto(b, br, buf); !bytes.Contains(init, []byte(`"result"`)) {
-		b.Fatalf("initialize: %.300s", init)
+	if !modern {
+		fmt.Fprintf(conn, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}`+"\n")
+		if init := readLineInto(b, br, buf); !bytes.Contains(init, []byte(`"result"`)) {
+			b.Fatalf("initialize: %.300s", init)
+		}
+		fmt.Fprintf(conn, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
 	}
-	fmt.Fprintf(conn, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
-	if warm := call(0); !bytes.HasPrefix(warm, []byte(`{"jsonrpc":"2.0","id":0,"result":`)) {
+	if warm := call(0); !bytes.HasPrefix(warm, []byte(`{"jsonrpc":"2.0","id":`+fmt.Sprintf(idFmt, 0)+answer)) {
 		b.Fatalf("first call: %.300s", warm) // the server is started and warm
 	}
 
@@ -100,7 +118,7 @@ func BenchmarkLargeAnswer(b *testing.B) {
 	for b.Loop() {
 		i++
 		line := call(i)
-		if want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":`, i); !bytes.HasPrefix(line, []byte(want)) || len(line) < size {
+		if want := `{"jsonrpc":"2.0","id":` + fmt.Sprintf(idFmt, i) + answer; !bytes.HasPrefix(line, []byte(want)) || len(line) < size {
 			b.Fatalf("answer %d: %d bytes beginning %.300q", i, len(line), line)
 		}
 	}

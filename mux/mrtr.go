@@ -385,7 +385,7 @@ func (b *downBridge) answerEnded(c *client, p *parkedInput, id json.RawMessage, 
 	r := idmap.Route{Session: c.sess.ID(), ID: id, Method: p.route.Method, Tag: tag, Started: time.Now()}
 	switch {
 	case p.final != nil:
-		c.deliver(r, b.shapeDown(h.view.load().filterAnswer(r.Method, p.final), id, r.Method), nil)
+		c.deliver(r, b.shapeDown(h.view.load().filterAnswer(r.Method, p.final), id, r.Method, false), nil)
 	case p.failed != nil:
 		c.deliver(r, p.failed.WithServer(h.cfg.Name).Response(id), nil)
 	default:
@@ -514,8 +514,10 @@ func completeEdit(m *jsonrpc.Message, method string) (jsonrpc.Edit, bool) {
 // shapeDown is a legacy server's answer as a modern session gets it, under
 // id: a result says it is complete, or that it needs input when it asks
 // for some (and how long it may be cached, for the
-// lists), and the retired resource-not-found code becomes -32602.
-func (b *downBridge) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string) []byte {
+// lists), and the retired resource-not-found code becomes -32602. own: the
+// caller owns m's frame and lets it be edited in place (SpliceHead), so
+// that a large answer is not copied whole; else it is copied.
+func (b *downBridge) shapeDown(m *jsonrpc.Message, id json.RawMessage, method string, own bool) []byte {
 	idSpan, _ := m.IDSpan()
 	var buf [2]jsonrpc.Edit // Splice keeps no edit: they stay on the stack
 	edits := append(buf[:0], jsonrpc.Edit{Span: idSpan, Value: id})
@@ -545,6 +547,9 @@ func (b *downBridge) shapeDown(m *jsonrpc.Message, id json.RawMessage, method st
 			es := jsonrpc.SpanOf(m.Frame, m.Error)
 			edits = append(edits, jsonrpc.Edit{Span: jsonrpc.Span{Start: es.Start + s.Start, End: es.Start + s.End}, Value: []byte(strconv.Itoa(jsonrpc.CodeInvalidParams))})
 		}
+	}
+	if own {
+		return m.SpliceHead(edits...)
 	}
 	return jsonrpc.Splice(m.Frame, edits...)
 }
