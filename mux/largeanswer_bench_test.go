@@ -32,7 +32,12 @@ func runBigServer(size string) int {
 	if err != nil {
 		return 2
 	}
-	body := []byte(`,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", n) + `"}]}}` + "\n")
+	// Each answer's text is one letter, the last of the tool's name, so
+	// that a client can tell one answer's bytes from another's.
+	bodies := make([][]byte, 26)
+	for i := range bodies {
+		bodies[i] = []byte(`,"result":{"content":[{"type":"text","text":"` + strings.Repeat(string(rune('a'+i)), n) + `"}]}}` + "\n")
+	}
 	r := jsonrpc.NewReaderSize(os.Stdin, 1<<20, 64<<10)
 	w := bufio.NewWriterSize(os.Stdout, 64<<10)
 	for {
@@ -49,12 +54,26 @@ func runBigServer(size string) int {
 		case "initialize":
 			w.WriteString(`,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"big","version":"1"}}}` + "\n")
 		case "tools/call":
-			w.Write(body)
+			w.Write(bodies[answerLetter(m.Params)-'a'])
 		default:
 			w.WriteString(`,"result":{}}` + "\n")
 		}
 		w.Flush()
 	}
+}
+
+// answerLetter is the letter of the big server's answer to a tools/call
+// with these params: the last of the tool's name, if a small letter.
+func answerLetter(params []byte) byte {
+	s, ok := jsonrpc.FindPath(params, "name")
+	if !ok {
+		return 'x'
+	}
+	name, _ := jsonrpc.Unquote(params[s.Start:s.End])
+	if name == "" || name[len(name)-1] < 'a' || name[len(name)-1] > 'z' {
+		return 'x'
+	}
+	return name[len(name)-1]
 }
 
 // BenchmarkLargeAnswer: 10 MB answers from a real server process through
@@ -131,7 +150,7 @@ func benchLargeAnswer(b *testing.B, idFmt string, modern bool) {
 
 // benchSession attaches a session over a socket pair and returns the
 // client's end.
-func benchSession(b *testing.B, ctx context.Context, wg *sync.WaitGroup, hub *Hub) net.Conn {
+func benchSession(b testing.TB, ctx context.Context, wg *sync.WaitGroup, hub *Hub) net.Conn {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	require.NoError(b, err)
 	conns := make([]net.Conn, 2)
@@ -149,7 +168,7 @@ func benchSession(b *testing.B, ctx context.Context, wg *sync.WaitGroup, hub *Hu
 
 // readLineInto reads one line into buf, reused: the client allocates
 // nothing per answer.
-func readLineInto(b *testing.B, br *bufio.Reader, buf []byte) []byte {
+func readLineInto(b testing.TB, br *bufio.Reader, buf []byte) []byte {
 	buf = buf[:0]
 	for {
 		chunk, err := br.ReadSlice('\n')
