@@ -559,14 +559,17 @@ func (m *Message) SpliceHead(edits ...Edit) []byte {
 	spans := [...]Span{m.span(m.ID), m.span(m.Params), m.span(m.Result), m.span(m.Error), m.idSpan, m.paramsSpan}
 	head := Splice(f[:p], edits...)
 	n := len(f) + g
-	if g > 0 {
+	switch {
+	case g > 0:
 		f = f[:n]
 		copy(f[p+g:], f[p:])
 		copy(f, head)
-	} else {
+	case g < 0:
 		copy(f, head)
 		copy(f[p+g:], f[p:])
 		f = f[:n]
+	default: // the rest stays where it is
+		copy(f, head)
 	}
 	for i := range spans {
 		spans[i] = moved(spans[i], edits)

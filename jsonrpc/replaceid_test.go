@@ -115,6 +115,17 @@ func TestSpliceHead(t *testing.T) {
 			require.Equal(t, jsonrpc.SpanOf(again.Frame, again.Result), jsonrpc.SpanOf(m.Frame, m.Result))
 		})
 	}
+	t.Run("same length", func(t *testing.T) {
+		frame := largeAnswer(123456, 0)
+		want := strings.Replace(string(frame), `"id":123456`, `"id":654321`, 1)
+		m, err := jsonrpc.Parse(frame)
+		require.NoError(t, err)
+		s, _ := m.IDSpan()
+		got := m.SpliceHead(jsonrpc.Edit{Span: s, Value: []byte(`654321`)})
+		require.Equal(t, want, string(got))
+		require.Same(t, &frame[0], &got[0], "no room needed")
+		require.Equal(t, `654321`, string(m.ID))
+	})
 	t.Run("small", func(t *testing.T) {
 		frame := append(make([]byte, 0, 128), `{"jsonrpc":"2.0","id":1,"result":{}}`...)
 		m, err := jsonrpc.Parse(frame)
