@@ -63,6 +63,9 @@ type link struct {
 	wrote   atomic.Bool // anything was written on it: the client's lines, or a replay
 	heard   atomic.Bool // the daemon sent a byte on it
 	broken  atomic.Bool // a write to it failed as the daemon had closed it
+	// wroteAtEnd: anything was written on it when its socket reader
+	// stopped; what was written after, the daemon never read.
+	wroteAtEnd atomic.Bool
 }
 
 func newLink(conn net.Conn, path string) *link {
@@ -117,6 +120,16 @@ func (l *link) unread(cause error) bool {
 	return !l.heard.Load() && l.wrote.Load() && (l.broken.Load() || isReset(cause))
 }
 
+// silent reports whether the daemon ended l cleanly having sent nothing
+// on it while nothing had been written to it: a connection closed for
+// staying silent past the daemon's first_byte_timeout. A line the client
+// sends just then may still go out on l, after the daemon closed it and
+// before the stdin reader learns of it: the daemon never read such a line,
+// and it goes out again on the next link, as an unread one does.
+func (l *link) silent(cause error) bool {
+	return cause == nil && !l.heard.Load() && !l.wroteAtEnd.Load()
+}
+
 // refusal is the daemon refusing the session (too_many_sessions): its
 // error line, which the requests in flight are answered with.
 type refusal struct {
@@ -157,6 +170,9 @@ func (b *bridge) run(ctx context.Context, first *link, stdin io.Reader) error {
 			b.stop(l)
 			return nil
 		case cause := <-l.ended:
+			if testHookEnded != nil {
+				testHookEnded(l)
+			}
 			next, err := b.recover(ctx, l, cause, stdinDone)
 			if next == nil {
 				return err
@@ -165,6 +181,10 @@ func (b *bridge) run(ctx context.Context, first *link, stdin io.Reader) error {
 		}
 	}
 }
+
+// testHookEnded, when a test sets it, runs as run learns that a link's
+// socket reader stopped, before it retires the link.
+var testHookEnded func(l *link)
 
 // up tells the client what changed, starts the link's socket reader and
 // hands the link to the stdin reader.
@@ -177,7 +197,11 @@ func (b *bridge) up(l *link) error {
 		l.conn.Close()
 		return &stdoutError{err}
 	}
-	b.readers.Go(func() { l.ended <- b.readSocket(l) })
+	b.readers.Go(func() {
+		err := b.readSocket(l)
+		l.wroteAtEnd.Store(l.wrote.Load())
+		l.ended <- err
+	})
 	b.slot.set(l)
 	return nil
 }
@@ -229,7 +253,7 @@ func (b *bridge) inFlightError(id []byte, refused *refusal) []byte {
 // when the bridge is over, err then saying why (nil: stdin ended or ctx
 // did while there was nothing left to answer).
 func (b *bridge) recover(ctx context.Context, l *link, cause error, stdinDone <-chan error) (next *link, err error) {
-	if l.unread(cause) {
+	if l.unread(cause) || l.silent(cause) {
 		b.slot.clear()
 		l.conn.Close()
 		lines, ids, ok := l.t.closeUnheard()

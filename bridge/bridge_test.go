@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -370,4 +371,35 @@ func TestBridgeResendsWhatAClosedLinkNeverRead(t *testing.T) {
 	c2.answer(line, initResult)
 	assert.Contains(t, b.read(), `"serverInfo"`)
 	assert.Empty(t, b.stderr.String(), "nothing was lost: nothing said")
+}
+
+// A client's first line that goes out on a link just after the daemon
+// ended it, silent (its first_byte_timeout), and before the bridge retired
+// the link, was never read: it goes out again on the next link, quietly,
+// even with --reconnect 0, and is answered (it used to be answered
+// daemon_gone). The daemon here only shuts its side for writing, so that
+// the line's write succeeds and lies unread, as it does when it crosses
+// the daemon's close.
+func TestBridgeResendsWhatCrossedASilentClose(t *testing.T) {
+	f := newFakeDaemon(t)
+	bridges := make(chan *testBridge, 1)
+	var once sync.Once
+	testHookEnded = func(l *link) {
+		once.Do(func() { // the first link's end
+			b := <-bridges
+			b.send(legacyInit)
+			testutil.Until(t, bridgeWithin, "the line goes out on the ended link", func() bool { return l.wrote.Load() })
+		})
+	}
+	t.Cleanup(func() { testHookEnded = nil }) // after the bridge's own cleanup, which waits for it
+	b, c1 := startTestBridge(t, f, 0)
+	bridges <- b
+	require.NoError(t, c1.conn.(*net.UnixConn).CloseWrite())
+	c2 := f.accept()
+	line := c2.read()
+	assert.JSONEq(t, legacyInit, line, "the client's own initialize, once more")
+	c2.answer(line, initResult)
+	assert.Contains(t, b.read(), `"serverInfo"`)
+	assert.Empty(t, b.stderr.String(), "nothing was lost: nothing said")
+	c1.conn.Close()
 }
