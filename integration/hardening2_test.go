@@ -353,9 +353,8 @@ func TestAutostartLogIsRotated(t *testing.T) {
 // daemon closes connect's silent connection, connect reaches it again
 // quietly (even with --reconnect 0), and the initialize sent afterwards is
 // answered, with nothing on stderr. (A first message that crosses the
-// daemon's close of a silent connection is lost with it, as any message
-// crossing a daemon's end is: a window of the time connect takes to see
-// the close, once per first_byte_timeout of silence.)
+// daemon's close of a silent connection is not lost either: the daemon
+// never read it, and connect sends it again on the new connection.)
 func TestConnectOutlivesFirstByteTimeout(t *testing.T) {
 	t.Parallel()
 	cfg := writeConfig(t, demo("demo", nil), "")
