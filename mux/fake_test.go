@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -417,6 +418,9 @@ func newHarnessOn(t *testing.T, srv *fakeServer, tweak func(*Config)) *harness {
 		Upstream:       upstream.Config{MaxMessageBytes: 1 << 20},
 		RestartBackoff: time.Millisecond,
 		start:          srv.start,
+		// Errors (a panic while handling a message, above all) go to the
+		// test's log, so that a failure shows its cause.
+		Logger: slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelError})),
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -429,6 +433,14 @@ func newHarnessOn(t *testing.T, srv *fakeServer, tweak func(*Config)) *harness {
 		h.wg.Wait()
 	})
 	return h
+}
+
+// testLog writes to a test's log.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
 
 // connect attaches a new session over a socket pair and returns the
