@@ -26,17 +26,27 @@ import (
 // answered with a text result of the given number of bytes.
 const bigServerEnv = "MCPMUX_MUX_BIG_SERVER"
 
-// runBigServer is that server: initialize, ping and tools/call, on stdio.
+// bigServerEraEnv set to "modern" makes that server speak 2026-07-28 only:
+// it refuses initialize and describes itself through server/discover.
+const bigServerEraEnv = "MCPMUX_MUX_BIG_SERVER_ERA"
+
+// runBigServer is that server: initialize (or server/discover), ping and
+// tools/call, on stdio.
 func runBigServer(size string) int {
 	n, err := strconv.Atoi(size)
 	if err != nil {
 		return 2
 	}
+	modern := os.Getenv(bigServerEraEnv) == "modern"
+	shape := ""
+	if modern {
+		shape = `"resultType":"complete",`
+	}
 	// Each answer's text is one letter, the last of the tool's name, so
 	// that a client can tell one answer's bytes from another's.
 	bodies := make([][]byte, 26)
 	for i := range bodies {
-		bodies[i] = []byte(`,"result":{"content":[{"type":"text","text":"` + strings.Repeat(string(rune('a'+i)), n) + `"}]}}` + "\n")
+		bodies[i] = []byte(`,"result":{` + shape + `"content":[{"type":"text","text":"` + strings.Repeat(string(rune('a'+i)), n) + `"}]}}` + "\n")
 	}
 	r := jsonrpc.NewReaderSize(os.Stdin, 1<<20, 64<<10)
 	w := bufio.NewWriterSize(os.Stdout, 64<<10)
@@ -50,10 +60,14 @@ func runBigServer(size string) int {
 			continue
 		}
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s`, m.ID)
-		switch m.Method {
-		case "initialize":
+		switch {
+		case modern && m.Method == "initialize":
+			w.WriteString(`,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"]}}}` + "\n")
+		case modern && m.Method == "server/discover":
+			w.WriteString(`,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"big","version":"1"}}}}` + "\n")
+		case m.Method == "initialize":
 			w.WriteString(`,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"big","version":"1"}}}` + "\n")
-		case "tools/call":
+		case m.Method == "tools/call":
 			w.Write(bodies[answerLetter(m.Params)-'a'])
 		default:
 			w.WriteString(`,"result":{}}` + "\n")
@@ -85,20 +99,23 @@ func answerLetter(params []byte) byte {
 // longer (the answer's head grows); or it is a session of 2026-07-28 on
 // this legacy server, whose answers get their resultType put in.
 func BenchmarkLargeAnswer(b *testing.B) {
-	b.Run("number-id", func(b *testing.B) { benchLargeAnswer(b, "%d", false) })
-	b.Run("string-id", func(b *testing.B) { benchLargeAnswer(b, `"request-0000000000000000-%d"`, false) })
-	b.Run("modern", func(b *testing.B) { benchLargeAnswer(b, "%d", true) })
+	b.Run("number-id", func(b *testing.B) { benchLargeAnswer(b, "%d", false, "legacy") })
+	b.Run("string-id", func(b *testing.B) { benchLargeAnswer(b, `"request-0000000000000000-%d"`, false, "legacy") })
+	b.Run("modern", func(b *testing.B) { benchLargeAnswer(b, "%d", true, "legacy") })
+	b.Run("legacy-on-modern", func(b *testing.B) { benchLargeAnswer(b, "%d", false, "modern") })
 }
 
 // largeEnvelope is the _meta of a 2026-07-28 client's requests.
 const largeEnvelope = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}`
 
-func benchLargeAnswer(b *testing.B, idFmt string, modern bool) {
+// benchLargeAnswer measures a session (modern: of 2026-07-28) with ids in
+// idFmt on a server of the era server.
+func benchLargeAnswer(b *testing.B, idFmt string, modern bool, server string) {
 	const size = 10 << 20
 	exe, err := os.Executable()
 	require.NoError(b, err)
 	hub := New(Config{Name: "big", Upstream: upstream.Config{
-		Name: "big", Command: exe, Env: map[string]string{bigServerEnv: strconv.Itoa(size)}, MaxMessageBytes: 16 << 20,
+		Name: "big", Command: exe, Env: map[string]string{bigServerEnv: strconv.Itoa(size), bigServerEraEnv: server}, MaxMessageBytes: 16 << 20,
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -112,6 +129,9 @@ func benchLargeAnswer(b *testing.B, idFmt string, modern bool) {
 	br := bufio.NewReaderSize(conn, 1<<20)
 	buf := make([]byte, 0, 11<<20)
 	params, answer := `{"name":"big"}`, `,"result":`
+	if server == "modern" {
+		answer = `,"result":{"resultType":"complete",`
+	}
 	if modern {
 		params, answer = `{"name":"big",`+largeEnvelope+`}`, `,"result":{"resultType":"complete",`
 	}

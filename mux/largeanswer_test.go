@@ -21,34 +21,44 @@ import (
 // shorter; a modern session's resultType put in), each reach their session
 // whole and unmixed while the next ones are read: twenty 1 MB answers asked
 // for at once, each of its own letter, to a session whose ids are numbers,
-// one whose ids are long strings, and a session of 2026-07-28.
+// one whose ids are long strings, a session of 2026-07-28, and a legacy
+// session on a server of 2026-07-28.
 func TestLargeAnswersPipelined(t *testing.T) {
 	letter := func(i int) byte { return 'a' + byte(i%26) }
 	const size, calls = 1 << 20, 20
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	hub := New(Config{Name: "big", Upstream: upstream.Config{
-		Name: "big", Command: exe, Env: map[string]string{bigServerEnv: strconv.Itoa(size)}, MaxMessageBytes: 4 << 20,
-	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { hub.Run(ctx) })
 	defer func() {
 		cancel()
 		wg.Wait()
 	}()
+	hubs := map[string]*Hub{}
+	for _, era := range []string{"legacy", "modern"} {
+		hub := New(Config{Name: "big", Upstream: upstream.Config{
+			Name: "big", Command: exe, Env: map[string]string{bigServerEnv: strconv.Itoa(size), bigServerEraEnv: era}, MaxMessageBytes: 4 << 20,
+		}})
+		hubs[era] = hub
+		wg.Go(func() { hub.Run(ctx) })
+	}
 	for _, tt := range []struct {
 		name, idFmt string
-		modern      bool
+		modern      bool   // a session of 2026-07-28
+		server      string // the server's era
 	}{
-		{"number ids", "%d", false},
-		{"string ids", `"a-long-request-id-%d"`, false},
-		{"modern", "%d", true},
+		{"number ids", "%d", false, "legacy"},
+		{"string ids", `"a-long-request-id-%d"`, false, "legacy"},
+		{"modern", "%d", true, "legacy"},
+		{"legacy on a modern server", `"a-long-request-id-%d"`, false, "modern"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			conn := benchSession(t, ctx, &wg, hub)
+			conn := benchSession(t, ctx, &wg, hubs[tt.server])
 			defer conn.Close()
 			params, shape := `{"name":"big-%c"}`, `,"result":{"content"`
+			if tt.server == "modern" {
+				shape = `,"result":{"resultType":"complete","content"`
+			}
 			if tt.modern {
 				params, shape = `{"name":"big-%c",`+largeEnvelope+`}`, `,"result":{"resultType":"complete","content"`
 			} else {

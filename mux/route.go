@@ -174,18 +174,18 @@ func (u *upstreamHandler) routeResponse(m *jsonrpc.Message) {
 
 // recycler is the Release of a plain answer's frame: one that nothing but
 // its session's outbox will refer to once routed (no tap saw it, no view,
-// batch, listen, input round or task bookkeeping kept a piece of it), so
-// that its buffer, the reader's, can be reused once the session's writer
-// is done with it. An era bridge keeps nothing of an answer it passes on
-// (the down bridge shapes it, the up bridge puts the id back): only the
-// up bridge's interactive requests, whose answer may be an input round,
-// are not plain. Only large frames come from a pool (jsonrpc.Recycle);
-// others, and answers that are not plain, get nil.
+// batch, listen or task bookkeeping kept a piece of it), so that its
+// buffer, the reader's, can be reused once the session's writer is done
+// with it. An era bridge keeps nothing of an answer it passes on (the down
+// bridge shapes it, the up bridge puts the id back); an input round the up
+// bridge takes on keeps pieces of it, but is never delivered, so the
+// Release is never called. Only large frames come from a pool
+// (jsonrpc.Recycle); others, and answers that are not plain, get nil.
 func (u *upstreamHandler) recycler(r idmap.Route, d *routeData, shown, seen *jsonrpc.Message, taps []*Tap) func() {
 	if r.Task || taps != nil || shown != seen || seen.Kind != jsonrpc.KindResult || len(seen.Frame) <= recycleMin {
 		return nil
 	}
-	if d != nil && (d.batch != nil || d.after != nil || d.listen || d.retry != nil) {
+	if d != nil && (d.batch != nil || d.after != nil || d.listen) {
 		return nil
 	}
 	frame := seen.Frame
