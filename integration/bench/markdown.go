@@ -72,6 +72,8 @@ func mdFloors(w printf, rep *benchkit.Report) {
 	w("request: one daemon runs it as `echo` (the default protocol, which initializes: legacy) and as\n")
 	w("`echo26` (`protocol = \"modern\"`). The floors: the byte relay for the socket and WebSocket, the\n")
 	w("byte bridge in front of it for `connect`, the HTTP relay for Streamable HTTP (described below);\n")
+	w("`mcpmux connect echo` against the byte bridge in front of the daemon's socket, so that the two\n")
+	w("differ by the bridge alone (where the first row's floor also swaps the daemon for the relay);\n")
 	w("`mcpmux connect` with no name (the endpoint `all`, tool `echo__echo`) against `mcpmux connect echo`;\n")
 	w("a 2026-07-28 sessionless POST (the envelope in every request, `MCP-Protocol-Version`,\n")
 	w("`Mcp-Method` and `Mcp-Name` headers, no session id) against a 2025 session on the same URL;\n")

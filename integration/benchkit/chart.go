@@ -39,6 +39,7 @@ var (
 var floorLabels = map[string]string{
 	PathSocket:         "unix / relay",
 	PathConnect:        "connect / bridge",
+	PathConnectOwn:     "connect / bridge, both to mcpmux",
 	PathWS:             "ws / relay",
 	PathHTTP:           "http / http relay",
 	PathEndpoint:       "endpoint all / connect",

@@ -13,6 +13,7 @@ import (
 // each mcpmux path against the floor it is judged by. Besides the paths of
 // Paths, these.
 const (
+	PathConnectOwn     = "mcpmux connect, the bridge alone"
 	PathEndpoint       = "mcpmux connect, endpoint all"
 	PathSessionless    = "http 2026-07-28 sessionless POST"
 	PathSessionlessNew = "http 2026-07-28 sessionless POST, modern server"
@@ -21,6 +22,10 @@ const (
 	PathLegacyOnModern = "legacy session, modern server (unix)"
 )
 
+// PathBridgeSocket is the floor of PathConnectOwn: the byte bridge in
+// front of the daemon's socket, so that the two differ by the bridge alone.
+const PathBridgeSocket = "byte bridge + mcpmux unix socket"
+
 const (
 	serverModern    = "echo26" // the Go echo server, configured protocol = "modern"
 	floorDirectName = "direct stdio (for the large results)"
@@ -28,7 +33,7 @@ const (
 
 // FloorPaths lists the rows measured against a floor, in order.
 func FloorPaths() []string {
-	return []string{PathSocket, PathConnect, PathWS, PathHTTP, PathEndpoint, PathSessionless, PathSessionlessNew,
+	return []string{PathSocket, PathConnect, PathWS, PathHTTP, PathConnectOwn, PathEndpoint, PathSessionless, PathSessionlessNew,
 		PathModernSocket, PathModernOnLegacy, PathLegacyOnModern}
 }
 
@@ -152,6 +157,8 @@ func (r *run) floorPairs(s floorSetup, b backend) []floorPair {
 			side{open: func() (conn, error) { return spawnConn([]string{r.o.Bridge, s.relaySock}, nil) }}, true},
 		{PathWS, PathRelay, side{open: func() (conn, error) { return dialWS(d.wsURL(b.server)) }}, relay, true},
 		{PathHTTP, PathHTTPRelay, http25, side{open: func() (conn, error) { return dialHTTP(s.httpRelay, "") }}, true},
+		{PathConnectOwn, PathBridgeSocket, side{open: connect(b.server)},
+			side{open: func() (conn, error) { return spawnConn([]string{r.o.Bridge, d.socket(b.server)}, nil) }}, false},
 		{PathEndpoint, PathConnect, side{open: connect(), tool: b.server + "__echo"}, side{open: connect(b.server)}, false},
 		{PathSessionless, PathHTTP, side{open: func() (conn, error) { return dialHTTPModern(d.httpURL(b.server), token) }, modern: true}, http25, false},
 		{PathSessionlessNew, PathHTTP, side{open: func() (conn, error) { return dialHTTPModern(d.httpURL(serverModern), token) }, modern: true}, http25, false},

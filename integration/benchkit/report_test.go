@@ -39,3 +39,22 @@ func TestFailedPeerRow(t *testing.T) {
 		t.Errorf("targets against supergateway's and mcp-proxy's HTTP: %d and %d, want 2 each", sg, proxy)
 	}
 }
+
+// A missed connect row says where its time goes, with the ratio of the
+// row that sets connect against a byte bridge in front of the same daemon;
+// a met one says nothing.
+func TestConnectMissExplained(t *testing.T) {
+	round := func(cps, floor float64) []FloorRound { return []FloorRound{{CPS: cps, FloorCPS: floor}} }
+	r := &Report{Floors: []FloorRow{
+		{Path: PathConnect, Floor: PathBridge, Rounds: round(50000, 90000)},
+		{Path: PathConnectOwn, Floor: PathBridgeSocket, Rounds: round(61000, 62000)},
+	}}
+	table := r.TargetsTable()
+	if !strings.Contains(table, "itself is at 0.98× the calls/s of a byte bridge") {
+		t.Errorf("the missed connect row is not explained by the bridge-alone row:\n%s", table)
+	}
+	r.Floors[0].Rounds = round(85000, 90000)
+	if table := r.TargetsTable(); strings.Contains(table, "itself is at") {
+		t.Errorf("a met connect row is explained:\n%s", table)
+	}
+}

@@ -47,6 +47,7 @@ func (r *Report) hugeOver(path, floorName string, limit time.Duration, over func
 // interleaved rows, the memory figures and the Nth client.
 func (r *Report) issue32Targets() []Target {
 	ts := []Target{r.floorRatio(PathConnect, "≥ 0.90×", atLeast(0.90), FloorRow.CPSRatio, "pipelined calls/s")}
+	ts[0].Why = r.whyConnect()
 	rounds := func(path string) []FloorRound {
 		if f := r.Floor(path); f != nil {
 			return f.Rounds
@@ -61,12 +62,12 @@ func (r *Report) issue32Targets() []Target {
 		// shares: its PSS, beside it, is what each one adds.
 		per := r.Shared.Bridges.RSS / int64(r.Shared.Copies)
 		pss := r.Shared.Bridges.PSS / int64(r.Shared.Copies)
-		ts = append(ts, Target{Name: "an idle `mcpmux connect`: RSS", Want: "≤ 5.0 MiB", Got: mib(per) + " (PSS " + mib(pss) + ")", Measured: per > 0, Met: per > 0 && per <= 5<<20})
+		ts = append(ts, Target{Name: "an idle `mcpmux connect`: RSS", Want: "≤ 5.0 MiB", Got: mib(per) + " (PSS " + mib(pss) + ")", Measured: per > 0, Met: per > 0 && per <= 5<<20, Why: whyStart})
 	}
 	if rd := r.Ready; rd.Socket > 0 && rd.Connect > 0 {
 		ts = append(ts, Target{Name: fmt.Sprintf("%s: a new `mcpmux connect` ready, server running", BackendEverything),
 			Want: "≤ socket + 2 ms (" + dur(rd.Socket+2*time.Millisecond) + ")", Got: dur(rd.Connect), Measured: true,
-			Met: rd.Connect <= rd.Socket+2*time.Millisecond})
+			Met: rd.Connect <= rd.Socket+2*time.Millisecond, Why: whyStart})
 	}
 	for _, p := range []string{PathSocket, PathWS} {
 		ts = append(ts, r.hugeOver(p, PathRelay, 3*time.Millisecond, func(i int) (time.Duration, bool) { return rounds(p)[i].HugeDiff, true }))
@@ -88,6 +89,7 @@ func (r *Report) issue32Targets() []Target {
 		r.floorRatio(PathLegacyOnModern, "≥ 0.80×", atLeast(0.80), FloorRow.CPSRatio, "pipelined calls/s"),
 		r.floorRatio(PathSocket, "≤ 1.10×", atMost(1.10), FloorRow.P50Ratio, "echo p50"),
 		r.floorRatio(PathSocket, "≥ 0.95×", atLeast(0.95), FloorRow.CPSRatio, "pipelined calls/s"))
+	ts[len(ts)-1].Why = whyRelay
 	for i := range ts {
 		ts[i].Issue = "#32"
 	}
