@@ -59,13 +59,13 @@ const (
 		"cycle marks waits for it (gctrace: 80–130 ms mark phases at the slow answers). The relay copies " +
 		"through fixed buffers and allocates nothing (and still adds several milliseconds to a 10 MB result here; " +
 		"see its row)."
-	whyStart = "A new `mcpmux connect` starts the one binary it shares with the daemon (22 MB): perf over 30 " +
-		"starts gives 36 ms of CPU across its threads, 14.5 ms of it package initialisation (5.5 ms the " +
-		"Prometheus client's chain: collectors, procfs, protobuf descriptors) and 7.4 ms the runtime's own " +
-		"(the itab and module tables), with 536 page faults against an empty Go program's 37. Most of an " +
-		"idle one's RSS is that binary's pages, shared by every connect and the daemon (PSS beside it). A " +
-		"program with connect's imports alone starts in a third of the time (6.5 against 18.6 ms of wall " +
-		"time, perf stat): meeting these needs connect in a binary that does not link the daemon."
+	whyStart = "A new `mcpmux connect` starts the one binary it shares with the daemon (22 MB): perf stat over 20 " +
+		"starts gives 20 ms of CPU and 566 page faults, against 4.6 ms and 145 for an empty Go program. perf " +
+		"record puts 36 % of a start's samples in package initialisation, about half of it the Prometheus " +
+		"client's chain (collectors, procfs, protobuf descriptors, expvar), and 20 % in the runtime's own set-up " +
+		"of the binary's tables. Most of an idle one's RSS is that binary's pages, shared by every connect and " +
+		"the daemon (PSS beside it). A program with connect's imports alone starts in 6.5 ms of wall time " +
+		"against mcpmux's 18.6 ms: meeting these needs connect in a binary that does not link the daemon."
 	whyReady = "tools/list is the server's own work: server-everything answers it directly in about 2 ms at " +
 		"its median (0.6 ms at best); mcpmux answers initialize itself in about 0.5 ms."
 )
