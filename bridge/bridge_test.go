@@ -365,10 +365,18 @@ func TestBridgeResendsWhatAClosedLinkNeverRead(t *testing.T) {
 	b.send(legacyInit)
 	testutil.Until(t, bridgeWithin, "the initialize waits, unread, at the daemon's end", func() bool { return socket.Waiting(c1.conn) })
 	c1.conn.Close() // unread: the bridge's next read is reset
-	c2 := f.accept()
-	line := c2.read()
+	initResent(t, f, b)
+}
+
+// initResent: the daemon's next connection gets the client's own
+// initialize again, its answer reaches the client, and the bridge says
+// nothing of a loss.
+func initResent(t *testing.T, f *fakeDaemon, b *testBridge) {
+	t.Helper()
+	c := f.accept()
+	line := c.read()
 	assert.JSONEq(t, legacyInit, line, "the client's own initialize, again")
-	c2.answer(line, initResult)
+	c.answer(line, initResult)
 	assert.Contains(t, b.read(), `"serverInfo"`)
 	assert.Empty(t, b.stderr.String(), "nothing was lost: nothing said")
 }
@@ -395,11 +403,6 @@ func TestBridgeResendsWhatCrossedASilentClose(t *testing.T) {
 	b, c1 := startTestBridge(t, f, 0)
 	bridges <- b
 	require.NoError(t, c1.conn.(*net.UnixConn).CloseWrite())
-	c2 := f.accept()
-	line := c2.read()
-	assert.JSONEq(t, legacyInit, line, "the client's own initialize, once more")
-	c2.answer(line, initResult)
-	assert.Contains(t, b.read(), `"serverInfo"`)
-	assert.Empty(t, b.stderr.String(), "nothing was lost: nothing said")
+	initResent(t, f, b)
 	c1.conn.Close()
 }
